@@ -1,0 +1,37 @@
+"""The two ways a dsh runtime can run: the frozen executable and the Python interpreter.
+
+``exe``: ``dsh-runtime-<platform>-<arch>`` from the ``dsh-runtime-bin`` wheel (import
+``dsh_runtime_bin``), a closed build the user's environment cannot break. ``python``:
+``sys.executable -m dsh``, the same code from this installation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from typing import Any
+
+_MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+_SYSTEMS = {"linux": "linux", "darwin": "macos", "windows": "win"}
+
+
+def platform_key() -> str:
+    """This machine's runtime platform key, e.g. ``linux-x64``."""
+    system = _SYSTEMS.get(platform.system().lower(), platform.system().lower())
+    machine = _MACHINES.get(platform.machine().lower(), platform.machine().lower())
+    return f"{system}-{machine}"
+
+
+def exe_available() -> bool:
+    """Whether the ``dsh-runtime-bin`` wheel is installed (without importing it)."""
+    return importlib.util.find_spec("dsh_runtime_bin") is not None
+
+
+def describe() -> list[dict[str, Any]]:
+    """The carriers and whether each is available, sorted by id."""
+    return [
+        {"id": "exe", "available": exe_available()},
+        {"id": "python", "available": True,
+         "version": f"{sys.version_info.major}.{sys.version_info.minor}"},
+    ]

@@ -1,0 +1,119 @@
+"""The ``dsh`` command: the one launcher of every dsh application.
+
+``main`` is the single exit point (click's habit): commands raise typed
+:class:`~dsh.errors.DshError`\\ s and the handler here prints one line and exits with the
+error's code. Heavy modules (YAML, click, the runtime) are imported only on the paths that
+need them, so ``dsh --version`` and ``dsh -h`` stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from dsh import argv as argv_mod
+from dsh._version import __version__
+from dsh.errors import EXIT_INTERRUPTED, EXIT_USAGE, DshError, UsageError
+
+HELP = """\
+usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
+       dsh NAME [APP ARGS...]               shorthand for --profile NAME (e.g. `dsh web`)
+       dsh --profile NAME --dump-config [--json]
+       dsh --profile NAME --dump-default-config [--json]
+       dsh --dump-config-schema
+       dsh profile list [--json]
+       dsh info [--json] | dsh doctor [--live] [--strict] [--json]
+
+Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
+or one of your own under $DSH_HOME/profiles/.
+
+launcher options (they come before the application's arguments):
+  --profile NAME               the profile to run
+  --patch FILE                 an extra patch layer, applied last (repeatable, in order)
+  --home DIR                   the dsh home (default: $DSH_HOME, else ~/.dsh)
+  --from-default-profile TPL   create profile NAME as a copy of shipped template TPL
+  --dump-config                print the composed config tree with provenance
+  --dump-default-config        the same, bundle layers only
+  --dump-config-schema         print the JSON Schema of rows and patch operations
+  --json                       JSON output for the --dump-* flags
+  -V, --version                print the version
+  -h, --help                   this help; `dsh --profile NAME -h` is the application's help
+"""
+
+
+def _emit_json(document: object) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def _run(argv: list[str]) -> int:
+    inv = argv_mod.parse(argv)
+    if inv.version:
+        sys.stdout.write(f"dsh {__version__}\n")
+        return 0
+    if inv.help:
+        sys.stdout.write(HELP)
+        return 0
+    if inv.subcommand is not None:
+        from dsh.commands import run_subcommand
+
+        return run_subcommand(inv)
+    if inv.dump == "--dump-config-schema":
+        from dsh.configschema import config_schema
+
+        _emit_json(config_schema())
+        return 0
+    if inv.profile is None:
+        sys.stderr.write(HELP)
+        raise UsageError("no profile given (try `dsh --profile sdk` or `dsh web`)")
+    return _run_profile(inv)
+
+
+def _run_profile(inv: argv_mod.Invocation) -> int:
+    from dsh import launch, profiles
+    from dsh.home import ensure_dir, resolve_home
+
+    home = resolve_home(inv.home)
+    cwd = Path.cwd()
+    if inv.from_template is not None:
+        ensure_dir(home)
+        profiles.create_from_template(home, inv.profile, inv.from_template)
+    resolved = launch.resolve(home, inv.profile, inv.patches, cwd,
+                              default_only=inv.dump == "--dump-default-config")
+    for warning in resolved.tree.warnings:
+        sys.stderr.write(f"dsh: warning: {warning}\n")
+    if inv.dump is not None:
+        if inv.app_args:
+            raise UsageError(f"{inv.dump} takes no application arguments "
+                             f"(got {inv.app_args[0]!r})")
+        document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
+        if inv.json:
+            _emit_json(document)
+        else:
+            from dsh.dumptext import render
+
+            sys.stdout.write(render(document))
+        return 0
+    prepared = launch.prepare(resolved, cwd, inv.app_args)
+    from dsh_runtime.app import run
+
+    return run(prepared)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``dsh`` console script and ``python -m dsh``."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = _run(args)
+    except DshError as exc:
+        sys.stderr.write(f"dsh: error: {exc}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``dsh ... | head``): nothing left to say to anyone.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.stdout.flush()
+    sys.exit(code if isinstance(code, int) else EXIT_USAGE)

@@ -1,0 +1,125 @@
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``), built with click.
+
+They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
+turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
+With ``--json`` a failure is still exactly one JSON document on stdout (``ok: false``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsh import machine
+from dsh.argv import Invocation
+from dsh.errors import DshError, UsageError
+from dsh.home import resolve_home
+
+
+def _emit(command: str, profile: str | None, as_json: bool, data: Any,
+          render: Any) -> None:
+    document = machine.envelope(command, profile, data=data)
+    sys.stdout.write(machine.dumps(document) if as_json else render(data))
+
+
+def _fail_json(command: str, profile: str | None, exc: DshError) -> None:
+    error = {"code": exc.exit_code, "type": type(exc).__name__, "message": str(exc)}
+    sys.stdout.write(machine.dumps(machine.envelope(command, profile, error=error)))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+def group(ctx: click.Context) -> None:
+    """dsh launcher subcommands."""
+
+
+_home_option = click.option("--home", "home", default=None, help="The dsh home.")
+
+
+@group.command()
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def info(inv: Invocation, home: str | None, as_json: bool) -> None:
+    """What this installation is: version, carriers, profiles."""
+    from dsh import info as info_mod
+
+    explicit = home or inv.home
+    home_path = resolve_home(explicit)
+    try:
+        data = info_mod.collect(home_path, explicit)
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json("info", None, exc)
+        sys.exit(exc.exit_code)
+    _emit("info", None, as_json, data, info_mod.render)
+
+
+@group.command()
+@_home_option
+@click.option("--profile", "profile", default="sdk", show_default=True)
+@click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
+@click.option("--live", is_flag=True, help="Also boot the runtime (prints its help).")
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+           live: bool, strict: bool, as_json: bool) -> None:
+    """Check the home and a profile; exit 1 when a check fails."""
+    from dsh import doctor as doctor_mod
+
+    if as_json and strict:
+        raise UsageError("--strict is for people; with --json, read each check's status")
+    home_path = resolve_home(home or inv.home)
+    runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict)
+    data = runner.run(live=live)
+    _emit("doctor", profile, as_json, data, doctor_mod.render)
+    if data["failed"]:
+        sys.exit(1)
+
+
+@group.group()
+def profile() -> None:
+    """Profiles of the home and the shipped templates."""
+
+
+@profile.command("list")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
+    """List every profile with its bundles and reload policy."""
+    from dsh import info as info_mod
+
+    home_path = resolve_home(home or inv.home)
+    rows = info_mod.collect(home_path, home or inv.home)["profiles"]
+
+    def render(data: dict[str, Any]) -> str:
+        return "".join(
+            f"{r['id']}\tERROR {r['error']}\n" if "error" in r
+            else f"{r['id']}\t{r['patchReload']}\t{', '.join(r['bundles'])}\n"
+            for r in data["profiles"]
+        )
+
+    _emit("profile list", None, as_json, {"profiles": rows}, render)
+
+
+def run_subcommand(inv: Invocation) -> int:
+    """Run ``inv.subcommand`` with its arguments; click errors become UsageError."""
+    try:
+        group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
+                   standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        return 0
+    except click.UsageError as exc:
+        raise UsageError(exc.format_message()) from exc
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort as exc:
+        raise KeyboardInterrupt from exc
+    return 0

@@ -1,0 +1,173 @@
+"""``dsh doctor``: every check of a home and profile, as one document.
+
+Checks never start plugins: they read files, compose, and import plugin classes to read
+their manifests. A check is ``ok``, ``warn`` (a failure only under ``--strict``) or
+``fail``; the command exits 1 when any check fails, 0 otherwise. Messages never contain a
+secret value or an absolute path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsh import carriers
+from dsh.errors import DshError
+from dsh.machine import display_path
+
+
+@dataclass
+class Check:
+    """One check result."""
+
+    id: str
+    status: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        """The check as it appears in ``data.checks``."""
+        return {"id": self.id, "status": self.status, "message": self.message}
+
+
+class Doctor:
+    """Runs the checks for one home and profile and collects the results."""
+
+    def __init__(self, home: Path, profile: str, patches: list[str], cwd: Path,
+                 *, strict: bool) -> None:
+        self.home = home
+        self.profile = profile
+        self.patches = patches
+        self.cwd = cwd
+        self.strict = strict
+        self.checks: list[Check] = []
+
+    def add(self, check_id: str, status: str, message: str) -> None:
+        self.checks.append(Check(check_id, status, message))
+
+    def scrub(self, text: str) -> str:
+        """Replace absolute home/cwd prefixes in a message."""
+        return text.replace(str(self.home), "$DSH_HOME").replace(str(self.cwd), "$CWD")
+
+    def run(self, *, live: bool) -> dict[str, Any]:
+        """Run every check; the ``data`` of the envelope."""
+        if self.check_home():
+            resolved = self.check_profile()
+            if resolved is not None:
+                self.check_plugins_and_env(resolved)
+                if live:
+                    self.check_live()
+        self.check_carriers()
+        checks = sorted(self.checks, key=lambda c: c.id)
+        failed = [c for c in checks if c.status == "fail" or (self.strict and c.status == "warn")]
+        return {"checks": [c.to_json() for c in checks], "failed": len(failed),
+                "strict": self.strict}
+
+    def check_home(self) -> bool:
+        from dsh.home import ensure_dir
+
+        try:
+            ensure_dir(self.home)
+            with tempfile.NamedTemporaryFile(dir=self.home, prefix=".doctor-"):
+                pass
+        except (DshError, OSError) as exc:
+            self.add("home.writable", "fail", self.scrub(str(exc)))
+            return False
+        self.add("home.writable", "ok", "the home exists and is writable")
+        return True
+
+    def check_profile(self) -> Any:
+        from dsh import launch
+
+        try:
+            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd)
+        except DshError as exc:
+            self.add("profile.resolvable", "fail", self.scrub(str(exc)))
+            return None
+        self.add("profile.resolvable", "ok",
+                 f"profile {self.profile!r} ({resolved.profile.patch_reload})")
+        for name, path in resolved.files.bundles:
+            self.add(f"bundle.{name}", "ok", f"found at {display_path(path, self.home)}")
+        for layer in resolved.tree.layers:
+            label = layer.source if layer.kind == "bundle" else display_path(
+                Path(layer.source), self.home, self.cwd)
+            self.add(f"layer.{layer.kind}.{label}", "ok",
+                     f"parses ({len(layer.operations)} operations)")
+        if resolved.tree.warnings:
+            self.add("patch.warnings", "warn",
+                     self.scrub("; ".join(resolved.tree.warnings)))
+        else:
+            self.add("patch.warnings", "ok", "no unknown ids or skipped operations")
+        return resolved
+
+    def check_plugins_and_env(self, resolved: Any) -> None:
+        from dsh_runtime.loader import resolve_plugin
+
+        from dsh.envsnapshot import snapshot
+
+        try:
+            env = snapshot(self.home, self.cwd)
+        except DshError as exc:
+            self.add("env.files", "fail", self.scrub(str(exc)))
+            env = None
+        required: dict[str, list[str]] = {}
+        for row, disabled in resolved.tree.walk():
+            if row.children is not None:
+                continue
+            if disabled:
+                self.add(f"plugin.{row.id}", "ok", f"{row.name} (disabled, not loaded)")
+                continue
+            try:
+                plugin_class = resolve_plugin(row.name, row_id=row.id)
+            except DshError as exc:
+                self.add(f"plugin.{row.id}", "fail", self.scrub(str(exc)))
+                continue
+            manifest = plugin_class.manifest
+            self.add(f"plugin.{row.id}", "ok", f"{row.name} {manifest.version}")
+            for name, var in manifest.env.items():
+                if var.required and var.default is None:
+                    required.setdefault(name, []).append(row.id)
+        for name, rows in sorted(required.items()):
+            present = env is not None and bool(env.get(name))
+            origin = env.origin(name) if present and env is not None else None
+            self.add(f"env.{name}", "ok" if present else "fail",
+                     f"set ({origin if origin in ('environment', 'default') else '.env'})"
+                     if present else f"not set; needed by {', '.join(rows)} "
+                     f"(export {name}=... or add it to $DSH_HOME/.env)")
+
+    def check_live(self) -> None:
+        import subprocess
+
+        argv = [sys.executable, "-m", "dsh", "--home", str(self.home), "--profile",
+                self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL, cwd=self.cwd)
+        except subprocess.TimeoutExpired:
+            self.add("runtime.boot", "fail", "the runtime did not answer -h within 60 s")
+            return
+        if proc.returncode == 0:
+            self.add("runtime.boot", "ok", "the runtime loads every plugin and prints its help")
+        else:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
+
+    def check_carriers(self) -> None:
+        for carrier in carriers.describe():
+            status = "ok" if carrier["available"] else "warn"
+            message = "available" if carrier["available"] else (
+                "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
+            if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
+                status, message = "fail", "the Python interpreter is not executable"
+            self.add(f"carrier.{carrier['id']}", status, message)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The text projection of the doctor document."""
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    lines = [f"[{marks[c['status']]}] {c['id']}: {c['message']}" for c in data["checks"]]
+    lines.append(f"{data['failed']} check(s) failed" if data["failed"] else "all checks passed")
+    return "\n".join(lines) + "\n"

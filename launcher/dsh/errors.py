@@ -1,0 +1,145 @@
+"""The one exception tree shared by the launcher, the runtime and the SDK client.
+
+Every error knows how it leaves the process: ``exit_code`` for the CLI (one top-level
+handler in :mod:`dsh.cli` prints the message and exits with it) and ``rpc_code`` for the
+JSON-RPC servers. Foreign exceptions (YAML, TOML, JSON, ``OSError``, import errors) are
+translated into these where they enter, with the cause chained.
+
+    DshError                      exit 1, rpc -32603
+    ├── UsageError                exit 2  bad command line
+    ├── ConfigError               exit 2  a file or field of the configuration is wrong
+    │   ├── ProfileNotFoundError
+    │   ├── PatchError            a patch file or operation is malformed
+    │   └── EnvFileError          a malformed or refused ``.env``
+    ├── PluginError               exit 1  a plugin failed to load, apply, start or stop
+    │   └── CapabilityError       registered what its manifest did not declare
+    ├── ProtocolError             rpc -32600 (subclasses carry their own code)
+    │   ├── ParseError            rpc -32700  a frame is not UTF-8 JSON
+    │   ├── InvalidMessageError   rpc -32600  JSON, but not a JSON-RPC 2.0 message
+    │   ├── FrameTooLargeError    rpc -32600
+    │   └── JsonRpcError          an error answer from the peer (code, message, data)
+    └── RuntimeNotFoundError      exit 2  no runtime carrier could be found
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class DshError(Exception):
+    """Base of every error dsh raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+    rpc_code: int = -32603
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if self.hint is None else f"{self.message} (hint: {self.hint})"
+
+
+class UsageError(DshError):
+    """The command line is wrong."""
+
+    exit_code = EXIT_USAGE
+    rpc_code = -32602
+
+
+class ConfigError(DshError):
+    """A configuration file or field is wrong; the message names the file and field."""
+
+    exit_code = EXIT_USAGE
+    rpc_code = -32602
+
+
+class ProfileNotFoundError(ConfigError):
+    """No profile of that name exists in the home and no shipped template has it."""
+
+
+class PatchError(ConfigError):
+    """A patch file, or one operation in it, is malformed."""
+
+
+class EnvFileError(ConfigError):
+    """A ``.env`` file is malformed or sets a bootstrap-only name."""
+
+
+class PluginError(DshError):
+    """A plugin failed to load, validate, apply, start or dispose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        row_id: str | None = None,
+        hint: str | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.row_id = row_id
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class CapabilityError(PluginError):
+    """A plugin registered something its manifest did not declare."""
+
+
+class ProtocolError(DshError):
+    """A peer broke the wire protocol (framing, JSON, JSON-RPC shape)."""
+
+    rpc_code = -32600
+
+
+class ParseError(ProtocolError):
+    """A frame is not valid UTF-8 JSON; the answer carries a null id."""
+
+    rpc_code = -32700
+
+
+class InvalidMessageError(ProtocolError):
+    """Valid JSON that is not a JSON-RPC 2.0 message; ``id`` is the one recovered, if any."""
+
+    def __init__(self, message: str, *, id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.id = id
+
+
+class FrameTooLargeError(ProtocolError):
+    """One frame exceeded the configured maximum size."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the {limit}-byte limit")
+        self.size = size
+        self.limit = limit
+
+
+class JsonRpcError(ProtocolError):
+    """An error answer: carries the JSON-RPC ``code``, ``message`` and optional ``data``."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.rpc_code = code
+        self.data = data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``error`` member of a JSON-RPC response."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class RuntimeNotFoundError(DshError):
+    """No runtime carrier was found; the message lists every place searched."""
+
+    exit_code = EXIT_USAGE

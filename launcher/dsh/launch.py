@@ -1,0 +1,131 @@
+"""What the launcher hands the runtime: one resolved, immutable launch.
+
+The launcher does everything that depends on files (home, profile, layers, ``.env``);
+the runtime receives this value and never reads a profile itself. That keeps the runtime
+testable from a plain value and keeps ``dsh_runtime`` out of the launcher's import path
+until an application actually starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsh.compose import ComposedTree, compose
+from dsh.envsnapshot import EnvSnapshot
+from dsh.home import ensure_dir
+from dsh.layers import (
+    LayerFiles,
+    layer_files,
+    load_bundle_layers,
+    load_patch_layers,
+    load_user_layers,
+)
+from dsh.patchfile import PatchLayer
+from dsh.profiles import Profile, load_profile
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A profile resolved for one process.
+
+    ``rows`` is the flat list the kernel boots: leaf rows in tree order with full ids
+    (``group:child``), tags resolved, a disabled group's children disabled.
+    ``effective_config`` is the ``--dump-config --json`` document with secret-looking
+    values masked, for ``config/get`` and the web app.
+    ``layer_files`` are the files the tree was composed from; a ``startup`` profile
+    reports ``reload_required`` when one of them changes after boot.
+    ``recompose`` rebuilds ``(rows, effective_config)`` from the files, for live reload.
+    """
+
+    profile: str
+    patch_reload: str
+    home: Path
+    cwd: Path
+    env: EnvSnapshot
+    rows: tuple[Mapping[str, Any], ...]
+    effective_config: Mapping[str, Any]
+    app_args: tuple[str, ...] = ()
+    layer_files: tuple[Path, ...] = ()
+    watch_files: tuple[Path, ...] = ()
+    recompose: Callable[[], tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]] | None = (
+        field(default=None, compare=False)
+    )
+
+
+_SECRET_KEY = re.compile(r"(key|token|secret|password|credential)", re.IGNORECASE)
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy of a JSON document with literal secret-looking values replaced by ``***``.
+
+    Tags (``{"!env": NAME}``) are references, not values, and stay visible.
+    """
+    if isinstance(value, dict):
+        return {
+            k: "***" if _SECRET_KEY.search(k) and isinstance(v, (str, int, float)) and v != ""
+            else mask_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Everything the launcher resolved from files before a runtime exists."""
+
+    home: Path
+    profile: Profile
+    files: LayerFiles
+    bundle_layers: tuple[PatchLayer, ...]
+    patch_layers: tuple[PatchLayer, ...]
+    tree: ComposedTree
+
+
+def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
+            *, default_only: bool = False) -> Resolved:
+    """Resolve the profile and compose its layers (bundles only when ``default_only``)."""
+    ensure_dir(home)
+    profile = load_profile(home, profile_name)
+    files = layer_files(home, profile, patches, cwd)
+    bundle_layers = tuple(load_bundle_layers(files))
+    if default_only:
+        return Resolved(home, profile, files, bundle_layers, (), compose(bundle_layers))
+    patch_layers = tuple(load_patch_layers(files))
+    tree = compose([*bundle_layers, *load_user_layers(files), *patch_layers])
+    return Resolved(home, profile, files, bundle_layers, patch_layers, tree)
+
+
+def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
+            environ: Mapping[str, str] | None = None) -> Launch:
+    """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included)."""
+    from dsh.envsnapshot import snapshot
+
+    env = snapshot(resolved.home, cwd, environ)
+    profile, files, home = resolved.profile, resolved.files, resolved.home
+
+    def recompose() -> tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]:
+        tree = compose([*resolved.bundle_layers, *load_user_layers(files),
+                        *resolved.patch_layers])
+        return tree.flat_rows(env, home), mask_secrets(tree.to_json(profile.name,
+                                                                    profile.patch_reload))
+
+    tree = resolved.tree
+    return Launch(
+        profile=profile.name,
+        patch_reload=profile.patch_reload,
+        home=home,
+        cwd=cwd,
+        env=env,
+        rows=tree.flat_rows(env, home),
+        effective_config=mask_secrets(tree.to_json(profile.name, profile.patch_reload)),
+        app_args=tuple(app_args),
+        layer_files=files.existing(),
+        watch_files=files.user_files if profile.patch_reload == "live" else (),
+        recompose=recompose,
+    )

@@ -1,0 +1,197 @@
+"""Named profiles: ``$DSH_HOME/profiles/<name>/profile.toml`` plus an optional ``patch.yml``.
+
+The shipped templates (``web``, ``headless``, ``sdk``, ``sdk-minimal``, ``acp``) are seeded
+into a home the first time they are used. Seeding and creation build the profile folder
+beside its final place and rename it in, so a crash or a second launcher racing on the
+same home never leaves a half-written profile, and a user's existing files are never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsh import shipped
+from dsh.errors import ConfigError, ProfileNotFoundError, UsageError
+from dsh.home import ensure_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+RELOAD_POLICIES = ("live", "startup")
+PROFILE_FILE = "profile.toml"
+PATCH_FILE = "patch.yml"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A parsed profile: its ordered bundles, reload policy and plugin requirements."""
+
+    name: str
+    path: Path
+    bundles: tuple[str, ...]
+    patch_reload: str
+    requirements: tuple[str, ...] = field(default=())
+
+    @property
+    def patch_file(self) -> Path:
+        """The profile's own patch layer (may not exist)."""
+        return self.path / PATCH_FILE
+
+    @property
+    def plugin_dir(self) -> Path:
+        """The profile's plugin environment (installed by ``dsh plugin``)."""
+        return self.path / "plugins"
+
+
+def validate_name(name: str) -> str:
+    """Profile names are single path components: non-empty, no separators, not . or .."""
+    if (
+        not name
+        or name.strip() != name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or name.startswith("-")
+    ):
+        raise UsageError(f"invalid profile name {name!r}: use one non-empty path component")
+    return name
+
+
+def profiles_dir(home: Path) -> Path:
+    """The folder of profiles inside ``home``."""
+    return home / "profiles"
+
+
+def parse_profile_toml(path: Path, name: str) -> Profile:
+    """Parse and validate one ``profile.toml``; every error names the file and field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from exc
+    section = data.get("profile", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [profile] must be a table")
+    bundles = _string_list(section.get("bundles", []), path, "profile.bundles")
+    policy = section.get("patch-reload", "live")
+    if policy not in RELOAD_POLICIES:
+        raise ConfigError(
+            f"{path}: profile.patch-reload must be one of {', '.join(RELOAD_POLICIES)}, "
+            f"got {policy!r}"
+        )
+    plugins = data.get("plugins", {})
+    if not isinstance(plugins, dict):
+        raise ConfigError(f"{path}: [plugins] must be a table")
+    requirements = _string_list(plugins.get("requirements", []), path, "plugins.requirements")
+    return Profile(name, path.parent, tuple(bundles), policy, tuple(requirements))
+
+
+def _string_list(value: Any, path: Path, field_name: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{path}: {field_name} must be a list of non-empty strings")
+    return value
+
+
+def seed_template(home: Path, name: str) -> bool:
+    """Copy the shipped template ``name`` into the home unless a profile is already there.
+
+    Returns True when this call created it. Concurrent seeders race on one ``rename``;
+    the loser discards its copy.
+    """
+    target = profiles_dir(home) / name
+    source = shipped.template_dir(name)
+    if target.exists() or not (source / PROFILE_FILE).is_file():
+        return False
+    ensure_dir(profiles_dir(home))
+    return _install_dir(source, target)
+
+
+def _install_dir(source: Path, target: Path) -> bool:
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for item in source.iterdir():
+            if item.is_file():
+                shutil.copyfile(item, staging / item.name)
+        os.chmod(staging, 0o700)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if target.is_dir():
+                return False
+            raise
+        return True
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def load_profile(home: Path, name: str) -> Profile:
+    """Resolve profile ``name`` in ``home``, seeding a shipped template on first use."""
+    validate_name(name)
+    seed_template(home, name)
+    path = profiles_dir(home) / name / PROFILE_FILE
+    if not path.is_file():
+        raise ProfileNotFoundError(
+            f"unknown profile {name!r} (no {path})",
+            hint=f"create it with `dsh plugin --profile {name} add ...` or "
+            f"`dsh --profile {name} --from-default-profile sdk`",
+        )
+    return parse_profile_toml(path, name)
+
+
+def create_from_template(home: Path, name: str, template: str) -> Profile:
+    """Create custom profile ``name`` as a copy of shipped template ``template``."""
+    validate_name(name)
+    source = shipped.template_dir(template)
+    if not (source / PROFILE_FILE).is_file():
+        raise UsageError(
+            f"unknown template {template!r} (shipped: {', '.join(shipped.template_names())})"
+        )
+    target = profiles_dir(home) / name
+    if target.exists() or name in shipped.template_names():
+        raise UsageError(f"profile {name!r} already exists; choose another name")
+    ensure_dir(profiles_dir(home))
+    if not _install_dir(source, target):
+        raise UsageError(f"profile {name!r} already exists; choose another name")
+    try:
+        return parse_profile_toml(target / PROFILE_FILE, name)
+    except ConfigError:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def list_profiles(home: Path) -> list[Profile | tuple[str, ConfigError]]:
+    """Every profile in the home plus the shipped templates, sorted by name.
+
+    Read-only: a template not yet seeded is read from the installation, not copied.
+    """
+    names = set(shipped.template_names())
+    root = profiles_dir(home)
+    if root.is_dir():
+        names.update(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    result: list[Profile | tuple[str, ConfigError]] = []
+    for name in sorted(names):
+        path = root / name / PROFILE_FILE
+        if not path.is_file():
+            path = shipped.template_dir(name) / PROFILE_FILE
+        try:
+            result.append(parse_profile_toml(path, name))
+        except ConfigError as exc:
+            result.append((name, exc))
+    return result
+
+
+def is_shipped(name: str) -> bool:
+    """Whether ``name`` is one of the shipped templates."""
+    return (shipped.template_dir(name) / PROFILE_FILE).is_file()

@@ -1,0 +1,159 @@
+"""The plugin contract: manifest, capabilities, and the two contexts a plugin sees.
+
+A plugin is a class with a :class:`Manifest` and four phases, each with one job:
+
+``apply(reg)``
+    Only registers (tools, commands, hooks, guardrails, services it will provide) through
+    the :class:`Registrar`. No I/O, no threads, no processes: ``--dump-config`` and
+    ``dsh doctor`` may load and apply plugins, and must never trigger side effects.
+``start(rt)``
+    Side effects begin: open files, spawn, publish service objects with
+    ``rt.publish(name, obj)``. Services a row ``inject``\\s are started before it.
+``update(config)``
+    A ``config``-only change during reconcile. Return ``True`` when applied in place,
+    ``False`` to ask the kernel to replace the plugin instead.
+``dispose()``
+    Undo ``start``; called in reverse start order, bounded by the kernel.
+
+Registering what the manifest does not declare raises
+:class:`~dsh.errors.CapabilityError` (``did not declare capability: lifecycle``), so a bad
+plugin fails when it is applied, never halfway through a call (pluggy's habit).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from dsh.envsnapshot import EnvSnapshot
+
+
+class Capability(str, enum.Enum):
+    """What a plugin may register; declared up front in its manifest."""
+
+    TOOL = "tool"
+    COMMAND = "command"
+    SKILL = "skill"
+    PROMPT = "prompt"
+    GUARDRAIL = "guardrail"
+    LIFECYCLE = "lifecycle"
+    SERVICE = "service"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """An environment name a plugin reads; ``dsh doctor`` checks required ones by name."""
+
+    required: bool = False
+    default: str | None = None
+    secret: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Static facts about a plugin, readable without instantiating it.
+
+    ``config_schema`` is a JSON Schema (the subset :mod:`dsh_runtime.schema` checks) for the
+    row's ``config``; ``provides`` and ``requires`` name services, and ``requires`` is
+    added to the row's own ``inject`` list when the kernel orders start-up.
+    """
+
+    id: str
+    version: str
+    capabilities: frozenset[Capability] = frozenset()
+    description: str = ""
+    config_schema: Mapping[str, Any] | None = None
+    provides: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    env: Mapping[str, EnvVar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Command:
+    """An application entry a protocol/app plugin registers (``main`` starts the app).
+
+    ``run`` receives the runtime context and the application's argv (everything after
+    the launcher's own flags) and returns the process exit code. ``help`` is printed for
+    ``dsh --profile NAME -h`` without starting anything.
+    """
+
+    name: str
+    help: str
+    run: Callable[[RuntimeContext, list[str]], Awaitable[int]]
+
+
+class Registrar:
+    """What ``apply`` may touch. Implemented by the kernel; documented here for plugins."""
+
+    def tool(self, tool: Any) -> None:  # pragma: no cover - interface
+        """Register a tool (an object following :class:`dsh_runtime.tools.Tool`)."""
+        raise NotImplementedError
+
+    def command(self, command: Command) -> None:  # pragma: no cover - interface
+        """Register an application command; ``main`` is the one the launcher runs."""
+        raise NotImplementedError
+
+    def hook(
+        self, event: str, name: str, fn: Callable[[Any], Any]
+    ) -> None:  # pragma: no cover - interface
+        """Register a lifecycle hook; ``name`` must be unique within the plugin."""
+        raise NotImplementedError
+
+    def guardrail(self, name: str, fn: Callable[[Any], Any]) -> None:  # pragma: no cover
+        """Register a guardrail: the only extension point allowed to block (allow/deny/ask)."""
+        raise NotImplementedError
+
+    def service(self, name: str) -> None:  # pragma: no cover - interface
+        """Declare that ``start`` will publish service ``name``."""
+        raise NotImplementedError
+
+    def prompt(self, name: str, text: str) -> None:  # pragma: no cover - interface
+        """Register a system-prompt fragment."""
+        raise NotImplementedError
+
+    def skill(self, name: str, description: str, body: str) -> None:  # pragma: no cover
+        """Register a skill the model can load on demand."""
+        raise NotImplementedError
+
+
+class RuntimeContext:
+    """What ``start`` and commands see. Implemented by the kernel."""
+
+    profile: str
+    home: str
+    env: EnvSnapshot
+
+    def service(self, name: str) -> Any:  # pragma: no cover - interface
+        """A published service object (raises PluginError if nobody provides it)."""
+        raise NotImplementedError
+
+    def publish(self, name: str, obj: Any) -> None:  # pragma: no cover - interface
+        """Publish a service this plugin declared with ``Registrar.service``."""
+        raise NotImplementedError
+
+
+class Plugin:
+    """Base class for plugins; subclasses set ``manifest`` and override the phases."""
+
+    manifest: ClassVar[Manifest]
+
+    def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
+        self.row_id = row_id
+        self.config = config
+
+    def apply(self, reg: Registrar) -> None:
+        """Register what the plugin offers. Must not perform I/O."""
+
+    async def start(self, rt: RuntimeContext) -> None:
+        """Begin side effects and publish services."""
+
+    async def update(self, config: Mapping[str, Any]) -> bool:
+        """Take a new ``config`` in place; ``False`` asks for replacement."""
+        return False
+
+    async def dispose(self) -> None:
+        """Release everything ``start`` acquired."""
