@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from dsh.envsnapshot import EnvSnapshot
+    from dsh_runtime.guardrails import GuardrailChain
+    from dsh_runtime.hooks import HookDispatcher
+    from dsh_runtime.registry import NamedRegistry, Prompt, Skill
 
 
 class Capability(str, enum.Enum):
@@ -121,11 +123,26 @@ class Registrar:
 
 
 class RuntimeContext:
-    """What ``start`` and commands see. Implemented by the kernel."""
+    """What ``start`` and commands see. Implemented by the kernel.
+
+    ``env`` is the launch's :class:`~dsh.envsnapshot.EnvSnapshot` (a read-only str
+    mapping). The registries show the running tree and keep their identity across
+    reconciles: ``tools`` (tool objects by ``tool.name``), ``commands``, ``prompts``,
+    ``skills`` (each a read-only mapping with ``get(name)`` and ``list()`` in tree order),
+    ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
+    ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
+    """
 
     profile: str
     home: str
-    env: EnvSnapshot
+    cwd: str
+    env: Mapping[str, str]
+    tools: NamedRegistry[Any]
+    commands: NamedRegistry[Command]
+    prompts: NamedRegistry[Prompt]
+    skills: NamedRegistry[Skill]
+    hooks: HookDispatcher
+    guardrails: GuardrailChain
 
     def service(self, name: str) -> Any:  # pragma: no cover - interface
         """A published service object (raises PluginError if nobody provides it)."""

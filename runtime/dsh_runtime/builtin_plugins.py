@@ -1,0 +1,17 @@
+"""dsh's own shipped plugins: row ``name`` → ``"module:attr"``.
+
+The loader consults this table before the ``dsh.plugins`` entry points, so booting a
+shipped profile never scans installed distributions' metadata (and a frozen carrier, which
+has none, still finds its plugins). Keep it a plain literal: importing it must cost nothing.
+"""
+
+from __future__ import annotations
+
+BUILTIN_PLUGINS: dict[str, str] = {
+    "sdk-jsonrpc-server": "dsh_runtime.servers.sdk:SdkServer",
+    "llm-openai-compatible": "dsh_runtime.providers.openai_compat:OpenAICompatibleProvider",
+    "agent-core": "dsh_runtime.agent.plugin:AgentCore",
+    "llm-scripted": "dsh_runtime.providers.scripted:ScriptedProvider",
+    "tool-working-directory": "dsh_runtime.tools.working_directory:WorkingDirectoryTool",
+    "guardrail-policy": "dsh_runtime.policy:PolicyGuardrail",
+}

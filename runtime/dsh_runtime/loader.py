@@ -1,0 +1,113 @@
+"""Resolve a row's ``name`` to a plugin class, and check the class is one.
+
+Lookup order: ``module:attr`` is imported directly; a bare name is looked up in dsh's own
+table (:data:`~dsh_runtime.builtin_plugins.BUILTIN_PLUGINS`), then among the ``dsh.plugins``
+entry points. The entry-point table is read once per process, and only when a bare name
+is not a shipped one, because scanning distribution metadata is the slow part.
+
+Faults are split by whose they are: a name that points nowhere is the configuration's
+(ConfigError, exit 2); a module that exists but fails to import, or an object that is not
+a plugin, is the plugin's (PluginError, cause chained).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from dsh.errors import ConfigError, PluginError
+
+from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
+from dsh_runtime.plugin import Capability, Manifest, Plugin
+from dsh_runtime.schema import check_schema
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+GROUP = "dsh.plugins"
+
+
+def resolve(row_id: str, name: str) -> type[Plugin]:
+    """The plugin class ``name`` refers to, checked (manifest, capabilities, schema)."""
+    if ":" in name:
+        target = _import(row_id, name, name)
+    elif name in BUILTIN_PLUGINS:
+        target = _import(row_id, name, BUILTIN_PLUGINS[name])
+    else:
+        entry_point = entry_point_table().get(name)
+        if entry_point is None:
+            raise _unknown(row_id, name, f"not an entry point in {GROUP} nor module:attr")
+        try:
+            target = entry_point.load()
+        except Exception as exc:
+            raise _broken(row_id, name, exc) from exc
+    return _checked(row_id, name, target)
+
+
+@functools.lru_cache(maxsize=1)
+def entry_point_table() -> Mapping[str, EntryPoint]:
+    """The ``dsh.plugins`` entry points by name, read once (first distribution wins).
+
+    Call ``entry_point_table.cache_clear()`` after changing ``sys.path``.
+    """
+    from importlib.metadata import entry_points
+
+    table: dict[str, EntryPoint] = {}
+    for entry_point in entry_points(group=GROUP):
+        table.setdefault(entry_point.name, entry_point)
+    return MappingProxyType(table)
+
+
+def _import(row_id: str, name: str, ref: str) -> Any:
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise _unknown(row_id, name, "expected module:attr")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise _unknown(row_id, name, f"no module '{module_name}'") from exc
+        raise _broken(row_id, name, exc) from exc
+    except Exception as exc:
+        raise _broken(row_id, name, exc) from exc
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise _unknown(row_id, name, f"module '{module_name}' has no '{attr}'") from exc
+    return target
+
+
+def _checked(row_id: str, name: str, target: Any) -> type[Plugin]:
+    manifest = getattr(target, "manifest", None)
+    if not isinstance(manifest, Manifest) or not callable(target):
+        raise PluginError(
+            f"row '{row_id}': '{name}' is not a dsh plugin (no Manifest)", row_id=row_id
+        )
+    for capability in manifest.capabilities:
+        try:
+            Capability(capability)
+        except ValueError:
+            raise PluginError(
+                f"row '{row_id}': plugin '{manifest.id}' declares unknown capability "
+                f"'{capability}'",
+                row_id=row_id,
+            ) from None
+    if manifest.config_schema is not None:
+        check_schema(manifest.config_schema, plugin=manifest.id)
+    return target
+
+
+def _unknown(row_id: str, name: str, why: str) -> ConfigError:
+    return ConfigError(f"row '{row_id}': unknown plugin '{name}' ({why})")
+
+
+def _broken(row_id: str, name: str, exc: Exception) -> PluginError:
+    return PluginError(
+        f"row '{row_id}': plugin '{name}' failed to import: {type(exc).__name__}: {exc}",
+        row_id=row_id,
+    )
