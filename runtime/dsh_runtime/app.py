@@ -1,0 +1,195 @@
+"""The process side of every application: boot the kernel, run ``main``, leave cleanly.
+
+The launcher hands over one resolved :class:`~dsh.launch.Launch`; this module owns the
+rest of the process's life, the same way for every profile:
+
+* ``-h``/``--help`` among the application's arguments prints the ``main`` command's help
+  after loading (never starting) the plugins, and returns: no transport, no stdin read.
+* Otherwise the real stdin/stdout are reserved for the application
+  (:func:`dsh_runtime.stdio.reserve_app_stdio`), so logging and stray prints can only
+  reach stderr; the kernel starts and ``main`` runs on one asyncio loop.
+* The first SIGTERM (or ``main`` returning, e.g. on stdin EOF or ``shutdown``) disposes
+  the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
+  same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
+* Child processes still alive at the end are killed: none outlives the runtime.
+
+Boot failures are raised as :class:`~dsh.errors.DshError` subclasses (``ConfigError``
+exit 2, ``PluginError`` exit 1) for the launcher's single top-level handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from dsh.errors import EXIT_INTERRUPTED, EXIT_OK
+
+if TYPE_CHECKING:
+    from dsh.launch import Launch
+
+DISPOSE_BOUND = 5.0
+_HELP_FLAGS = frozenset({"-h", "--help"})
+_EXIT_BY_SIGNAL = {signal.SIGTERM: EXIT_OK, signal.SIGINT: EXIT_INTERRUPTED}
+
+log = logging.getLogger("dsh.app")
+
+
+def run(launch: Launch) -> int:
+    """Run the launch's application to completion and return the process exit code."""
+    from dsh_runtime.kernel import Kernel
+
+    kernel = Kernel(
+        launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd, env=launch.env
+    )
+    # Servers report the launch (effective config, layer files) to their clients.
+    kernel.context.launch = launch  # type: ignore[attr-defined]
+    kernel.load()
+    main = kernel.command("main")
+    if _HELP_FLAGS.intersection(launch.app_args):
+        sys.stdout.write(main.help if main.help.endswith("\n") else main.help + "\n")
+        sys.stdout.flush()
+        return EXIT_OK
+    from dsh_runtime.stdio import reserve_app_stdio
+
+    reserve_app_stdio()
+    _log_to_stderr(launch)
+    return _Process(kernel, main, list(launch.app_args)).run()
+
+
+def _log_to_stderr(launch: Launch) -> None:
+    """Logs and warnings go to stderr, at ``DSH_LOG_LEVEL`` (default WARNING)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("dsh: %(levelname)s: %(name)s: %(message)s"))
+        root.addHandler(handler)
+    level = launch.env.get("DSH_LOG_LEVEL", "WARNING").upper()
+    root.setLevel(level if isinstance(logging.getLevelName(level), int) else logging.WARNING)
+    logging.captureWarnings(True)
+
+
+class _Process:
+    """One application run: the loop, the signals, the bounded disposal, the exit code."""
+
+    def __init__(self, kernel: Any, main: Any, argv: list[str]) -> None:
+        self._kernel = kernel
+        self._main = main
+        self._argv = argv
+        self._signal_code: int | None = None
+        self._main_code = EXIT_OK
+        self._main_task: asyncio.Task[int] | None = None
+        self._watchdog: threading.Timer | None = None
+
+    def run(self) -> int:
+        """Run to the end; the watchdog covers the loop's own teardown too."""
+        try:
+            return asyncio.run(self._run())
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            _kill_children()
+
+    @property
+    def _code(self) -> int:
+        """The exit code as things stand: a signal's, else what ``main`` returned."""
+        return self._signal_code if self._signal_code is not None else self._main_code
+
+    async def _run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._install_signals(loop)
+        try:
+            await self._kernel.start()
+            self._main_task = loop.create_task(self._main.run(self._kernel.context, self._argv))
+            self._main_code = await self._main_task
+        except asyncio.CancelledError:
+            if self._signal_code is None:
+                raise
+        finally:
+            self._arm_watchdog()
+            await self._dispose()
+        return self._code
+
+    async def _dispose(self) -> None:
+        try:
+            await asyncio.wait_for(self._kernel.dispose(DISPOSE_BOUND / 2), DISPOSE_BOUND - 0.5)
+        except asyncio.TimeoutError:
+            log.error("disposal exceeded its %.1f s bound; exiting anyway", DISPOSE_BOUND)
+
+    # -- signals -------------------------------------------------------------------------
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        for signum in _EXIT_BY_SIGNAL:
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+            except NotImplementedError:  # Windows: no loop signal handlers
+                signal.signal(
+                    signum, lambda s, _f: loop.call_soon_threadsafe(self._on_signal, s)
+                )
+
+    def _on_signal(self, signum: int) -> None:
+        if self._signal_code is not None:
+            _force_exit(128 + signum)
+        self._signal_code = _EXIT_BY_SIGNAL[signal.Signals(signum)]
+        self._arm_watchdog()
+        if self._main_task is not None:
+            self._main_task.cancel()
+        else:
+            # Still starting: cancel the whole run; disposal then follows.
+            for task in asyncio.all_tasks():
+                task.cancel()
+
+    def _arm_watchdog(self) -> None:
+        """Exit for sure once the disposal bound passes, even if the loop is wedged."""
+        if self._watchdog is not None:
+            return
+        self._watchdog = threading.Timer(DISPOSE_BOUND, lambda: _force_exit(self._code))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+
+def _force_exit(code: int) -> None:
+    """Leave now: used for a second signal and for a disposal that overran its bound."""
+    _kill_children()
+    try:
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _kill_children() -> None:
+    """Kill direct children still alive, with their process groups when they lead one.
+
+    Tools start their processes in their own groups and dispose them; this is the last
+    line for whatever escaped that (a forced exit, a plugin that forgot).
+    """
+    for pid in _child_pids():
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def _child_pids() -> list[int]:
+    """Direct children of this process (Linux ``/proc``; elsewhere none are found)."""
+    me = os.getpid()
+    task_dir = f"/proc/{me}/task"
+    pids: list[int] = []
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return pids
+    for tid in tids:
+        try:
+            with open(f"{task_dir}/{tid}/children") as f:
+                pids.extend(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids

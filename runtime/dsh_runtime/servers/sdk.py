@@ -1,0 +1,356 @@
+"""The SDK server: the ``sdk`` and ``sdk-minimal`` applications' ``main`` command.
+
+It speaks the SDK protocol of DESIGN.md section 8 on the process's stdio: the DeepSeek
+Harness SDK runtime protocol, wire-compatible so that its published Python client can
+drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
+one call on the ``agent`` service, every agent notification becomes one frame. Framing,
+concurrency and error answers belong to :class:`JsonRpcPeer`, so nothing here sees bytes.
+
+The client must call ``initialize`` first; until then every other request but ``shutdown``
+and ``runtime/status`` fails with -32002. ``shutdown`` answers ``{}`` and ends the command,
+after which the runtime disposes everything and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh import jsonrpc
+from dsh._version import __version__
+from dsh.errors import DshError, JsonRpcError, PluginError, UsageError
+
+from dsh_runtime.layerfiles import LayerFingerprint
+from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+
+SERVER_NAME = "dsh-sdk-runtime"
+PROTOCOL_VERSION = 1
+DEFAULT_APPROVAL_TIMEOUT_S = 120.0
+
+HELP = """\
+usage: dsh --profile sdk [-h]
+
+The SDK runtime: JSON-RPC 2.0 on stdin/stdout, one UTF-8 message per line (frames up to
+16 MiB by default, config `max_frame_bytes`); stdout carries only frames, logs go to
+stderr. It is meant to be spawned by an SDK client (dsh.sdk, or the DeepSeek Harness
+SDK's client given `dsh` as its runtime), not used by hand.
+
+client -> server requests
+  initialize {cwd, provider?, model?, reasoningEffort?, maxTokens?, clientInfo?,
+              capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
+  session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
+  session/new {cwd?} -> {sessionId}          session/cancel {sessionId} -> {cancelled}
+  session/resume {sessionId} -> {}           session/list -> {sessions}
+  session/history {sessionId} -> {events}    session/working-directory/get {sessionId}
+  session/working-directory/set {sessionId, path} -> {cwd}
+  tools/list -> {tools}   config/get -> {config}   runtime/status -> {state, ...}
+  shutdown -> {} and the runtime exits 0
+server -> client
+  notifications: session.event {sessionId, event}, session.status {sessionId, status},
+                 subagent.started, subagent.finished
+  request: approval/request {sessionId, toolCall} -> {decision: "allow" | "deny"}
+           (only to clients that declared capabilities.approvals; timeout -> deny)
+
+Every request but shutdown and runtime/status before initialize fails with -32002.
+stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
+"""
+
+_UNGATED = frozenset({"initialize", "shutdown", "runtime/status"})
+
+
+# -- params --------------------------------------------------------------------------------
+
+
+def _object(params: Params | None) -> Mapping[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object")
+    return params
+
+
+def _str(params: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = params.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"{name}" must be a non-empty string')
+    return value
+
+
+def _session_id(params: Params | None) -> str:
+    return _str(_object(params), "sessionId")  # type: ignore[return-value]
+
+
+def _directory(path: str) -> str:
+    if not os.path.isabs(path) or not os.path.isdir(path):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"not an existing absolute directory: {path}")
+    return path
+
+
+# -- the plugin ----------------------------------------------------------------------------
+
+
+class SdkServer(Plugin):
+    """Registers the ``main`` command that serves the SDK protocol until EOF or shutdown."""
+
+    manifest = Manifest(
+        id="sdk-jsonrpc-server",
+        version=__version__,
+        capabilities=frozenset({Capability.COMMAND}),
+        description="The SDK JSON-RPC server on stdio (DeepSeek Harness SDK compatible).",
+        config_schema={
+            "type": "object",
+            "properties": {
+                "max_frame_bytes": {"type": "integer", "minimum": 1024},
+                "approval_timeout_s": {"type": "number", "minimum": 0},
+            },
+            "additionalProperties": False,
+        },
+        requires=("agent",),
+    )
+
+    def apply(self, reg: Registrar) -> None:
+        """Register ``main``; nothing starts until the launcher runs it."""
+        reg.command(Command("main", HELP, self._main))
+
+    async def _main(self, rt: RuntimeContext, argv: list[str]) -> int:
+        """Serve one client on the reserved stdio until EOF, ``shutdown`` or a signal."""
+        if argv:
+            raise UsageError(f"the SDK runtime takes no arguments (got {argv[0]!r})")
+        from dsh_runtime.stdio import StdioTransport, app_stdio
+
+        view = RuntimeView.of(rt)
+        max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
+        fds = app_stdio()
+        peer = JsonRpcPeer(
+            StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame),
+            max_frame_bytes=max_frame,
+        )
+        timeout = float(self.config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S))
+        protocol = SdkProtocol(peer, rt.service("agent"), view, timeout)
+        peer.methods(protocol.table())
+        try:
+            await peer.serve()
+        finally:
+            protocol.close()
+        return 0
+
+
+@dataclass(frozen=True)
+class RuntimeView:
+    """What the introspection methods report: the launch's facts, read once when serving
+    starts (the layer fingerprint is boot's baseline), and the live tool registry."""
+
+    profile: str
+    patch_reload: str
+    effective_config: Mapping[str, Any]
+    fingerprint: LayerFingerprint
+    tools: Callable[[], list[dict[str, Any]]]
+
+    @classmethod
+    def of(cls, rt: RuntimeContext) -> RuntimeView:
+        """Read the launch the runtime was started with (``rt.launch``)."""
+        launch = getattr(rt, "launch", None)
+        if launch is None:
+            raise PluginError("the SDK server runs only as a launched application (no launch)")
+        registry = getattr(rt, "tools", {})
+
+        def tools() -> list[dict[str, Any]]:
+            return [
+                {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+                for t in sorted(registry.values(), key=lambda t: t.name)
+            ]
+
+        return cls(
+            profile=launch.profile,
+            patch_reload=launch.patch_reload,
+            effective_config=launch.effective_config,
+            fingerprint=LayerFingerprint(launch.layer_files),
+            tools=tools,
+        )
+
+
+class SdkProtocol:
+    """The SDK methods of one connection, each a thin call on the ``agent`` service."""
+
+    def __init__(
+        self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float
+    ) -> None:
+        self._peer = peer
+        self._agent = agent
+        self._view = view
+        self._approval_timeout = approval_timeout
+        self._cwd: str | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._approver_installed = False
+        self._state = "uninitialized"
+
+    def table(self) -> dict[str, Handler]:
+        """The method table, with the -32002 gate in front of everything that needs it."""
+        methods: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "shutdown": self.shutdown,
+            "runtime/status": self.status,
+            "session/prompt": self.prompt,
+            "session/resume": self.resume,
+            "session/working-directory/get": self.get_cwd,
+            "session/working-directory/set": self.set_cwd,
+            "session/new": self.new_session,
+            "session/cancel": self.cancel,
+            "session/list": self.list_sessions,
+            "session/history": self.history,
+            "tools/list": self.tools,
+            "config/get": self.config,
+        }
+        return {
+            name: fn if name in _UNGATED else self._gated(fn) for name, fn in methods.items()
+        }
+
+    def _gated(self, fn: Handler) -> Handler:
+        async def gated(params: Params | None) -> Any:
+            if self._cwd is None:
+                raise JsonRpcError(jsonrpc.NOT_INITIALIZED, "not initialized: call initialize")
+            return await fn(params)
+
+        return gated
+
+    def close(self) -> None:
+        """Detach from the agent: no more frames to a connection that is gone."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._approver_installed:
+            self._agent.set_approver(None)
+            self._approver_installed = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def initialize(self, params: Params | None) -> dict[str, Any]:
+        """Configure the agent (validated now, so a bad route fails before any prompt)."""
+        if self._cwd is not None:
+            raise JsonRpcError(jsonrpc.INVALID_REQUEST, "already initialized")
+        p = _object(params)
+        cwd = _directory(_str(p, "cwd"))  # type: ignore[arg-type]
+        max_tokens = p.get("maxTokens")
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"maxTokens" must be a positive integer')
+        for name in ("clientInfo", "capabilities"):
+            if p.get(name) is not None and not isinstance(p[name], dict):
+                raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"{name}" must be an object')
+        self._agent.configure(
+            provider=_str(p, "provider", required=False),
+            model=_str(p, "model", required=False),
+            reasoning_effort=_str(p, "reasoningEffort", required=False),
+            max_tokens=max_tokens,
+        )
+        self._cwd = cwd
+        self._state = "ready"
+        self._unsubscribe = self._agent.add_listener(self._peer.notify)
+        if (p.get("capabilities") or {}).get("approvals") is True:
+            self._agent.set_approver(self._ask_client)
+            self._approver_installed = True
+        return {
+            "serverInfo": {"name": SERVER_NAME, "version": __version__},
+            "protocolVersion": PROTOCOL_VERSION,
+            "profile": {"name": self._view.profile, "patchReload": self._view.patch_reload},
+        }
+
+    async def shutdown(self, params: Params | None) -> dict[str, Any]:
+        """Answer ``{}``; the peer stops once this answer is out."""
+        self._state = "shutting-down"
+        self._peer.stop()
+        return {}
+
+    async def status(self, params: Params | None) -> dict[str, Any]:
+        """Readiness, and whether a layer file changed since boot (a restart applies it)."""
+        return {
+            "state": self._state,
+            "profile": self._view.profile,
+            "patchReload": self._view.patch_reload,
+            "reloadRequired": bool(self._view.fingerprint.changed()),
+        }
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def prompt(self, params: Params | None) -> dict[str, Any]:
+        """Queue the message and answer with its id at once; the turn runs in background."""
+        p = _object(params)
+        session_id = _str(p, "sessionId")
+        blocks = p.get("contentBlocks")
+        if (
+            not isinstance(blocks, list)
+            or not blocks
+            or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks)
+        ):
+            raise JsonRpcError(
+                jsonrpc.INVALID_PARAMS,
+                '"contentBlocks" must be a non-empty array of {type, ...} objects',
+            )
+        message_id = await self._agent.prompt(session_id, blocks, cwd=self._cwd)
+        return {"messageId": message_id}
+
+    async def new_session(self, params: Params | None) -> dict[str, Any]:
+        """Create a session now (``session/prompt`` also creates one on first use)."""
+        cwd = _str(_object(params), "cwd", required=False)
+        session_id = await self._agent.new_session(cwd=_directory(cwd) if cwd else self._cwd)
+        return {"sessionId": session_id}
+
+    async def resume(self, params: Params | None) -> dict[str, Any]:
+        """Restore persisted history; missing or busy sessions fail."""
+        await self._agent.resume(_session_id(params))
+        return {}
+
+    async def cancel(self, params: Params | None) -> dict[str, Any]:
+        """Cancel the running turn (its ``turn/end`` says ``cancelled``)."""
+        return {"cancelled": bool(await self._agent.cancel(_session_id(params)))}
+
+    async def get_cwd(self, params: Params | None) -> dict[str, Any]:
+        """The session's working directory."""
+        return {"cwd": self._agent.get_cwd(_session_id(params))}
+
+    async def set_cwd(self, params: Params | None) -> dict[str, Any]:
+        """Change the session's working directory (relative paths from the current one)."""
+        p = _object(params)
+        session_id = _str(p, "sessionId")
+        return {"cwd": self._agent.set_cwd(session_id, _str(p, "path"))}
+
+    async def list_sessions(self, params: Params | None) -> dict[str, Any]:
+        """Every known session, sorted by id."""
+        return {"sessions": self._agent.list_sessions()}
+
+    async def history(self, params: Params | None) -> dict[str, Any]:
+        """The session's events so far."""
+        return {"events": self._agent.history(_session_id(params))}
+
+    # -- introspection -------------------------------------------------------------------
+
+    async def tools(self, params: Params | None) -> dict[str, Any]:
+        """Name, description and JSON Schema parameters of every registered tool."""
+        return {"tools": self._view.tools()}
+
+    async def config(self, params: Params | None) -> dict[str, Any]:
+        """The effective tree as composed, secret-looking values masked by the launcher."""
+        return {"config": self._view.effective_config}
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
+        """Ask the client; no answer in time, a bad answer or a lost client all deny."""
+        try:
+            answer = await self._peer.request(
+                "approval/request",
+                {"sessionId": session_id, "toolCall": tool_call},
+                timeout=self._approval_timeout,
+            )
+        except (asyncio.TimeoutError, DshError):
+            return "deny"
+        decision = answer.get("decision") if isinstance(answer, dict) else None
+        return decision if decision in ("allow", "deny") else "deny"
+

@@ -1,0 +1,342 @@
+"""The SDK methods in-process, over real pipes, against a recording stand-in agent.
+
+The stand-in follows the ``agent`` service contract (briefs/agent-api.md) only as far as
+these tests need; the real agent is driven end to end by the process and snapshot tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from dsh.errors import JsonRpcError
+from dsh_runtime.layerfiles import LayerFingerprint
+from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
+from dsh_runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
+from peerkit import PipeClient, serving_peer
+
+
+class StandInAgent:
+    """Records calls; emits the notifications a turn would, on demand."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.approver: Callable[[str, dict[str, Any]], Awaitable[str]] | None = None
+        self.cwds: dict[str, str] = {}
+
+    def configure(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("configure", kwargs))
+        if kwargs["provider"] == "nope":
+            raise JsonRpcError(-32602, "unknown provider route 'nope' (registered: scripted)")
+        return {"provider": kwargs["provider"] or "scripted", "model": "m"}
+
+    def add_listener(self, fn: Callable[[str, dict[str, Any]], None]) -> Callable[[], None]:
+        self.listeners.append(fn)
+        return lambda: self.listeners.remove(fn)
+
+    def emit(self, method: str, params: dict[str, Any]) -> None:
+        for fn in list(self.listeners):
+            fn(method, params)
+
+    async def prompt(self, session_id: str, blocks: list[Any], *, cwd: str | None) -> str:
+        self.calls.append(("prompt", (session_id, blocks, cwd)))
+        self.cwds.setdefault(session_id, cwd or "/")
+        self.emit("session.status", {"sessionId": session_id, "status": "running"})
+        return "msg-1"
+
+    async def new_session(self, *, cwd: str | None = None) -> str:
+        self.cwds["s-new"] = cwd or "/"
+        return "s-new"
+
+    async def cancel(self, session_id: str) -> bool:
+        return session_id in self.cwds
+
+    async def resume(self, session_id: str) -> None:
+        if session_id not in self.cwds:
+            raise JsonRpcError(-32602, f"unknown session: {session_id}")
+
+    def get_cwd(self, session_id: str) -> str:
+        if session_id not in self.cwds:
+            raise JsonRpcError(-32602, f"unknown session: {session_id}")
+        return self.cwds[session_id]
+
+    def set_cwd(self, session_id: str, path: str) -> str:
+        self.cwds[session_id] = path
+        return path
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return [{"sessionId": s, "cwd": c} for s, c in sorted(self.cwds.items())]
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        self.get_cwd(session_id)
+        return [{"type": "turn/start"}]
+
+    def set_approver(self, fn: Any) -> None:
+        self.approver = fn
+
+
+def make_view(tmp_path: Path) -> RuntimeView:
+    layer = tmp_path / "patch.yml"
+    layer.write_text("- {id: agent, merge: {config: {}}}\n")
+    tool = SimpleNamespace(name="bash", description="Run a command", parameters={"type": "object"})
+    return RuntimeView(
+        profile="sdk",
+        patch_reload="startup",
+        effective_config={"profile": "sdk", "rows": [{"id": "agent", "config": {"key": "***"}}]},
+        fingerprint=LayerFingerprint([layer]),
+        tools=lambda: [{"name": tool.name, "description": tool.description,
+                        "parameters": tool.parameters}],
+    )
+
+
+Scenario = Callable[[JsonRpcPeer, PipeClient, StandInAgent], Awaitable[None]]
+
+
+def run_sdk(tmp_path: Path, scenario: Scenario, *, approval_timeout: float = 5.0) -> StandInAgent:
+    agent = StandInAgent()
+
+    async def main() -> None:
+        protocol: SdkProtocol | None = None
+
+        def setup(peer: JsonRpcPeer) -> None:
+            nonlocal protocol
+            protocol = SdkProtocol(peer, agent, make_view(tmp_path), approval_timeout)
+            peer.methods(protocol.table())
+
+        async with serving_peer(setup) as (peer, client):
+            await scenario(peer, client, agent)
+        assert protocol is not None
+        protocol.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    return agent
+
+
+async def initialize(client: PipeClient, cwd: Path, **extra: Any) -> dict[str, Any]:
+    return await client.call("initialize", {"cwd": str(cwd), **extra})
+
+
+def test_requests_before_initialize_fail_with_32002(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        for method in ("session/prompt", "session/list", "tools/list", "config/get"):
+            answer = await client.call(method, {"sessionId": "s"})
+            assert answer["error"]["code"] == -32002, method
+        status = (await client.call("runtime/status"))["result"]
+        assert status["state"] == "uninitialized"
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_initialize_answers_and_configures(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        answer = await initialize(client, tmp_path, provider="scripted", model="m",
+                                  reasoningEffort="high", maxTokens=100,
+                                  clientInfo={"name": "t"})
+        from dsh import __version__
+
+        assert answer["result"] == {
+            "serverInfo": {"name": "dsh-sdk-runtime", "version": __version__},
+            "protocolVersion": 1,
+            "profile": {"name": "sdk", "patchReload": "startup"},
+        }
+        again = await initialize(client, tmp_path)
+        assert again["error"]["code"] == -32600
+
+    agent = run_sdk(tmp_path, scenario)
+    assert agent.calls == [("configure", {"provider": "scripted", "model": "m",
+                                          "reasoning_effort": "high", "max_tokens": 100})]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        None,
+        [1],
+        {},
+        {"cwd": 3},
+        {"cwd": "relative"},
+        {"cwd": "/definitely/not/here"},
+        {"cwd": "<tmp>", "maxTokens": "many"},
+        {"cwd": "<tmp>", "maxTokens": True},
+        {"cwd": "<tmp>", "provider": 7},
+        {"cwd": "<tmp>", "capabilities": "approvals"},
+    ],
+)
+def test_initialize_rejects_bad_params(tmp_path: Path, params: Any) -> None:
+    if isinstance(params, dict) and params.get("cwd") == "<tmp>":
+        params = {**params, "cwd": str(tmp_path)}
+
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        assert (await client.call("initialize", params))["error"]["code"] == -32602
+        assert (await initialize(client, tmp_path))["result"]["protocolVersion"] == 1
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_unknown_route_fails_initialize_and_leaves_it_open(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        answer = await initialize(client, tmp_path, provider="nope")
+        assert answer["error"] == {
+            "code": -32602, "message": "unknown provider route 'nope' (registered: scripted)"
+        }
+        assert (await client.call("session/list"))["error"]["code"] == -32002
+        assert "result" in await initialize(client, tmp_path)
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_prompt_answers_message_id_and_forwards_notifications(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path)
+        rid = client.request("session/prompt", {
+            "sessionId": "s1", "contentBlocks": [{"type": "text", "text": "hi"}]})
+        frames = [await client.recv(), await client.recv()]
+        assert {"jsonrpc": "2.0", "method": "session.status",
+                "params": {"sessionId": "s1", "status": "running"}} in frames
+        assert {"jsonrpc": "2.0", "id": rid, "result": {"messageId": "msg-1"}} in frames
+        agent.emit("subagent.started", {"parentSessionId": "s1", "childSessionId": "c"})
+        assert (await client.recv())["method"] == "subagent.started"
+
+    agent = run_sdk(tmp_path, scenario)
+    assert agent.calls[-1] == ("prompt", ("s1", [{"type": "text", "text": "hi"}], str(tmp_path)))
+    assert agent.listeners == []  # detached when the connection ended
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("session/prompt", {"sessionId": "s", "contentBlocks": []}),
+        ("session/prompt", {"sessionId": "s", "contentBlocks": "hi"}),
+        ("session/prompt", {"sessionId": "s", "contentBlocks": [{"text": "no type"}]}),
+        ("session/prompt", {"contentBlocks": [{"type": "text", "text": "x"}]}),
+        ("session/prompt", {"sessionId": "", "contentBlocks": [{"type": "text", "text": "x"}]}),
+        ("session/resume", {}),
+        ("session/resume", ["s"]),
+        ("session/working-directory/set", {"sessionId": "s"}),
+        ("session/new", {"cwd": "/definitely/not/here"}),
+        ("session/history", {"sessionId": 5}),
+    ],
+)
+def test_wrong_params_are_32602(tmp_path: Path, method: str, params: Any) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path)
+        assert (await client.call(method, params))["error"]["code"] == -32602
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_session_methods(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path)
+        assert (await client.call("session/new"))["result"] == {"sessionId": "s-new"}
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        assert (await client.call("session/new", {"cwd": str(sub)}))["result"] == {
+            "sessionId": "s-new"}
+        wd = {"sessionId": "s-new"}
+        assert (await client.call("session/working-directory/get", wd))["result"] == {
+            "cwd": str(sub)}
+        assert (await client.call("session/working-directory/set", {**wd, "path": "/tmp"}))[
+            "result"] == {"cwd": "/tmp"}
+        assert (await client.call("session/resume", wd))["result"] == {}
+        assert (await client.call("session/cancel", wd))["result"] == {"cancelled": True}
+        assert (await client.call("session/list"))["result"] == {
+            "sessions": [{"sessionId": "s-new", "cwd": "/tmp"}]}
+        assert (await client.call("session/history", wd))["result"] == {
+            "events": [{"type": "turn/start"}]}
+        unknown = await client.call("session/working-directory/get", {"sessionId": "ghost"})
+        assert unknown["error"] == {"code": -32602, "message": "unknown session: ghost"}
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_introspection(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path)
+        tools = (await client.call("tools/list"))["result"]["tools"]
+        assert tools == [{"name": "bash", "description": "Run a command",
+                          "parameters": {"type": "object"}}]
+        config = (await client.call("config/get"))["result"]["config"]
+        assert config["rows"][0]["config"] == {"key": "***"}
+        status = (await client.call("runtime/status"))["result"]
+        assert status == {"state": "ready", "profile": "sdk", "patchReload": "startup",
+                          "reloadRequired": False}
+        (tmp_path / "patch.yml").write_text("- {id: agent, disabled: true}\n")
+        status = (await client.call("runtime/status"))["result"]
+        assert status["reloadRequired"] is True
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_shutdown_answers_then_ends_serving(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path)
+        assert (await client.call("shutdown"))["result"] == {}
+        assert await client.at_eof()
+        assert peer.closed
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_shutdown_is_allowed_before_initialize(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        assert (await client.call("shutdown"))["result"] == {}
+        assert await client.at_eof()
+
+    run_sdk(tmp_path, scenario)
+
+
+@pytest.mark.parametrize(
+    ("answer", "decision"),
+    [
+        ({"result": {"decision": "allow"}}, "allow"),
+        ({"result": {"decision": "deny"}}, "deny"),
+        ({"result": {"decision": "maybe"}}, "deny"),
+        ({"result": "allow"}, "deny"),
+        ({"error": {"code": -1, "message": "no"}}, "deny"),
+        (None, "deny"),  # no answer within approval_timeout_s
+    ],
+)
+def test_approvals_go_to_a_client_that_declared_them(
+    tmp_path: Path, answer: Any, decision: str
+) -> None:
+    decisions: list[str] = []
+
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path, capabilities={"approvals": True})
+        assert agent.approver is not None
+        pending = asyncio.ensure_future(agent.approver("s1", {"name": "bash"}))
+        frame = await client.recv()
+        assert frame["method"] == "approval/request"
+        assert frame["params"] == {"sessionId": "s1", "toolCall": {"name": "bash"}}
+        if answer is not None:
+            client.send({"jsonrpc": "2.0", "id": frame["id"], **answer})
+        decisions.append(await pending)
+
+    agent = run_sdk(tmp_path, scenario, approval_timeout=0.2)
+    assert decisions == [decision]
+    assert agent.approver is None  # uninstalled when the connection ended
+
+
+def test_no_approver_for_clients_without_the_capability(tmp_path: Path) -> None:
+    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+        await initialize(client, tmp_path, capabilities={"approvals": False})
+        assert agent.approver is None
+
+    run_sdk(tmp_path, scenario)
+
+
+def test_main_command_is_registered_with_help() -> None:
+    registered: list[Any] = []
+    reg = SimpleNamespace(command=registered.append)
+    SdkServer("sdk-server", {}).apply(reg)  # type: ignore[arg-type]
+    (command,) = registered
+    assert command.name == "main"
+    assert command.help is HELP
+    for method in ("initialize", "session/prompt", "approval/request", "runtime/status"):
+        assert method in HELP
