@@ -1,0 +1,83 @@
+"""Reassembling a provider's chunk stream into one assistant message.
+
+Providers stream text and tool calls in fragments (a tool call's JSON arguments may be cut
+anywhere); the agent shows the text as it comes and needs whole tool calls to run. This
+module is the pure half of that: it takes chunks and answers what to show now and, at the
+end, the message content. No I/O, no events, so it is tested on chunk lists alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_runtime.agent import events
+from dsh_runtime.providers.base import (
+    Chunk,
+    Finish,
+    FinishReason,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+
+@dataclass
+class _PartialCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+class Assembly:
+    """Collects one response. ``add`` returns the text to show at once, if any."""
+
+    def __init__(self, call_id_prefix: str) -> None:
+        self._prefix = call_id_prefix
+        self._text: list[str] = []
+        self._calls: dict[int, _PartialCall] = {}
+        self.usage: Usage | None = None
+        self._finish: FinishReason | None = None
+
+    def add(self, chunk: Chunk) -> str | None:
+        """Take one chunk; a non-empty text fragment is returned for streaming."""
+        if isinstance(chunk, TextDelta):
+            if chunk.text:
+                self._text.append(chunk.text)
+                return chunk.text
+        elif isinstance(chunk, ToolCallDelta):
+            call = self._calls.setdefault(chunk.index, _PartialCall())
+            call.id = chunk.id or call.id
+            call.name = chunk.name or call.name
+            call.arguments.append(chunk.arguments)
+        elif isinstance(chunk, Usage):
+            self.usage = chunk
+        elif isinstance(chunk, Finish):
+            self._finish = chunk.reason
+        else:
+            raise TypeError(f"provider yielded {type(chunk).__name__}, not a chunk")
+        return None
+
+    @property
+    def finish(self) -> FinishReason:
+        """The provider's finish reason; inferred when a stream ended without one."""
+        if self._finish is not None:
+            return self._finish
+        return "tool-calls" if self._calls else "stop"
+
+    def content(self) -> list[dict[str, Any]]:
+        """The message content: the text block (when there is text), then the tool calls.
+
+        A call the provider sent without an id gets ``<prefix>_<index>``, so ids are
+        deterministic and unique within the turn; one without a name keeps ``""`` and is
+        answered with an unknown-tool error.
+        """
+        blocks: list[dict[str, Any]] = []
+        text = "".join(self._text)
+        if text:
+            blocks.append(events.text_block(text))
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            call_id = call.id or f"{self._prefix}_{index}"
+            blocks.append(events.tool_call_block(call_id, call.name or "", "".join(call.arguments)))
+        return blocks

@@ -1,0 +1,78 @@
+"""The ``agent-core`` plugin row: publishes the ``agent`` service.
+
+The row owns the :class:`~dsh_runtime.agent.service.Agent`'s life: created at ``start``
+(the runtime context it reads registries and providers from only exists then), closed at
+``dispose``. A ``config``-only change is taken in place, so live sessions survive it; the
+new values apply from the next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dsh._version import __version__
+
+from dsh_runtime.agent.service import Agent, AgentConfig
+from dsh_runtime.plugin import Capability, Manifest, Plugin, RuntimeContext
+
+_DEFAULTS = AgentConfig()
+
+
+class AgentCore(Plugin):
+    """Sessions, the turn loop and the ``agent`` service the protocol servers drive."""
+
+    manifest = Manifest(
+        id="agent-core",
+        version=__version__,
+        capabilities=frozenset({Capability.SERVICE}),
+        description="The agent loop: sessions, turns, tool calls; publishes service 'agent'.",
+        config_schema={
+            "type": "object",
+            "properties": {
+                "default_route": {
+                    "type": "string", "default": _DEFAULTS.default_route,
+                    "description": "Provider route used when a client names none.",
+                },
+                "max_steps": {
+                    "type": "integer", "minimum": 1, "default": _DEFAULTS.max_steps,
+                    "description": "Model calls one turn may make before it stops.",
+                },
+                "max_queued": {
+                    "type": "integer", "minimum": 1, "default": _DEFAULTS.max_queued,
+                    "description": "Prompts that may wait behind a session's running turn.",
+                },
+                "system_prompt": {
+                    "type": "string", "default": _DEFAULTS.system_prompt,
+                    "description": "The system prompt (registered prompt fragments follow).",
+                },
+                "hook_budget_s": {
+                    "type": "number", "minimum": 0.001, "default": _DEFAULTS.hook_budget_s,
+                    "description": "Seconds all hooks of one lifecycle event may take.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        provides=("agent",),
+    )
+
+    def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
+        super().__init__(row_id, config)
+        self.agent: Agent | None = None
+
+    async def start(self, rt: RuntimeContext) -> None:
+        """Create the agent and publish it."""
+        self.agent = Agent(rt, AgentConfig.from_mapping(self.config))
+        rt.publish("agent", self.agent)
+
+    async def update(self, config: Mapping[str, Any]) -> bool:
+        """Take new settings in place; running turns finish with the old ones."""
+        self.config = config
+        if self.agent is not None:
+            self.agent.config = AgentConfig.from_mapping(config)
+        return True
+
+    async def dispose(self) -> None:
+        """Cancel running turns and close every session (bounded)."""
+        if self.agent is not None:
+            await self.agent.close()

@@ -1,0 +1,370 @@
+"""The ``agent`` service: the one API every protocol server drives sessions through.
+
+Servers (SDK, ACP, web, headless) never touch sessions, providers or tools directly; they
+call :class:`Agent` and forward what its listeners receive. The contract is written down in
+``briefs/agent-api.md``; in short:
+
+* ``prompt`` answers a ``messageId`` at once and queues the message on the session (created
+  on first use); one background runner per session takes queued prompts one turn at a
+  time, so prompts run in order, and ``session.status idle`` is sent when the inbox drains.
+* ``cancel`` cancels the running turn only; queued prompts still run.
+* Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
+  per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
+  an ``error`` event on its session and the agent carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh.errors import BusyError, JsonRpcError, PluginError
+
+from dsh_runtime.agent import events
+from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
+from dsh_runtime.agent.session import Session, SessionRecord, Status
+from dsh_runtime.agent.store import MemorySessionStore, SessionStore
+from dsh_runtime.agent.toolrun import Approver
+from dsh_runtime.guardrails import GuardrailChain
+from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
+from dsh_runtime.plugin import RuntimeContext
+from dsh_runtime.providers.base import Provider
+from dsh_runtime.tools.base import Tool
+
+INVALID_PARAMS = -32602
+INTERNAL = -32603
+CLOSE_BOUND = 2.0
+"""Seconds ``close`` waits for cancelled turns, and again for ``session_end`` hooks."""
+
+Listener = Callable[[str, dict[str, Any]], None]
+logger = logging.getLogger("dsh.agent")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The ``agent-core`` row's config (defaults here; the manifest's schema reuses them)."""
+
+    default_route: str = "deepseek-official"
+    max_steps: int = 50
+    max_queued: int = 32
+    system_prompt: str = "You are a helpful software engineer assistant."
+    hook_budget_s: float = 10.0
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
+        """Build from a validated row config (unknown keys were rejected by the schema)."""
+        return cls(**{k: config[k] for k in cls.__dataclass_fields__ if k in config})
+
+
+class Agent:
+    """Sessions and their turns over the running tree's providers, tools and hooks.
+
+    ``rt`` is the runtime context (registries and services of the running tree, read at
+    every use so a reconcile takes effect on the next turn); ``store`` keeps session
+    records across agent instances.
+    """
+
+    def __init__(self, rt: RuntimeContext, config: AgentConfig,
+                 store: SessionStore | None = None) -> None:
+        self._rt = rt
+        self.config = config
+        self.approver: Approver | None = None
+        self._store: SessionStore = store or MemorySessionStore()
+        self._sessions: dict[str, Session] = {}
+        self._listeners: list[Listener] = []
+        self._choice: dict[str, Any] = {"provider": None, "model": None,
+                                        "reasoning_effort": None, "max_tokens": None}
+        self._closed = False
+        self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
+
+    # -- what a turn reads (loop.Host) ----------------------------------------------------
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The running tree's tools by name."""
+        return self._rt.tools
+
+    @property
+    def guardrails(self) -> GuardrailChain:
+        """The running tree's guardrail chain."""
+        return self._rt.guardrails
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The launch's environment snapshot."""
+        return self._rt.env
+
+    async def fire(self, session: Session, event: str, *, turn: int | None = None,
+                   step: int | None = None, message: Any = None, payload: Any = None) -> None:
+        """Notify the hooks of ``event``; overrunning ``hook_budget_s`` is an ``error`` event.
+
+        Hooks get a deep copy of ``payload``: they observe the agent's state, never share it.
+        """
+        dispatcher = self._rt.hooks
+        hooks = dispatcher.hooks(event)
+        if not hooks:
+            return
+        budget = self.config.hook_budget_s
+        try:
+            await run_bounded(dispatcher.emit(
+                event, session_id=session.id, step=step, message=message,
+                payload=copy.deepcopy(payload),
+                attributes={} if turn is None else {"turn": turn}), budget)
+        except BudgetExceeded:
+            names = ", ".join(h.name for h in hooks)
+            session.emit(events.ERROR, events.hook_error(
+                f"hooks on {event} exceeded the agent's {float(budget)} s budget", names, event))
+
+    # -- configuration and listeners ------------------------------------------------------
+
+    def configure(self, *, provider: str | None, model: str | None,
+                  reasoning_effort: str | None = None,
+                  max_tokens: int | None = None) -> dict[str, str]:
+        """Choose route and model for later turns, checked now; returns them resolved.
+
+        ``None`` keeps following the row's ``default_route`` and the route's default
+        model. An unknown route or model is JsonRpcError(-32602).
+        """
+        route, _, chosen = self._resolve(provider, model)
+        self._choice = {"provider": provider, "model": model,
+                        "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
+        return {"provider": route, "model": chosen}
+
+    def add_listener(self, fn: Listener) -> Callable[[], None]:
+        """Deliver every notification to ``fn(method, params)``; returns the unsubscribe."""
+        self._listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+        return remove
+
+    def set_approver(self, fn: Approver | None) -> None:
+        """Who decides a guardrail's ``ask``; None leaves it to the policy (never hangs)."""
+        self.approver = fn
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def new_session(self, *, cwd: str | None = None, session_id: str | None = None) -> str:
+        """Create a session now; an id already in use is JsonRpcError(-32602)."""
+        self._check_open()
+        if session_id is not None and session_id in self._sessions:
+            raise JsonRpcError(INVALID_PARAMS, f"session '{session_id}' already exists")
+        session = await self._create(session_id or events.new_id(), cwd)
+        return session.id
+
+    async def prompt(self, session_id: str, content_blocks: Sequence[Mapping[str, Any]], *,
+                     cwd: str | None = None) -> str:
+        """Queue a prompt and return its messageId at once; the turn runs in background.
+
+        A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
+        """
+        self._check_open()
+        session = self._sessions.get(session_id) or await self._restore(session_id)
+        if session is None:
+            session = await self._create(session_id, cwd)
+        if session.waiting() >= self.config.max_queued:
+            raise BusyError("session busy: queue full", {"retryable": True})
+        message = events.user_message(content_blocks, events.new_id())
+        start = len(session.inbox)
+        session.inbox.append(message)
+        session.emit(events.INBOX_SPLICED, events.inbox_received(start, message))
+        if session.runner is None:
+            session.set_status(Status.RUNNING)
+            session.runner = asyncio.create_task(self._drain(session),
+                                                 name=f"dsh-session-{session.id}")
+        return message["id"]
+
+    async def cancel(self, session_id: str) -> bool:
+        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs."""
+        session = self._get(session_id)
+        task = session.turn_task
+        if session.turn is None or session.cancel_requested or (task is not None and task.done()):
+            return False
+        session.cancel_requested = True
+        session.turn.cancelled.set()
+        if task is not None:
+            task.cancel()
+        return True
+
+    async def resume(self, session_id: str) -> None:
+        """Make a persisted session live again; unknown is -32602, running is -32001."""
+        self._check_open()
+        session = self._sessions.get(session_id)
+        if session is None:
+            if await self._restore(session_id) is None:
+                raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        elif session.status is Status.RUNNING:
+            raise BusyError(f"session busy: '{session_id}' is running a turn",
+                            {"retryable": True})
+
+    def get_cwd(self, session_id: str) -> str:
+        """The session's working directory."""
+        return self._get(session_id).cwd
+
+    def set_cwd(self, session_id: str, path: str) -> str:
+        """Move the session (``path`` relative to its current directory); returns the new one."""
+        try:
+            return self._get(session_id).change_cwd(path)
+        except NotADirectoryError as exc:
+            raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        """``[{sessionId, cwd, status, title}]`` of the live sessions, sorted by id."""
+        return [self._sessions[k].summary() for k in sorted(self._sessions)]
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events so far, in ``seq`` order."""
+        return list(self._get(session_id).record.events)
+
+    async def close(self) -> None:
+        """Cancel every turn, fire ``session_end``, save every session; bounded, idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        sessions = list(self._sessions.values())
+        for session in sessions:
+            await self.cancel(session.id)
+        runners = [s.runner for s in sessions if s.runner is not None]
+        if runners:
+            _, late = await asyncio.wait(runners, timeout=CLOSE_BOUND)
+            for task in late:
+                task.cancel()
+        ends = [asyncio.ensure_future(self.fire(s, "session_end")) for s in sessions]
+        if ends:
+            _, late = await asyncio.wait(ends, timeout=CLOSE_BOUND)
+            for task in late:
+                task.cancel()
+        for session in sessions:
+            self._store.save(session.record)
+        self._unhook()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JsonRpcError(INTERNAL, "the agent is closed")
+
+    def _get(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        return session
+
+    def _notify(self, method: str, params: Mapping[str, Any]) -> None:
+        for listener in tuple(self._listeners):
+            try:
+                listener(method, dict(params))
+            except Exception:
+                logger.exception("agent listener failed on %s", method)
+
+    async def _create(self, session_id: str, cwd: str | None) -> Session:
+        path = os.path.abspath(cwd or self._rt.cwd)
+        if not os.path.isdir(path):
+            raise JsonRpcError(INVALID_PARAMS, f"not a directory: {path}")
+        return await self._open(SessionRecord(session_id, path), resumed=False)
+
+    async def _restore(self, session_id: str) -> Session | None:
+        record = self._store.load(session_id)
+        return None if record is None else await self._open(record, resumed=True)
+
+    async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
+        session = Session(record, self._notify)
+        self._sessions[session.id] = session
+        self._store.save(record)
+        await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
+        return session
+
+    def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
+        """Route name, provider object and model; JsonRpcError(-32602) naming what is wrong."""
+        route = provider or self.config.default_route
+        try:
+            chosen = self._rt.service("llm:" + route)
+        except PluginError:
+            routes = ", ".join(self._routes()) or "none"
+            raise JsonRpcError(INVALID_PARAMS, f"unknown provider route '{route}' "
+                               f"(registered: {routes})", {"code": "unknown-route"}) from None
+        name = model or chosen.default_model
+        if not chosen.accepts_model(name):
+            raise JsonRpcError(INVALID_PARAMS, f"unknown model '{name}' for provider route "
+                               f"'{route}'", {"code": "unknown-model"})
+        return route, chosen, name
+
+    def _routes(self) -> list[str]:
+        """Published provider routes (``llm:<route>`` services), for error messages."""
+        # The kernel context cannot list services yet (service_names() is requested);
+        # until it can, the message just says none are known.
+        listing = getattr(self._rt, "service_names", None)
+        names = listing() if callable(listing) else ()
+        return sorted(n.removeprefix("llm:") for n in names if n.startswith("llm:"))
+
+    def _plan(self) -> Plan:
+        choice = self._choice
+        route, provider, model = self._resolve(choice["provider"], choice["model"])
+        prompt = "\n\n".join([self.config.system_prompt,
+                              *(p.text for p in self._rt.prompts.values())])
+        return Plan(route, provider, model, self.config.max_steps, prompt,
+                    choice["max_tokens"], choice["reasoning_effort"])
+
+    async def _drain(self, session: Session) -> None:
+        """The session's runner: one turn per queued prompt, then ``idle``."""
+        try:
+            while session.inbox and not self._closed:
+                await self._turn(session, session.inbox.popleft())
+        finally:
+            session.runner = None
+            session.set_status(Status.IDLE)
+
+    async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
+        record = session.record
+        record.turns += 1
+        turn = Turn(session, record.turns, prompt, self)
+        session.turn = turn
+        session.emit(events.TURN_START, events.turn_data(turn.number))
+        session.emit(events.INBOX_SPLICED, events.inbox_taken(1))
+        await self.fire(session, "before_turn", turn=turn.number,
+                        message=events.message_text(prompt), payload=prompt)
+        outcome = await self._outcome(session, turn)
+        turn.close(outcome)
+        session.turn = session.turn_task = None
+        session.cancel_requested = False
+        self._store.save(record)
+        await self.fire(session, "after_turn", turn=turn.number, message=outcome.kind,
+                        payload={"turn": turn.number, "kind": outcome.kind,
+                                 "error": outcome.error})
+
+    async def _outcome(self, session: Session, turn: Turn) -> Outcome:
+        """Run the turn's steps in their own task, so cancelling it leaves the runner."""
+        if session.cancel_requested:
+            return CANCELLED
+        try:
+            plan = self._plan()
+        except JsonRpcError as exc:
+            return Outcome.failed(exc.message, exc.data["code"])
+        task = asyncio.create_task(turn.run(plan))
+        session.turn_task = task
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task.cancelled() or session.cancel_requested:
+            return CANCELLED
+        error = task.exception()
+        if error is not None:
+            logger.error("turn %d of session %s failed", turn.number, session.id, exc_info=error)
+            return Outcome.failed(f"internal error: {type(error).__name__}: {error}", "internal")
+        return task.result()
+
+    def _on_hook_error(self, error: HookError) -> None:
+        session = self._sessions.get(error.session_id or "")
+        if session is None:
+            logger.warning("%s", error.message)
+            return
+        session.emit(events.ERROR, events.hook_error(error.message, error.hook, error.event))

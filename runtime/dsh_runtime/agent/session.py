@@ -1,0 +1,126 @@
+"""One session's state: where it works, what was said, what was emitted, what waits.
+
+A session owns its event log (``seq`` counts from 0 per session, so a client can detect
+gaps), the conversation history the model is sent, a bounded inbox of prompts waiting for
+a turn, and the tasks running them. It knows nothing of providers or tools: the turn loop
+(:mod:`.loop`) drives it, and :mod:`.service` decides when turns start. What survives a
+restart is exactly :class:`SessionRecord`, so a persistence service only ever stores that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsh_runtime.agent import events
+
+if TYPE_CHECKING:
+    from dsh_runtime.agent.loop import Turn
+
+
+class Status(str, enum.Enum):
+    """What ``session.status`` reports: ``running`` from a prompt until the inbox drains."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+
+
+@dataclass
+class SessionRecord:
+    """The persistent part of a session (what :mod:`.store` keeps).
+
+    ``system`` is the system message as first shown: a session keeps the prompt it started
+    with, so its log stays a true record of what the model was sent. ``context_cwd`` is
+    the directory the model was last told about; it is told again only after a change.
+    """
+
+    session_id: str
+    cwd: str
+    title: str = ""
+    turns: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    system: dict[str, Any] | None = None
+    context_cwd: str | None = None
+
+
+Notify = Callable[[str, Mapping[str, Any]], None]
+
+
+class Session:
+    """A live session: its record plus the runtime-only state (inbox, tasks, status).
+
+    ``notify(method, params)`` delivers ``session.event`` and ``session.status`` to the
+    agent's listeners, synchronously and in emission order.
+    """
+
+    def __init__(self, record: SessionRecord, notify: Notify) -> None:
+        self.record = record
+        self.status = Status.IDLE
+        self.inbox: deque[dict[str, Any]] = deque()
+        self.runner: asyncio.Task[None] | None = None
+        self.turn: Turn | None = None  # from turn/start until turn/end
+        self.turn_task: asyncio.Task[Any] | None = None
+        self.cancel_requested = False
+        self._notify = notify
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self.record.session_id
+
+    @property
+    def cwd(self) -> str:
+        """The absolute working directory."""
+        return self.record.cwd
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation as the model is sent it (without the system message)."""
+        return self.record.messages
+
+    def emit(self, type: str, data: Mapping[str, Any],
+             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Log an event with the next ``seq`` and deliver it; returns the event."""
+        event = events.event(type, len(self.record.events), data, extra or {})
+        self.record.events.append(event)
+        self._notify("session.event", {"sessionId": self.id, "event": event})
+        return event
+
+    def set_status(self, status: Status) -> None:
+        """Change status and announce it (only actual changes are announced)."""
+        if status is not self.status:
+            self.status = status
+            self._notify("session.status", {"sessionId": self.id, "status": status.value})
+
+    def waiting(self) -> int:
+        """Prompts queued behind the one running (or about to run); the inbox bound.
+
+        Between turns the inbox head is the next turn's prompt, already on its way, so it
+        does not count: how many prompts a client may queue does not depend on whether
+        the runner task has been scheduled yet.
+        """
+        if self.turn is not None or not self.inbox:
+            return len(self.inbox)
+        return len(self.inbox) - 1
+
+    def change_cwd(self, path: str) -> str:
+        """Move to ``path`` (relative to the current directory, or absolute).
+
+        Raises NotADirectoryError naming the resolved path when it is not a directory.
+        """
+        target = os.path.normpath(os.path.join(self.cwd, path))
+        if not os.path.isdir(target):
+            raise NotADirectoryError(f"not a directory: {target}")
+        self.record.cwd = target
+        return target
+
+    def summary(self) -> dict[str, Any]:
+        """The ``list_sessions`` entry."""
+        return {"sessionId": self.id, "cwd": self.cwd, "status": self.status.value,
+                "title": self.record.title}

@@ -1,0 +1,109 @@
+"""Running one tool call: find the tool, check its arguments, ask the guardrails, call it.
+
+Every way a call can fail ends as a tool result the model reads (``isError: true``), never
+as an exception out of the turn: an unknown tool, arguments that do not fit the schema, a
+guardrail's deny, an approval refused, a tool that raised. The agent-side failures also
+carry ``error: {name, code}`` in the ``tool/result`` data, as the original runtime does for
+argument errors, so clients can tell "the tool said no" from "the agent did not run it".
+
+The decision order is fixed: guardrail chain (first deny wins, any ask asks); an ``ask``
+goes to the approver the protocol server installed, and with none installed the call is
+denied, because a guardrail that wanted a human and found none must not be overruled by
+silence (the shipped policy decides unattended calls itself, see :mod:`dsh_runtime.policy`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_runtime.guardrails import Decision, GuardrailChain
+from dsh_runtime.tools.base import (
+    ArgumentError,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    check_arguments,
+    parse_arguments,
+)
+
+Approver = Callable[[str, dict[str, Any]], Awaitable[str]]
+"""``approver(session_id, tool_call) -> "allow" | "deny"`` (installed by a protocol server)."""
+
+logger = logging.getLogger("dsh.agent")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A call's result and, when the agent refused or failed it, the ``{name, code}`` why."""
+
+    result: ToolResult
+    error: Mapping[str, str] | None = None
+
+
+def _refused(text: str, name: str, code: str) -> Answer:
+    return Answer(ToolResult(text, is_error=True), {"name": name, "code": code})
+
+
+async def execute(
+    block: Mapping[str, Any],
+    *,
+    tools: Mapping[str, Tool],
+    guardrails: GuardrailChain,
+    approver: Approver | None,
+    context: ToolContext,
+) -> Answer:
+    """Run the tool call ``block`` (a ``tool-call`` content block) to an :class:`Answer`.
+
+    Cancellation propagates: it is the turn's, not the call's, to report.
+    """
+    name, call_id = block["name"], block["id"]
+    tool = tools.get(name)
+    if tool is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return _refused(f"Error: unknown tool '{name}' (available: {available})",
+                        "UnknownToolError", "UNKNOWN_TOOL")
+    try:
+        args = check_arguments(tool, parse_arguments(block["arguments"]))
+    except ArgumentError as exc:
+        return _refused(f"Error: {exc}", "ToolArgsError", "INVALID_ARGS")
+    call = ToolCall(context.session_id, call_id, name, args, context.cwd, tool,
+                    can_ask=approver is not None)
+    verdict = await guardrails.check(call)
+    if verdict.decision is Decision.DENY:
+        return _refused(f"Error: denied by {verdict.reason}", "ToolDeniedError", "DENIED")
+    if verdict.decision is Decision.ASK:
+        refusal = await _approve(call, block, verdict.reason, approver)
+        if refusal is not None:
+            return refusal
+    try:
+        result = await tool.call(args, context)
+    except Exception as exc:
+        logger.debug("tool %s raised", name, exc_info=True)
+        return _refused(f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}",
+                        "ToolFailedError", "TOOL_FAILED")
+    if not isinstance(result, ToolResult):
+        return _refused(f"Error: tool '{name}' returned {type(result).__name__}, not a result",
+                        "ToolFailedError", "TOOL_FAILED")
+    return Answer(result)
+
+
+async def _approve(call: ToolCall, block: Mapping[str, Any], reason: str,
+                   approver: Approver | None) -> Answer | None:
+    """None when approved; otherwise the refusal. An approver that fails denies."""
+    if approver is None:
+        return _refused(f"Error: needs approval ({reason}) and no client can approve",
+                        "ToolDeniedError", "DENIED")
+    request = {"callId": call.call_id, "name": call.name, "arguments": block["arguments"],
+               "cwd": call.cwd, "reason": reason}
+    try:
+        decision = await approver(call.session_id, request)
+    except Exception:
+        logger.warning("approver failed for tool %s; denying", call.name, exc_info=True)
+        decision = "deny"
+    if decision == "allow":
+        return None
+    return _refused("Error: the client denied this tool call", "ToolDeniedError", "DENIED")

@@ -1,0 +1,1 @@
+"""Model providers: each row publishes service ``llm:<route>`` (see :mod:`.base`)."""

@@ -1,0 +1,124 @@
+"""The tool contract: what every tool offers the agent, and what the agent offers a tool.
+
+A tool is any object with ``name``, ``description``, ``parameters`` (the JSON schema the
+model sees), ``mutating`` and ``async call(args, ctx)``. Tools are registered in a
+plugin's ``apply`` with ``reg.tool(obj)``; the agent validates the model's arguments
+against ``parameters`` before calling (:func:`check_arguments`), so ``call`` only ever sees
+arguments of the declared shape. A tool reports its own failures as
+``ToolResult(text, is_error=True)``; an exception escaping ``call`` is turned into one by
+the agent, so no tool can crash a turn.
+
+Optional: ``path_arguments``, the names of arguments that are filesystem paths (relative to
+the session's working directory). The workspace policy allows a mutating call only when
+all of them stay inside the working directory, so a mutating tool that does not declare
+them is asked about rather than trusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dsh.errors import ConfigError
+
+from dsh_runtime.schema import validate
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool answers; ``text`` is what the model reads."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """A running call's view of its session.
+
+    ``cancelled`` is set when the client cancels the turn; the call's task is cancelled
+    too, so only tools that hand work to threads or processes need to watch it.
+    """
+
+    session_id: str
+    env: Mapping[str, str]
+    cancelled: asyncio.Event
+    get_cwd: Callable[[], str]
+    change_cwd: Callable[[str], str]
+
+    @property
+    def cwd(self) -> str:
+        """The session's current working directory (absolute)."""
+        return self.get_cwd()
+
+    def set_cwd(self, path: str) -> str:
+        """Move the session to ``path`` (relative to the current directory).
+
+        Returns the new absolute directory; raises NotADirectoryError when there is none.
+        """
+        return self.change_cwd(path)
+
+
+class Tool(Protocol):
+    """What ``reg.tool`` accepts."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    mutating: bool
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Do the work; report failures as ``ToolResult(..., is_error=True)``."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call as guardrails and approvers see it, before it runs.
+
+    ``can_ask`` says whether someone can be asked: a guardrail that would answer ``ask``
+    with nobody to ask decides itself instead (the profile's policy), so a client that
+    never answers approvals is never left hanging.
+    """
+
+    session_id: str
+    call_id: str
+    name: str
+    arguments: Mapping[str, Any]
+    cwd: str
+    tool: Tool
+    can_ask: bool
+
+
+class ArgumentError(ValueError):
+    """The model's arguments do not fit the tool; the message is written for the model."""
+
+
+def parse_arguments(text: str) -> Any:
+    """Decode the JSON argument text of a tool call (empty text means no arguments)."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ArgumentError(f"invalid arguments: not valid JSON ({exc})") from None
+
+
+def check_arguments(tool: Tool, args: Any) -> dict[str, Any]:
+    """``args`` checked against ``tool.parameters``, with declared defaults filled in.
+
+    Uses the kernel's schema subset: keywords it does not know (``pattern``, ``oneOf``)
+    are not checked here, and the tool remains responsible for them.
+    """
+    if not isinstance(args, Mapping):
+        raise ArgumentError("invalid arguments: expected a JSON object")
+    prefix = f"row '{tool.name}' config"
+    try:
+        return validate(tool.parameters, args, row_id=tool.name)
+    except ConfigError as exc:
+        # The kernel words its errors for row config; say "arguments" to the model.
+        detail = exc.message.removeprefix(prefix).lstrip(".: ")
+        raise ArgumentError(f"invalid arguments: {detail}") from None

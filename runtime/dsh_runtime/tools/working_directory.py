@@ -1,0 +1,68 @@
+"""The ``working_directory`` tool: where the session works, and moving it.
+
+The trivial-but-real tool: it reads and changes session state through the
+:class:`~dsh_runtime.tools.base.ToolContext`, so a scripted turn exercises the whole tool
+path (arguments, guardrails, results) without touching the filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dsh._version import __version__
+
+from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools.base import ToolContext, ToolResult
+
+
+class WorkingDirectory:
+    """Reports the session's working directory; with ``cd``, changes it first.
+
+    Not mutating: it moves the session, never a file. ``cd`` is still a path argument, so
+    a policy can see where the session is going.
+    """
+
+    name = "working_directory"
+    description = (
+        "Show the current working directory, or change it with `cd` "
+        "(relative to the current one, or absolute)."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "cd": {
+                "type": "string",
+                "description": "Directory to change to, relative to the current working directory.",
+            },
+        },
+        "additionalProperties": False,
+    }
+    mutating = False
+    path_arguments = ("cd",)
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Change directory when asked, then report where the session is."""
+        if "cd" in args:
+            try:
+                ctx.set_cwd(args["cd"])
+            except NotADirectoryError as exc:
+                return ToolResult(str(exc), is_error=True)
+        return ToolResult(f"Current working directory: {json.dumps(ctx.cwd)}")
+
+
+class WorkingDirectoryTool(Plugin):
+    """Plugin row ``tool-working-directory``: registers :class:`WorkingDirectory`."""
+
+    manifest = Manifest(
+        id="tool-working-directory",
+        version=__version__,
+        capabilities=frozenset({Capability.TOOL}),
+        description="The working_directory tool: show or change the session's directory.",
+        config_schema={"type": "object", "additionalProperties": False},
+    )
+
+    def apply(self, reg: Registrar) -> None:
+        """Register the tool."""
+        reg.tool(WorkingDirectory())
