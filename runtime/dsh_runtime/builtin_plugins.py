@@ -11,7 +11,12 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "sdk-jsonrpc-server": "dsh_runtime.servers.sdk:SdkServer",
     "llm-openai-compatible": "dsh_runtime.providers.openai_compat:OpenAICompatibleProvider",
     "agent-core": "dsh_runtime.agent.plugin:AgentCore",
+    "sessions-sqlite": "dsh_runtime.sessions.plugin:SessionsSqlite",
     "llm-scripted": "dsh_runtime.providers.scripted:ScriptedProvider",
     "tool-working-directory": "dsh_runtime.tools.working_directory:WorkingDirectoryTool",
+    "tools-fs": "dsh_runtime.tools.fs:FsTools",
+    "tools-search": "dsh_runtime.tools.search:SearchTools",
+    "tools-shell": "dsh_runtime.tools.shell:ShellTools",
     "guardrail-policy": "dsh_runtime.policy:PolicyGuardrail",
+    "headless-runner": "dsh_runtime.headless.runner:HeadlessRunner",
 }

@@ -111,6 +111,10 @@ class KernelContext(RuntimeContext):
         """A published service object; PluginError if nobody has published ``name``."""
         return self._services.get(name)
 
+    def service_names(self) -> list[str]:
+        """Every published service name, sorted."""
+        return self._services.names()
+
     def publish(self, name: str, obj: Any) -> None:
         """Refused here: a service is published by its row, from the context its
         ``start`` receives, so the kernel knows whom it belongs to."""

@@ -152,6 +152,10 @@ class RuntimeContext:
         """Publish a service this plugin declared with ``Registrar.service``."""
         raise NotImplementedError
 
+    def service_names(self) -> list[str]:  # pragma: no cover - interface
+        """Every published service name, sorted."""
+        raise NotImplementedError
+
 
 class Plugin:
     """Base class for plugins; subclasses set ``manifest`` and override the phases."""

@@ -257,6 +257,10 @@ class ServiceTable:
     def __contains__(self, name: object) -> bool:
         return name in self._published
 
+    def names(self) -> list[str]:
+        """Every published service name, sorted (for messages that list what exists)."""
+        return sorted(self._published)
+
     def publish(self, row_id: str, name: str, obj: Any) -> None:
         """Record ``obj`` as service ``name`` of ``row_id`` (republishing replaces it)."""
         self._published[name] = (row_id, obj)

@@ -25,7 +25,7 @@ from typing import Any
 
 from dsh.errors import BusyError, JsonRpcError, PluginError
 
-from dsh_runtime.agent import events
+from dsh_runtime.agent import events, recovery
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
 from dsh_runtime.agent.store import MemorySessionStore, SessionStore
@@ -216,8 +216,16 @@ class Agent:
             raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
 
     def list_sessions(self) -> list[dict[str, Any]]:
-        """``[{sessionId, cwd, status, title}]`` of the live sessions, sorted by id."""
-        return [self._sessions[k].summary() for k in sorted(self._sessions)]
+        """``[{sessionId, cwd, status, title}]`` of live and stored sessions, sorted by id.
+
+        A stored session not live here reports ``idle``: a prompt or ``resume`` restores it.
+        """
+        found = {k: s.summary() for k, s in self._sessions.items()}
+        for stored in self._store.summaries():
+            found.setdefault(stored["sessionId"], {
+                "sessionId": stored["sessionId"], "cwd": stored["cwd"],
+                "status": Status.IDLE.value, "title": stored.get("title", "")})
+        return [found[k] for k in sorted(found)]
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events so far, in ``seq`` order."""
@@ -258,6 +266,14 @@ class Agent:
         return session
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
+        if method == "session.event":
+            # Stored before any client sees it: what a client received survives a crash.
+            try:
+                self._store.append(params["sessionId"], params["event"])
+            except Exception:
+                # The next save writes what is missing; the session carries on.
+                logger.exception("could not store an event of session %s",
+                                 params["sessionId"])
         for listener in tuple(self._listeners):
             try:
                 listener(method, dict(params))
@@ -272,7 +288,12 @@ class Agent:
 
     async def _restore(self, session_id: str) -> Session | None:
         record = self._store.load(session_id)
-        return None if record is None else await self._open(record, resumed=True)
+        if record is None:
+            return None
+        session = await self._open(record, resumed=True)
+        if recovery.close_interrupted(session):
+            self._store.save(session.record)
+        return session
 
     async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
         session = Session(record, self._notify)
@@ -298,10 +319,7 @@ class Agent:
 
     def _routes(self) -> list[str]:
         """Published provider routes (``llm:<route>`` services), for error messages."""
-        # The kernel context cannot list services yet (service_names() is requested);
-        # until it can, the message just says none are known.
-        listing = getattr(self._rt, "service_names", None)
-        names = listing() if callable(listing) else ()
+        names = self._rt.service_names()
         return sorted(n.removeprefix("llm:") for n in names if n.startswith("llm:"))
 
     def _plan(self) -> Plan:
