@@ -104,7 +104,7 @@ class Doctor:
         return resolved
 
     def check_plugins_and_env(self, resolved: Any) -> None:
-        from dsh_runtime.loader import resolve_plugin
+        from dsh_runtime.loader import resolve as resolve_plugin
 
         from dsh.envsnapshot import snapshot
 
@@ -121,7 +121,7 @@ class Doctor:
                 self.add(f"plugin.{row.id}", "ok", f"{row.name} (disabled, not loaded)")
                 continue
             try:
-                plugin_class = resolve_plugin(row.name, row_id=row.id)
+                plugin_class = resolve_plugin(row.id, row.name)
             except DshError as exc:
                 self.add(f"plugin.{row.id}", "fail", self.scrub(str(exc)))
                 continue
@@ -141,7 +141,10 @@ class Doctor:
     def check_live(self) -> None:
         import subprocess
 
-        argv = [sys.executable, "-m", "dsh", "--home", str(self.home), "--profile",
+        # In the frozen carrier sys.executable is the dsh runtime itself.
+        carrier = [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m",
+                                                                          "dsh"]
+        argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
@@ -162,7 +165,24 @@ class Doctor:
                 "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
+            if carrier["id"] == "exe" and carrier["available"]:
+                status, message = self.verify_exe()
             self.add(f"carrier.{carrier['id']}", status, message)
+
+    def verify_exe(self) -> tuple[str, str]:
+        """Check the installed runtime's files against its manifest's sha256 sums."""
+        import dsh_runtime_bin
+
+        try:
+            bad = dsh_runtime_bin.verify()
+            manifest = dsh_runtime_bin.manifest()
+        except (OSError, ValueError) as exc:
+            return "fail", f"dsh-runtime-bin is damaged: {type(exc).__name__}"
+        if bad:
+            return "fail", f"files failing their checksum: {', '.join(bad)}"
+        if manifest.get("source", {}).get("dirty"):
+            return "warn", f"{manifest.get('version')} built from a dirty tree"
+        return "ok", f"{manifest.get('version')} ({manifest.get('platform')}), checksums verified"
 
 
 def render(data: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -108,6 +109,23 @@ def read_env_file(path: Path, *, is_home: bool) -> dict[str, str]:
     return values
 
 
+def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The non-empty launch environment, minus what the frozen carrier's loader added.
+
+    The frozen runtime's bootloader points the library path at its own folder and keeps
+    the user's value in ``*_ORIG``; children (git, curl, a user's shell) must get the
+    user's value back, or they would load the runtime's private libraries.
+    """
+    values = {k: v for k, v in environ.items() if v != ""}
+    if getattr(sys, "frozen", False):
+        for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+            original = values.pop(f"{name}_ORIG", None)
+            values.pop(name, None)
+            if original:
+                values[name] = original
+    return values
+
+
 def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> EnvSnapshot:
     """Build the launch snapshot: environment > ``cwd/.env`` > ``home/.env``."""
     environ = os.environ if environ is None else environ
@@ -120,7 +138,7 @@ def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None) ->
         layers.append((str(home_env), read_env_file(home_env, is_home=True)))
     if cwd_env.is_file() and cwd_env.resolve() != home_env.resolve():
         layers.append((str(cwd_env), read_env_file(cwd_env, is_home=False)))
-    layers.append(("environment", {k: v for k, v in environ.items() if v != ""}))
+    layers.append(("environment", _launch_environment(environ)))
     for origin, layer in layers:
         for name, value in layer.items():
             values[name] = value
