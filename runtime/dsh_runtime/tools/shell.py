@@ -1,0 +1,218 @@
+"""The ``tools-shell`` plugin: the ``bash`` tool.
+
+A command runs as ``bash -c COMMAND`` in the session's working directory, in a new
+session (so its own process group), with stdin closed and stdout and stderr merged. The
+result text is the output followed by ``[Command finished with exit code N]``, as the
+original runtime's was. Three bounds keep one call from hurting the session:
+
+- a timeout (the call's ``timeout`` seconds, else the row's ``timeout_seconds``, never
+  above ``max_timeout_seconds``), after which the whole group is killed;
+- cancellation of the turn kills the whole group too, before the cancel goes on;
+- an output cap: the first and last halves of ``max_output_chars`` are kept, with a note
+  of what was dropped between them, since errors are usually at the end.
+
+The group never outlives the call: background jobs a command leaves (``sleep 100 &``) are
+killed when it ends, which also keeps them from holding the output pipe open. The tool is
+mutating, and declares no path arguments because it has none: under the workspace policy
+it runs unasked, in the working directory, as the original ran ``bash`` without asking.
+Process groups are POSIX; on Windows only the shell itself is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from dsh._version import __version__
+
+from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools.base import ToolContext, ToolResult
+
+_DRAIN_SECONDS = 2.0
+"""How long output is still read after the group is killed (a daemon that left the group)."""
+_POLL_SECONDS = 0.01
+"""How often a running shell is checked for exit."""
+
+
+class CappedOutput:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit - limit // 2
+        self.tail_limit = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        """Take the next piece of output."""
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_limit:
+            self.tail += data
+            del self.tail[:-self.tail_limit]
+
+    def text(self) -> str:
+        """The kept output, with a note where bytes were dropped."""
+        head = self.head.decode("utf-8", "replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        if dropped <= 0:
+            return head + self.tail.decode("utf-8", "replace")
+        return (f"{head}\n[... {dropped} bytes of output omitted; {self.total} in total; "
+                f"showing the first {len(self.head)} and last {len(self.tail)} ...]\n"
+                f"{self.tail.decode('utf-8', 'replace')}")
+
+
+class Bash:
+    """Runs a shell command in the working directory."""
+
+    name = "bash"
+    description = (
+        "Run a bash command in the working directory and return its output (stdout and "
+        "stderr together) and exit code. Stdin is closed; background jobs are killed when "
+        "the command ends. Long outputs are cut in the middle."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run with bash -c."},
+            "timeout": {"type": "number", "minimum": 0,
+                        "description": "Seconds before the command is killed "
+                                       "(default from the profile)."},
+            "description": {"type": "string",
+                            "description": "A few words saying what the command does."},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    mutating = True
+    path_arguments: tuple[str, ...] = ()
+
+    def __init__(self, plugin: ShellTools) -> None:
+        self._plugin = plugin
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the command; report output and exit code, or the timeout."""
+        config = self._plugin.config
+        timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
+                      float(config["max_timeout_seconds"]))
+        shell = config["shell"] or shutil.which("bash") or "/bin/sh"
+        output = CappedOutput(config["max_output_chars"])
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            shell, "-c", args["command"], cwd=ctx.cwd, env=dict(ctx.env),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=sys.platform != "win32"))
+        try:
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while the process was being set up: it may already run.
+            with contextlib.suppress(Exception):
+                started = await spawn
+                kill_group(started)
+                await _exited(started)
+            raise
+        except OSError as exc:
+            return ToolResult(f"cannot start {shell}: {exc.strerror or exc}", is_error=True)
+        timed_out = False
+        reader = asyncio.ensure_future(_pump(proc, output))
+        try:
+            try:
+                await asyncio.wait_for(_exited(proc), timeout)
+            except asyncio.TimeoutError:
+                timed_out = True
+        finally:
+            # Runs on success, timeout and cancellation alike: nothing of the group survives.
+            kill_group(proc)
+            await _finish(proc, reader)
+        text = output.text()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        if timed_out:
+            return ToolResult(f"{text}[Command timed out after {timeout:g} seconds; "
+                              "its process group was killed]", is_error=True)
+        code = proc.returncode if proc.returncode is not None else -1
+        if code < 0:  # killed by a signal: report it the way a shell would
+            code = 128 - code
+        return ToolResult(f"{text}[Command finished with exit code {code}]")
+
+
+async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
+    """Read the merged output until EOF."""
+    assert proc.stdout is not None
+    while chunk := await proc.stdout.read(65536):
+        output.feed(chunk)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """The shell's exit code, as soon as it exits.
+
+    Not ``proc.wait()``: asyncio only answers that once the output pipe closes too, and a
+    background job holding the pipe would keep the call waiting for it.
+    """
+    while proc.returncode is None:
+        await asyncio.sleep(_POLL_SECONDS)
+    return proc.returncode
+
+
+async def _finish(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
+    """Reap the shell and drain its output, bounded, even when the call is being cancelled."""
+    with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(reader), _DRAIN_SECONDS)
+    if not reader.done():
+        reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await _exited(proc)
+
+
+def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process group the shell leads (the shell alone where groups are absent)."""
+    if sys.platform == "win32":
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class ShellTools(Plugin):
+    """Plugin row ``tools-shell``: registers :class:`Bash`."""
+
+    manifest = Manifest(
+        id="tools-shell",
+        version=__version__,
+        capabilities=frozenset({Capability.TOOL}),
+        description="The bash tool: a command in the working directory, with a timeout "
+                    "and an output cap; its process group is killed on timeout or cancel.",
+        config_schema={
+            "type": "object",
+            "properties": {
+                "timeout_seconds": {"type": "number", "minimum": 0, "default": 120,
+                                    "description": "Timeout when a call gives none."},
+                "max_timeout_seconds": {"type": "number", "minimum": 0, "default": 600,
+                                        "description": "Upper bound on any call's timeout."},
+                "max_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
+                                     "description": "Output kept per call (head and tail)."},
+                "shell": {"type": "string", "default": "",
+                          "description": "Shell executable; default bash on PATH, else sh."},
+            },
+            "additionalProperties": False,
+        },
+    )
+
+    def apply(self, reg: Registrar) -> None:
+        """Register the tool; it reads this row's current config on every call."""
+        reg.tool(Bash(self))
+
+    async def update(self, config: Mapping[str, Any]) -> bool:
+        """New limits apply to the next call."""
+        self.config = config
+        return True
