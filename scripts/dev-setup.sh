@@ -4,6 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 
+# Debian packages the tests drive for real: ripgrep (the grep tool's fast backend).
+if command -v apt-get >/dev/null && ! command -v rg >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq ripgrep >/dev/null
+fi
+
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[test]'
 # The original DeepSeek Harness client, for wire-compatibility tests only. Installed
 # without its 95 MB runtime wheel: our `dsh` is the runtime it drives.

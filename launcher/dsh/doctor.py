@@ -130,6 +130,13 @@ class Doctor:
             for name, var in manifest.env.items():
                 if var.required and var.default is None:
                     required.setdefault(name, []).append(row.id)
+        if any(row.name == "tools-search" and not off for row, off in resolved.tree.walk()):
+            from dsh_runtime.tools.search import choose_backend
+
+            kind = choose_backend("auto").kind
+            self.add("tools.grep", "ok", {"companion": "ripgrep (the runtime's companion)",
+                                          "path": "ripgrep (on PATH)"}.get(
+                kind, "python fallback (no ripgrep found; slower on large trees)"))
         for name, rows in sorted(required.items()):
             present = env is not None and bool(env.get(name))
             origin = env.origin(name) if present and env is not None else None
