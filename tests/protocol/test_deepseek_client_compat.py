@@ -80,8 +80,6 @@ def test_resume_and_working_directory_in_one_runtime(dsh_home: Path) -> None:
         assert Path(resumed.get_working_directory()) == workdir
 
 
-@pytest.mark.xfail(strict=True, reason="sessions persist in memory only until the SQLite "
-                   "session store lands; remove this mark then")
 def test_resume_in_a_new_runtime(dsh_home: Path) -> None:
     workdir = Path.cwd()
     with harness(dsh_home, workdir) as client:

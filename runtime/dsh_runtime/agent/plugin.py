@@ -2,7 +2,8 @@
 
 The row owns the :class:`~dsh_runtime.agent.service.Agent`'s life: created at ``start``
 (the runtime context it reads registries and providers from only exists then), closed at
-``dispose``. A ``config``-only change is taken in place, so live sessions survive it; the
+``dispose``. Sessions persist through the ``sessions`` service when the tree has one.
+A ``config``-only change is taken in place, so live sessions survive it; the
 new values apply from the next turn.
 """
 
@@ -17,6 +18,8 @@ from dsh_runtime.agent.service import Agent, AgentConfig
 from dsh_runtime.plugin import Capability, Manifest, Plugin, RuntimeContext
 
 _DEFAULTS = AgentConfig()
+SESSIONS = "sessions"
+"""The optional persistence service (``sessions-sqlite``)."""
 
 
 class AgentCore(Plugin):
@@ -61,8 +64,15 @@ class AgentCore(Plugin):
         self.agent: Agent | None = None
 
     async def start(self, rt: RuntimeContext) -> None:
-        """Create the agent and publish it."""
-        self.agent = Agent(rt, AgentConfig.from_mapping(self.config))
+        """Create the agent over the ``sessions`` service when one is published, else over
+        an in-memory store, and publish it.
+
+        The service is optional on purpose: a tree without a ``sessions`` row still runs,
+        its sessions just die with the process. A tree with one lists it in the agent
+        row's ``inject``, so it is started (and published) before this runs.
+        """
+        store = rt.service(SESSIONS) if SESSIONS in rt.service_names() else None
+        self.agent = Agent(rt, AgentConfig.from_mapping(self.config), store)
         rt.publish("agent", self.agent)
 
     async def update(self, config: Mapping[str, Any]) -> bool:

@@ -1,0 +1,1 @@
+"""The ``sessions-sqlite`` plugin: sessions, their event logs and workspaces in SQLite."""

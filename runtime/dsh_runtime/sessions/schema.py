@@ -1,0 +1,82 @@
+"""The ``sessions.db`` schema, versioned with ``PRAGMA user_version``.
+
+One module owns every table so the store and the workspace functions agree on names, and
+a future version adds a migration step here rather than scattering ``ALTER TABLE``.
+
+* ``sessions``: one row per session. ``owner_pid`` is the runtime process holding it live
+  (NULL once closed); ``state`` is a small JSON snapshot (turn count, the directory the
+  model was last told about) refreshed at every save.
+* ``events``: the append-only log, keyed ``(session_id, seq)`` without a rowid, so an
+  append is one B-tree insert and a load is one range scan, both flat as the file grows.
+* ``workspaces`` / ``workspace_refs``: a workspace directory and who holds it; ``refs``
+  always equals the number of ``workspace_refs`` rows (updated in the same transaction),
+  so acquiring twice for one session counts once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from dsh.errors import PluginError
+
+VERSION = 1
+
+_V1 = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    profile TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    status TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    workspace_id TEXT,
+    owner_pid INTEGER,
+    state TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+CREATE INDEX sessions_by_owner ON sessions (owner_pid) WHERE owner_pid IS NOT NULL;
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE workspaces (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    refs INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE workspace_refs (
+    workspace_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, session_id)
+) WITHOUT ROWID;
+"""
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the database at ``path`` to :data:`VERSION`; a newer file is refused.
+
+    Runs in one immediate transaction, so two runtimes opening a fresh home at once
+    create the schema once.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > VERSION:
+            raise PluginError(f"{path} has schema version {found}, newer than this dsh "
+                              f"supports ({VERSION})", hint="upgrade dsh or use another home")
+        if found == 0:
+            for statement in _V1.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
