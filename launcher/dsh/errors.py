@@ -18,11 +18,19 @@ translated into these where they enter, with the cause chained.
     │   ├── InvalidMessageError   rpc -32600  JSON, but not a JSON-RPC 2.0 message
     │   ├── FrameTooLargeError    rpc -32600
     │   └── JsonRpcError          an error answer from the peer (code, message, data)
-    └── RuntimeNotFoundError      exit 2  no runtime carrier could be found
+    │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
+    ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
+    └── ClientError               the SDK client and its runtime process (stderr tail kept)
+        ├── SpawnError            the runtime process could not be started
+        ├── RuntimeExitedError    the runtime exited (exit_code, stderr_tail)
+        ├── RequestTimeoutError   no answer in time; also a ``TimeoutError``
+        │   └── InitializeTimeoutError
+        └── ClientClosedError     the client is not running: not started yet, or closed
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK = 0
@@ -143,3 +151,84 @@ class RuntimeNotFoundError(DshError):
     """No runtime carrier was found; the message lists every place searched."""
 
     exit_code = EXIT_USAGE
+
+
+class BusyError(JsonRpcError):
+    """The peer answered -32001 busy (e.g. the session is mid-turn): the request is sound
+    and retrying it later may succeed, which is why it is told apart from other answers."""
+
+    retryable = True
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(-32001, message, data)
+
+
+class ClientError(DshError):
+    """A failure of the SDK client or of the runtime process it drives.
+
+    ``stderr_tail`` holds the runtime's last stderr lines (at most 200) at the time of the
+    failure, and is printed with the message: the reason a runtime died is nearly always
+    there, and an error that drops it sends the user hunting.
+    """
+
+    def __init__(
+        self, message: str, *, stderr_tail: Sequence[str] = (), hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.stderr_tail = tuple(stderr_tail)
+
+    def __str__(self) -> str:
+        return super().__str__() + render_stderr_tail(self.stderr_tail)
+
+
+class SpawnError(ClientError):
+    """The operating system refused to start the runtime (exec failed, bad interpreter)."""
+
+
+class RuntimeExitedError(ClientError):
+    """The runtime process ended: every request waiting on it fails with this at once.
+
+    ``exit_code`` is the process's status: negative for a signal, as in :mod:`subprocess`.
+    """
+
+    def __init__(
+        self, exit_code: int, stderr_tail: Sequence[str] = (), *, hint: str | None = None
+    ) -> None:
+        if exit_code < 0:
+            message = f"the runtime was killed by signal {_signal_name(-exit_code)}"
+        else:
+            message = f"the runtime exited with code {exit_code}"
+        super().__init__(message, stderr_tail=stderr_tail, hint=hint)
+        self.exit_code = exit_code
+
+
+class RequestTimeoutError(ClientError, TimeoutError):
+    """No answer within the request's timeout; the request is forgotten, the client lives.
+
+    Also a :class:`TimeoutError`, so generic timeout handling catches it.
+    """
+
+
+class InitializeTimeoutError(RequestTimeoutError):
+    """The runtime started but did not answer ``initialize`` within ``initialize_timeout``."""
+
+
+class ClientClosedError(ClientError):
+    """The client is not running: it was never started, or it was closed."""
+
+
+def render_stderr_tail(lines: Sequence[str]) -> str:
+    """The block an error message ends with to show a runtime's last stderr lines."""
+    if not lines:
+        return ""
+    body = "\n".join(f"  | {line}" for line in lines)
+    return f"\nruntime stderr (last {len(lines)} lines):\n{body}"
+
+
+def _signal_name(number: int) -> str:
+    import signal  # only on this rare path: ``dsh --version`` imports this module
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -1,0 +1,153 @@
+"""Reading the SDK protocol's messages: events, run results, approval requests.
+
+The one place that knows the shapes of DESIGN.md section 8 (``session.event``,
+``agent/inbox/spliced``, ``assistant/message``, ``turn/end``, ``approval/request``), so
+the client and sessions handle values, not nested dicts. Parsing is lenient about what
+it does not use (new event types and fields pass through untouched in ``data``) and
+strict about what it does: a ``session/prompt`` answer without a message id is a
+protocol error, not a run that never ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dsh.errors import JsonRpcError, ProtocolError
+
+Decision = Literal["allow", "deny"]
+ContentBlock = Mapping[str, Any]
+Prompt = str | Sequence[ContentBlock]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One ``session.event``: its ``type`` (``assistant/delta``, ``tool/call``, ...) and
+    ``data`` as the runtime sent them."""
+
+    session_id: str
+    type: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One prompt's run, from its inbox receipt to the session's next ``idle``.
+
+    ``final_text`` is the text of the last assistant message; ``stop_reason`` the last
+    ``turn/end`` reason kind (``completed``, ``max-tokens``, ``cancelled``, ``error``), or
+    ``None`` if no turn ended; ``events`` every event of the session in between.
+    """
+
+    session_id: str
+    final_text: str
+    stop_reason: str | None
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A server-to-client ``approval/request``: may the agent run this tool call?"""
+
+    session_id: str
+    tool_call: Mapping[str, Any]
+
+
+def content_blocks(prompt: Prompt) -> list[dict[str, Any]]:
+    """A prompt as ``contentBlocks``: a string becomes one text block."""
+    if isinstance(prompt, str):
+        return [{"type": "text", "text": prompt}]
+    blocks = [dict(block) for block in prompt]
+    if not blocks or not all(isinstance(b.get("type"), str) for b in blocks):
+        raise ValueError("a prompt is a string or a non-empty list of {type, ...} blocks")
+    return blocks
+
+
+def session_event(params: Any) -> Event | None:
+    """The :class:`Event` of a ``session.event`` notification's params (``None`` if it
+    does not carry one)."""
+    if not isinstance(params, dict):
+        return None
+    event = params.get("event")
+    session_id = params.get("sessionId")
+    if not isinstance(event, dict) or not isinstance(session_id, str):
+        return None
+    kind = event.get("type")
+    data = event.get("data")
+    return Event(session_id, kind if isinstance(kind, str) else "",
+                 data if isinstance(data, dict) else {})
+
+
+def status_of(params: Any, session_id: str) -> str | None:
+    """The status of a ``session.status`` notification about ``session_id``."""
+    if isinstance(params, dict) and params.get("sessionId") == session_id:
+        status = params.get("status")
+        return status if isinstance(status, str) else None
+    return None
+
+
+def is_receipt(event: Event, message_id: str) -> bool:
+    """Whether ``event`` is the inbox receipt of the queued message ``message_id``."""
+    if event.type != "agent/inbox/spliced":
+        return False
+    inserted = event.data.get("inserted")
+    return isinstance(inserted, list) and any(
+        isinstance(item, dict) and item.get("id") == message_id for item in inserted
+    )
+
+
+def message_id(answer: Any) -> str:
+    """The ``messageId`` of a ``session/prompt`` answer."""
+    value = answer.get("messageId") if isinstance(answer, dict) else None
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(f"session/prompt answered without a messageId: {answer!r}")
+    return value
+
+
+def session_id(answer: Any) -> str:
+    """The ``sessionId`` of a ``session/new`` answer."""
+    value = answer.get("sessionId") if isinstance(answer, dict) else None
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(f"session/new answered without a sessionId: {answer!r}")
+    return value
+
+
+def run_result(session: str, events: Sequence[Event]) -> RunResult:
+    """Summarise one run's events."""
+    return RunResult(session, final_text(events), stop_reason(events), tuple(events))
+
+
+def final_text(events: Sequence[Event]) -> str:
+    """The text blocks of the last ``assistant/message``, joined; ``""`` if none."""
+    for event in reversed(events):
+        if event.type != "assistant/message":
+            continue
+        message = event.data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            return "".join(
+                str(block.get("text") or "") for block in content
+                if isinstance(block, dict) and block.get("type") == "text"
+            )
+    return ""
+
+
+def stop_reason(events: Sequence[Event]) -> str | None:
+    """The ``data.reason.kind`` of the last ``turn/end``."""
+    for event in reversed(events):
+        if event.type == "turn/end":
+            reason = event.data.get("reason")
+            kind = reason.get("kind") if isinstance(reason, dict) else None
+            return kind if isinstance(kind, str) else None
+    return None
+
+
+def approval_request(params: Any) -> ApprovalRequest:
+    """Parse ``approval/request`` params; -32602 for a malformed one."""
+    if isinstance(params, dict):
+        session = params.get("sessionId")
+        tool_call = params.get("toolCall")
+        if isinstance(session, str) and isinstance(tool_call, dict):
+            return ApprovalRequest(session, tool_call)
+    raise JsonRpcError(-32602, "approval/request needs {sessionId, toolCall}")

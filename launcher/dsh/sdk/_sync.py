@@ -1,0 +1,328 @@
+"""``DshClient``: the blocking facade over :class:`AsyncDshClient`.
+
+One background thread runs one event loop that owns the async client; every blocking
+method submits a coroutine to it and waits. There is exactly one implementation of the
+protocol (the async one), and calls from several threads interleave on the loop instead
+of queueing behind a lock as they would with a thread per call. Interrupting a wait
+(Ctrl-C) cancels the coroutine on the loop.
+
+The thread and the runtime are released by :meth:`DshClient.close`; a client dropped
+without it is collected and its finalizer kills the runtime's process group and stops the
+thread (also at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from dsh.errors import ClientClosedError, DshError
+from dsh.jsonrpc import Notification, Params
+from dsh.sdk._client import AsyncDshClient
+from dsh.sdk._config import ClientConfig
+from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult
+from dsh.sdk._lifecycle import ClientState, Readiness
+from dsh.sdk._locate import RuntimeInfo
+from dsh.sdk._router import AsyncSubscription, Predicate
+from dsh.sdk._session import AsyncSession
+from dsh.sdk._transport import KILL_WAIT
+
+T = TypeVar("T")
+SyncApprovalCallback = Callable[[ApprovalRequest], Decision]
+
+
+class _LoopThread:
+    """An event loop running on its own daemon thread until :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=_serve, args=(self.loop,),
+                                       name="dsh-sdk-loop", daemon=True)
+        self.thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def on_loop_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    def run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """Run ``coro`` on the loop and wait for it; the caller's interruption cancels it."""
+        if not self.alive:
+            coro.close()
+            raise ClientClosedError(f"{what}: client is closed")
+        if self.on_loop_thread():
+            coro.close()
+            raise DshError(f"{what}: a DshClient method was called from the client's own "
+                           "event-loop thread (a stderr callback?); it would wait on itself")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        """Stop the loop; the thread closes it and ends. Joined unless called from it."""
+        if self.alive:
+            with contextlib.suppress(RuntimeError):  # already closed by the thread
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            if not self.on_loop_thread():
+                self.thread.join()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        # What the loop still holds: abandoned generators and approval-callback threads.
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+class DshClient:
+    """A blocking client of one dsh runtime process; see :class:`AsyncDshClient`.
+
+    Use it as ``with DshClient(config) as client:``, or call :meth:`start` and
+    :meth:`close`. ``on_approval`` is a plain function, run in a worker thread so it may
+    block (ask a human) and may call this client.
+    """
+
+    def __init__(self, config: ClientConfig | None = None, *,
+                 on_approval: SyncApprovalCallback | None = None) -> None:
+        self._engine = _LoopThread()
+        self._async = AsyncDshClient(config, on_approval=_in_thread(on_approval))
+        self._finalizer = weakref.finalize(self, _abandon, self._engine, self._async)
+
+    # -- what it is -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> ClientConfig:
+        """The configuration this client was built with."""
+        return self._async.config
+
+    @property
+    def state(self) -> ClientState:
+        """The lifecycle state (see :class:`ClientState`)."""
+        return self._async.state
+
+    @property
+    def runtime(self) -> RuntimeInfo | None:
+        """The runtime chosen at start: carrier, command, lookup source, version."""
+        return self._async.runtime
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The ``initialize`` answer."""
+        return self._async.server_info
+
+    @property
+    def pid(self) -> int | None:
+        """The runtime's process id."""
+        return self._async.pid
+
+    @property
+    def exit_code(self) -> int | None:
+        """The runtime's exit status once it ended (negative: killed by that signal)."""
+        return self._async.exit_code
+
+    @property
+    def stderr_tail(self) -> tuple[str, ...]:
+        """The runtime's last stderr lines (at most 200)."""
+        return self._async.stderr_tail
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> DshClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the runtime up to ``tools_ready`` (see :meth:`AsyncDshClient.start`).
+
+        A failed start leaves the client closed, its loop thread included: ``with`` never
+        reaches ``__exit__`` when ``__enter__`` raises, so nothing else would stop it.
+        """
+        try:
+            self._engine.run(self._async.start(), "start")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Shut the runtime down and stop the loop thread; idempotent."""
+        if self._engine.alive:
+            try:
+                self._engine.run(self._async.close(), "close")
+            finally:
+                self._engine.stop()
+        self._finalizer.detach()
+
+    def readiness(self) -> Readiness:
+        """The stage reached and whether the runtime needs a reload."""
+        return self._run(self._async.readiness(), "readiness")
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def request(self, method: str, params: Params | None = None, *,
+                timeout: float | None = None) -> Any:
+        """Call ``method`` and return its result (see :meth:`AsyncDshClient.request`)."""
+        return self._run(self._async.request(method, params, timeout=timeout), method)
+
+    def notify(self, method: str, params: Params | None = None) -> None:
+        """Send a notification (no answer)."""
+        self._run(self._async.notify(method, params), method)
+
+    def subscribe(self, predicate: Predicate | None = None) -> Subscription:
+        """Receive the runtime's notifications (those ``predicate`` accepts) from now on;
+        ``predicate`` runs on the client's loop thread."""
+        return Subscription(self._engine,
+                            self._run(_call(self._async.subscribe, predicate), "subscribe"))
+
+    def new_session(self, *, cwd: str | os.PathLike[str] | None = None) -> Session:
+        """Create a session; ``cwd`` defaults to the runtime's."""
+        return Session(self._engine, self._run(self._async.new_session(cwd=cwd), "session"))
+
+    def resume_session(self, session_id: str) -> Session:
+        """Restore a persisted session; missing or busy ones fail."""
+        return Session(self._engine,
+                       self._run(self._async.resume_session(session_id), "session"))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session the runtime knows, sorted by id."""
+        return self._run(self._async.sessions(), "sessions")
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Name, description and parameter schema of every tool."""
+        return self._run(self._async.tools(), "tools")
+
+    def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        return self._engine.run(coro, what)
+
+
+class Session:
+    """A session of a :class:`DshClient` (see :class:`AsyncSession`)."""
+
+    def __init__(self, engine: _LoopThread, session: AsyncSession) -> None:
+        self._engine = engine
+        self._async = session
+
+    @property
+    def id(self) -> str:
+        """The session id (``resume_session`` takes it back)."""
+        return self._async.id
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id}>"
+
+    def run(self, prompt: Prompt) -> RunResult:
+        """Send ``prompt`` and wait for its run to end."""
+        return self._engine.run(self._async.run(prompt), "run")
+
+    def stream(self, prompt: Prompt) -> Iterator[Event]:
+        """Send ``prompt`` and yield this session's events until it is idle again."""
+        events = self._async.stream(prompt)
+        try:
+            while True:
+                try:
+                    yield self._engine.run(_next(events), "stream")
+                except StopAsyncIteration:
+                    return
+        finally:
+            if self._engine.alive:
+                self._engine.run(events.aclose(), "stream")
+
+    def cancel(self) -> bool:
+        """Cancel the running turn; ``True`` if one was cancelled."""
+        return self._engine.run(self._async.cancel(), "cancel")
+
+
+class Subscription:
+    """Blocking view of an :class:`AsyncSubscription`; iterate it or call :meth:`get`."""
+
+    def __init__(self, engine: _LoopThread, subscription: AsyncSubscription) -> None:
+        self._engine = engine
+        self._async = subscription
+
+    def get(self, timeout: float | None = None) -> Notification:
+        """The next notification; :class:`TimeoutError` after ``timeout`` seconds."""
+        try:
+            return self._engine.run(_within(self._async.get(), timeout), "subscription")
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no notification within {timeout:g} s") from None
+
+    def close(self) -> None:
+        """Stop receiving."""
+        if self._engine.alive:
+            self._engine.run(_call(self._async.close), "subscription")
+
+    def __iter__(self) -> Iterator[Notification]:
+        while not self._async.closed:
+            try:
+                yield self._engine.run(_next(self._async), "subscription")
+            except StopAsyncIteration:
+                return
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+async def _call(fn: Callable[..., T], *args: Any) -> T:
+    """Run a plain function on the loop thread (router state is the loop's alone)."""
+    return fn(*args)
+
+
+async def _next(iterator: Any) -> Any:
+    return await iterator.__anext__()
+
+
+async def _within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    return await asyncio.wait_for(awaitable, timeout)
+
+
+def _in_thread(
+    callback: SyncApprovalCallback | None,
+) -> Callable[[ApprovalRequest], Awaitable[Decision]] | None:
+    """Run a blocking approval callback off the loop (it may wait for a human)."""
+    if callback is None:
+        return None
+
+    async def approve(request: ApprovalRequest) -> Decision:
+        return await asyncio.to_thread(callback, request)
+
+    return approve
+
+
+def _abandon(engine: _LoopThread, client: AsyncDshClient) -> None:
+    """Finalizer of a dropped :class:`DshClient`: kill the runtime, stop the thread."""
+    if not engine.alive:
+        return
+    if engine.on_loop_thread():
+        # Collected on the loop itself (a cycle broken by the collector there): nothing
+        # may block here, so kill without waiting and let the thread wind down.
+        if client._process is not None:
+            client._process.abort()
+        engine.stop()
+        return
+    future = asyncio.run_coroutine_threadsafe(client._abort(), engine.loop)
+    try:
+        future.result(KILL_WAIT * 2)
+    except Exception:
+        # Best effort in a finalizer: the group was already sent SIGKILL.
+        pass
+    finally:
+        engine.stop()

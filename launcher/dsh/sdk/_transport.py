@@ -1,0 +1,381 @@
+"""The runtime process: spawn, frames in and out, the stderr tail, the exit status.
+
+One :class:`RuntimeProcess` per client, built on asyncio's subprocess protocol so bytes
+reach :class:`dsh.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
+and no thread per pipe. It knows nothing of requests: decoded messages, fatal faults and
+the process's end go to a :class:`Listener` (the router).
+
+What it guarantees:
+
+* The runtime runs in its own session and process group, so signals to the group reach
+  whatever it started there, and a terminal's Ctrl-C reaches only the caller, which then
+  closes the client in order. On Linux it also gets ``SIGTERM`` when the thread that
+  spawned it dies (``PR_SET_PDEATHSIG``): a killed caller leaves no runtime behind. The
+  runtime's own ``SIGTERM`` path is bounded and reaps its children, hence ``SIGTERM``.
+* stderr is always drained, into a tail of the last :data:`STDERR_TAIL_LINES` lines (and
+  the optional callback), so a chatty runtime can never block on a full pipe and every
+  error can say what the runtime said last.
+* stdout is frames only: anything else (garbage, a frame over the cap) breaks the
+  connection with a typed :class:`~dsh.errors.ProtocolError`, because nothing can tell
+  which request a lost line answered.
+* When the process ends, the listener hears it once, as soon as both outputs are drained
+  (or :data:`EXIT_GRACE` after the exit, if a grandchild holds a pipe open), never after
+  any request timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
+
+from dsh.errors import InvalidMessageError, ProtocolError, SpawnError
+from dsh.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
+from dsh.sdk._launch import LaunchSpec
+
+STDERR_TAIL_LINES = 200
+# One stderr line is cut beyond this many bytes: the tail is bounded in bytes, not only
+# in lines.
+STDERR_LINE_LIMIT = 8192
+# Seconds the outputs may stay open after the process exited (a grandchild inheriting
+# stderr), or the process may live on after closing stdout, before the end is declared.
+EXIT_GRACE = 2.0
+# Seconds to wait for the process to die after SIGKILL; only a process stuck in the
+# kernel takes longer, and then nothing more can be done from here.
+KILL_WAIT = 5.0
+
+_PR_SET_PDEATHSIG = 1
+
+log = logging.getLogger("dsh.sdk")
+
+
+class Listener(Protocol):
+    """What the process reports to (the router), always on the event-loop thread."""
+
+    def message_received(self, message: Message) -> None:
+        """One well-formed JSON-RPC message from the runtime."""
+
+    def transport_broken(self, error: ProtocolError, stderr_tail: Sequence[str]) -> None:
+        """The frame stream is unusable (garbage, oversize frame, stdout closed early)."""
+
+    def runtime_exited(self, exit_code: int, stderr_tail: Sequence[str]) -> None:
+        """The process ended and its outputs are drained; reported once."""
+
+
+class RuntimeProcess(asyncio.SubprocessProtocol):
+    """One spawned runtime: the asyncio protocol of its three pipes and its exit."""
+
+    def __init__(self, listener: Listener, *, max_frame_bytes: int,
+                 stderr_callback: Callable[[str], None] | None) -> None:
+        self._listener = listener
+        self._max_frame_bytes = max_frame_bytes
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._stderr_callback = stderr_callback
+        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._stderr_partial = bytearray()
+        self._stderr_cut = False
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        self._stdout_open = True
+        self._stderr_open = True
+        self._broken = False
+        self._reported = False
+        self._grace: asyncio.TimerHandle | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._exited = asyncio.Event()
+        self._released = asyncio.Event()
+        self.pid: int | None = None
+        self.exit_code: int | None = None
+
+    @classmethod
+    async def spawn(cls, spec: LaunchSpec, listener: Listener, *, max_frame_bytes: int,
+                    stderr_callback: Callable[[str], None] | None) -> RuntimeProcess:
+        """Start the runtime; :class:`SpawnError` when the OS refuses to run it."""
+        loop = asyncio.get_running_loop()
+        process = cls(listener, max_frame_bytes=max_frame_bytes,
+                      stderr_callback=stderr_callback)
+        try:
+            await loop.subprocess_exec(
+                lambda: process, *spec.argv,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=spec.cwd, env=dict(spec.env), start_new_session=True,
+                preexec_fn=_parent_death_hook(),
+            )
+        except OSError as exc:
+            hint = None
+            if isinstance(exc, FileNotFoundError) and os.path.exists(spec.argv[0]):
+                hint = "the file exists, so what was not found is its #! interpreter"
+            raise SpawnError(f"cannot start {spec.argv[0]}: {exc.strerror or exc}",
+                             hint=hint) from exc
+        return process
+
+    # -- what the client reads ------------------------------------------------------------
+
+    @property
+    def stderr_tail(self) -> tuple[str, ...]:
+        """The runtime's last stderr lines (at most :data:`STDERR_TAIL_LINES`)."""
+        return tuple(self._stderr_tail)
+
+    @property
+    def running(self) -> bool:
+        """Whether the process has not been seen to exit."""
+        return self.exit_code is None
+
+    # -- frames out -----------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one frame; refuses (``FrameTooLargeError``) one over the frame cap, which
+        the runtime could only answer with an error that names no request."""
+        frame = encode(message, max_frame_bytes=self._max_frame_bytes)
+        if self._stdin is None or self._stdin.is_closing():
+            raise ProtocolError("the runtime's stdin is closed")
+        self._stdin.write(frame)
+
+    async def drain(self) -> None:
+        """Wait while the runtime is not reading its stdin (write flow control)."""
+        await self._writable.wait()
+
+    def pause_reading(self) -> None:
+        """Stop reading stdout (a consumer is behind); the runtime then blocks on write."""
+        pipe = self._pipe(1)
+        if pipe is not None:
+            pipe.pause_reading()
+
+    def resume_reading(self) -> None:
+        """Read stdout again."""
+        pipe = self._pipe(1)
+        if pipe is not None:
+            pipe.resume_reading()
+
+    # -- ending ---------------------------------------------------------------------------
+
+    def close_stdin(self) -> None:
+        """Close the runtime's stdin after what is buffered: EOF asks it to exit."""
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to the runtime's process group (its session, started by us)."""
+        if self.pid is None:
+            return
+        # Gone already; PermissionError is what macOS answers for a group of zombies.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    async def wait_exit(self, timeout: float) -> bool:
+        """Whether the process exited within ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(self._exited.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def release(self) -> None:
+        """After the exit: close the pipes and wait until asyncio let go of them all."""
+        if self._transport is not None:
+            self._transport.close()
+        try:
+            await asyncio.wait_for(self._released.wait(), KILL_WAIT)
+        except asyncio.TimeoutError:
+            log.warning("dsh runtime pid %s: pipes did not close after exit", self.pid)
+
+    def abort(self) -> None:
+        """Kill now, from any thread, without awaiting: for finalizers and cancellation.
+
+        On the loop's thread (or scheduled there while the loop runs) the transport is
+        closed first, which kills the runtime through asyncio and releases the pipes, so
+        an abandoned client leaks no descriptor either; then SIGKILL reaches the rest of
+        its group. With no running loop to schedule on, the group is killed directly.
+        """
+        if self._loop.is_closed():
+            # Interpreter exit after asyncio.run: only the signal is left to send.
+            if self.running:
+                self.signal_group(signal.SIGKILL)
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._kill()
+            return
+        if self._loop.is_running():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between
+                self._loop.call_soon_threadsafe(self._kill)
+                return
+        if self.running:
+            self.signal_group(signal.SIGKILL)
+
+    # -- asyncio.SubprocessProtocol -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.SubprocessTransport, transport)
+        self.pid = self._transport.get_pid()
+        self._stdin = cast(asyncio.WriteTransport, self._transport.get_pipe_transport(0))
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self._frames(self._decoder.feed(data))
+        elif fd == 2:
+            self._stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._frames(self._decoder.finish())
+            self._stdout_open = False
+            if self.running:
+                # A runtime that closed stdout can answer nothing more; give it the grace
+                # to exit (so the error can carry its exit code) before calling it broken.
+                self._arm_grace(self._stdout_closed_early)
+        elif fd == 2:
+            self._flush_stderr()
+            self._stderr_open = False
+        else:
+            # Nothing more can be written: release whoever waits for the pipe to drain.
+            self._writable.set()
+        self._maybe_report()
+
+    def process_exited(self) -> None:
+        transport = cast(asyncio.SubprocessTransport, self._transport)
+        self.exit_code = cast(int, transport.get_returncode())
+        self._exited.set()
+        if self._stdout_open or self._stderr_open:
+            self._arm_grace(self._report_exit)
+        self._maybe_report()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._released.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _kill(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+        if self.running:
+            self.signal_group(signal.SIGKILL)
+
+    def _pipe(self, fd: int) -> Any:
+        if self._transport is None or self._transport.is_closing():
+            return None
+        return self._transport.get_pipe_transport(fd)
+
+    def _frames(self, items: list[Any]) -> None:
+        for item in items:
+            if self._broken:
+                return
+            if isinstance(item, FrameFault):
+                self._break(item.error)
+                return
+            try:
+                message = parse_message(item.message)
+            except InvalidMessageError as exc:
+                self._break(exc)
+                return
+            self._listener.message_received(message)
+
+    def _break(self, error: ProtocolError) -> None:
+        self._broken = True
+        self._listener.transport_broken(error, self.stderr_tail)
+
+    def _stdout_closed_early(self) -> None:
+        if self.running and not self._broken:
+            self._break(ProtocolError("the runtime closed its stdout but kept running"))
+
+    def _arm_grace(self, callback: Callable[[], None]) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+        self._grace = self._loop.call_later(EXIT_GRACE, callback)
+
+    def _maybe_report(self) -> None:
+        if self.exit_code is not None and not self._stdout_open and not self._stderr_open:
+            self._report_exit()
+
+    def _report_exit(self) -> None:
+        if self._reported or self.exit_code is None:
+            return
+        self._reported = True
+        if self._grace is not None:
+            self._grace.cancel()
+        self._flush_stderr()
+        self._listener.runtime_exited(self.exit_code, self.stderr_tail)
+        if self._transport is not None:
+            self._transport.close()
+
+    def _stderr(self, data: bytes) -> None:
+        start = 0
+        while (end := data.find(b"\n", start)) != -1:
+            self._append_stderr(data[start:end])
+            self._emit_stderr()
+            start = end + 1
+        self._append_stderr(data[start:])
+
+    def _append_stderr(self, chunk: bytes) -> None:
+        room = STDERR_LINE_LIMIT - len(self._stderr_partial)
+        if len(chunk) > room:
+            self._stderr_cut = True
+            chunk = chunk[:max(room, 0)]
+        self._stderr_partial += chunk
+
+    def _flush_stderr(self) -> None:
+        if self._stderr_partial or self._stderr_cut:
+            self._emit_stderr()
+
+    def _emit_stderr(self) -> None:
+        line = self._stderr_partial.decode("utf-8", "replace").rstrip("\r")
+        if self._stderr_cut:
+            line += " [line cut]"
+        self._stderr_partial.clear()
+        self._stderr_cut = False
+        self._stderr_tail.append(line)
+        if self._stderr_callback is not None:
+            try:
+                self._stderr_callback(line)
+            except Exception:
+                # A faulty callback must not stop the draining: a runtime whose stderr
+                # is not read blocks as soon as the pipe fills.
+                log.exception("dsh.sdk stderr callback failed")
+
+
+_prctl: Any = None
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` arming ``PR_SET_PDEATHSIG`` (Linux); ``None`` elsewhere.
+
+    The libc function is resolved here, in the parent, so the child only makes the call.
+    If the parent died before the signal was armed, the child leaves at once.
+    """
+    global _prctl
+    if not sys.platform.startswith("linux"):
+        return None
+    if _prctl is None:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).prctl
+        function.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                             ctypes.c_ulong]
+        function.restype = ctypes.c_int
+        _prctl = function
+    prctl = _prctl
+    parent = os.getpid()
+    signum = int(signal.SIGTERM)
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm

@@ -1,0 +1,114 @@
+"""The client against the real runtime, offline (``examples/offline/patch.yml``: the
+scripted provider), on both carriers: ``sdk-minimal`` and ``sdk`` with a private home."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from dsh.sdk import (
+    AsyncDshClient,
+    ClientConfig,
+    DshClient,
+    JsonRpcError,
+    RuntimeExitedError,
+    Stage,
+)
+from sdkkit import OFFLINE_PATCH, assert_gone
+
+FINAL = "Done: I looked at the working directory, then moved to its parent."
+
+
+def test_sdk_minimal_with_an_explicit_home(real: Callable[..., ClientConfig],
+                                           tmp_path: Path) -> None:
+    home = tmp_path / "explicit-home"
+    with DshClient(real("sdk-minimal", dsh_home=home)) as client:
+        assert client.runtime is not None and client.runtime.version is not None
+        assert client.server_info["profile"]["name"] == "sdk-minimal"
+        session = client.new_session()
+        result = session.run("look")
+        assert result.final_text == FINAL and result.stop_reason == "completed"
+        types = [event.type for event in result.events]
+        assert types[0] == "agent/inbox/spliced" and types[-1] == "turn/end"
+        assert types.count("tool/call") == types.count("tool/result") == 2
+        assert session.id in [s["sessionId"] for s in client.sessions()]
+        assert "working_directory" in [tool["name"] for tool in client.tools()]
+    assert home.is_dir()
+    assert client.exit_code == 0
+    assert_gone(client.pid)
+
+
+def test_sdk_profile_streams_events_as_they_arrive(
+        real: Callable[..., ClientConfig]) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncDshClient(real("sdk")) as client:
+            assert client.server_info["profile"]["name"] == "sdk"
+            session = await client.new_session()
+            return [event.type async for event in session.stream("look")]
+
+    types = asyncio.run(scenario())
+    assert "assistant/delta" in types and types[-1] == "turn/end"
+    assert types.index("tool/call") < types.index("tool/result")
+
+
+def test_readiness_reports_reload_required_when_a_patch_changes(
+        real: Callable[..., ClientConfig], tmp_path: Path) -> None:
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    for name in ("patch.yml", "script.yml"):
+        shutil.copy(OFFLINE_PATCH.parent / name, layer / name)
+    with DshClient(real("sdk-minimal", patches=[layer / "patch.yml"])) as client:
+        readiness = client.readiness()
+        assert readiness.stage is Stage.TOOLS_READY and readiness.reload_required is False
+        with open(layer / "patch.yml", "a", encoding="utf-8") as f:
+            f.write("# changed after start\n")
+        assert client.readiness().reload_required is True
+
+
+def test_a_session_resumes_in_a_new_runtime(real: Callable[..., ClientConfig]) -> None:
+    with DshClient(real("sdk-minimal")) as client:
+        session = client.new_session()
+        session.run("look")
+    with DshClient(real("sdk-minimal")) as client:
+        assert session.id in [s["sessionId"] for s in client.sessions()]
+        assert client.resume_session(session.id).id == session.id
+
+
+def test_unknown_provider_fails_at_the_handshake(real: Callable[..., ClientConfig]) -> None:
+    client = DshClient(real("sdk-minimal", provider="no-such-route"))
+    with pytest.raises(JsonRpcError) as caught:
+        client.start()
+    assert caught.value.code == -32602 and "no-such-route" in str(caught.value)
+    assert "stage 'handshake'" in str(caught.value)
+    assert "profile 'sdk-minimal'" in str(caught.value)
+    assert_gone(client.pid)
+
+
+def test_profile_without_the_sdk_server_row_says_so(real: Callable[..., ClientConfig],
+                                                    dsh_home: Path) -> None:
+    profile = dsh_home / "profiles" / "no-server"
+    profile.mkdir(parents=True)
+    (profile / "profile.toml").write_text(
+        '[profile]\nbundles = ["dsh-base"]\npatch-reload = "startup"\n')
+    client = DshClient(real("no-server"))
+    with pytest.raises(RuntimeExitedError) as caught:
+        client.start()
+    assert "profile 'no-server' has no SDK server row" in str(caught.value)
+    assert "'sdk-jsonrpc-server'" in str(caught.value)
+    assert caught.value.stderr_tail
+    assert_gone(client.pid)
+
+
+def test_unknown_profile_exits_with_the_runtimes_own_words(
+        real: Callable[..., ClientConfig]) -> None:
+    client = DshClient(real("no-such-profile"))
+    with pytest.raises(RuntimeExitedError) as caught:
+        client.start()
+    assert caught.value.exit_code == 2
+    assert any("unknown profile 'no-such-profile'" in line
+               for line in caught.value.stderr_tail)
+    assert "has no SDK server row" not in str(caught.value)
+    assert_gone(client.pid)
