@@ -74,19 +74,32 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     from dsh import launch, profiles
     from dsh.home import ensure_dir, resolve_home
 
+    if inv.dump is not None and inv.app_args:
+        raise UsageError(f"{inv.dump} takes no application arguments "
+                         f"(got {inv.app_args[0]!r})")
     home = resolve_home(inv.home)
     cwd = Path.cwd()
+    created = None
     if inv.from_template is not None:
+        profiles.validate_name(inv.profile)
         ensure_dir(home)
-        profiles.create_from_template(home, inv.profile, inv.from_template)
-    resolved = launch.resolve(home, inv.profile, inv.patches, cwd,
-                              default_only=inv.dump == "--dump-default-config")
+        created = profiles.create_from_template(home, inv.profile, inv.from_template)
+    try:
+        resolved = launch.resolve(home, inv.profile, inv.patches, cwd,
+                                  default_only=inv.dump == "--dump-default-config")
+        prepared = None if inv.dump is not None else launch.prepare(resolved, cwd, inv.app_args)
+    except DshError:
+        if created is not None:  # bad input writes nothing: take the new profile back
+            import contextlib
+            import shutil
+
+            shutil.rmtree(created.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                created.path.parent.rmdir()  # the profiles folder, if this made it
+        raise
     for warning in resolved.tree.warnings:
         sys.stderr.write(f"dsh: warning: {warning}\n")
-    if inv.dump is not None:
-        if inv.app_args:
-            raise UsageError(f"{inv.dump} takes no application arguments "
-                             f"(got {inv.app_args[0]!r})")
+    if prepared is None:
         document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
         if inv.json:
             _emit_json(document)
@@ -95,7 +108,6 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
 
             sys.stdout.write(render(document))
         return 0
-    prepared = launch.prepare(resolved, cwd, inv.app_args)
     from dsh_runtime.app import run
 
     return run(prepared)

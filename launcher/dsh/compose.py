@@ -189,7 +189,7 @@ class _Composer:
                 continue
             base = node.values.get(key)
             node.values[key] = _merge(base if isinstance(base, dict) else {}, value,
-                                      node.prov, key, f"{where}:{op.merge_lines[key]}")
+                                      node.prov, key, where, op.merge_lines)
         if op.insert:
             if node.children is None:
                 self.warnings.append(f"{where}:{op.line}: row {op.target!r} is not a group; "
@@ -229,17 +229,19 @@ class _Composer:
 
 
 def _merge(base: dict[str, Any], patch: Mapping[str, Any], prov: dict[str, str],
-           path: str, where: str) -> dict[str, Any]:
-    """Deep-merge ``patch`` into a copy of ``base``, recording each leaf's provenance."""
+           path: str, where: str, lines: Mapping[str, int]) -> dict[str, Any]:
+    """Deep-merge ``patch`` into a copy of ``base``, recording each key's file and line."""
     out = dict(base)
-    prov[path] = where
+    prov[path] = f"{where}:{lines[path]}"
     for key, value in patch.items():
         sub = f"{path}.{key}"
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value, prov, sub, where)
+            out[key] = _merge(out[key], value, prov, sub, where, lines)
         else:
             out[key] = _copy(value)
-            prov[sub] = where
+            for stale in [k for k in prov if k.startswith(f"{sub}.")]:
+                del prov[stale]  # the subtree they described was replaced
+            prov[sub] = f"{where}:{lines.get(sub, lines[path])}"
     return out
 
 

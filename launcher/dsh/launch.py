@@ -25,7 +25,7 @@ from dsh.layers import (
     load_user_layers,
 )
 from dsh.patchfile import PatchLayer
-from dsh.profiles import Profile, load_profile
+from dsh.profiles import Profile, load_profile, validate_name
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,11 @@ class Resolved:
 def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
             *, default_only: bool = False) -> Resolved:
     """Resolve the profile and compose its layers (bundles only when ``default_only``)."""
+    validate_name(profile_name)  # a bad name touches nothing on disk
+    if home.exists():
+        ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
+    profile = load_profile(home, profile_name)  # seeding creates the home privately
     ensure_dir(home)
-    profile = load_profile(home, profile_name)
     files = layer_files(home, profile, patches, cwd)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:

@@ -96,7 +96,10 @@ def parse_layer(text: str, *, path: Path | None, kind: str, source: str) -> Patc
         return PatchLayer(kind, source, path, ())
     if not isinstance(root, yaml.SequenceNode):
         raise PatchError(f"{source}:{root.start_mark.line + 1}: a patch file must be a YAML list")
-    ops = tuple(reader.operation(node) for node in root.value)
+    try:
+        ops = tuple(reader.operation(node) for node in root.value)
+    except RecursionError as exc:  # an alias inside its own anchor (&a [*a]), or absurd depth
+        raise PatchError(f"{source}: a recursive YAML alias or too deep nesting") from exc
     return PatchLayer(kind, source, path, ops)
 
 
@@ -156,6 +159,16 @@ class _Reader:
         if not isinstance(node, self.yaml.MappingNode):
             return {}
         return {f"{prefix}.{k.value}": k.start_mark.line + 1 for k, _ in node.value}
+
+    def nested_lines(self, node: Any, prefix: str) -> Lines:
+        """``{"config.a.b": line}`` for every key of nested mappings (merge provenance)."""
+        out: Lines = {}
+        if isinstance(node, self.yaml.MappingNode):
+            for key_node, value_node in node.value:
+                path = f"{prefix}.{key_node.value}"
+                out[path] = key_node.start_mark.line + 1
+                out.update(self.nested_lines(value_node, path))
+        return out
 
     def tag(self, node: Any) -> Any:
         yaml = self.yaml
@@ -243,6 +256,7 @@ class _Reader:
                     if not isinstance(merge[mkey], dict):
                         raise self.fail(mnode, f"merge.{mkey} must be a mapping")
                     merge_lines[mkey] = mline
+                    merge_lines.update(self.nested_lines(mnode, mkey))
             elif key == "name":
                 guard = self.value(value_node)
                 if not isinstance(guard, str):

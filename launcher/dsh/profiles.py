@@ -113,6 +113,7 @@ def seed_template(home: Path, name: str) -> bool:
     source = shipped.template_dir(name)
     if target.exists() or not (source / PROFILE_FILE).is_file():
         return False
+    ensure_dir(home)  # first, so the home itself is private (parents=True would not be)
     ensure_dir(profiles_dir(home))
     return _install_dir(source, target)
 
@@ -161,6 +162,7 @@ def create_from_template(home: Path, name: str, template: str) -> Profile:
     target = profiles_dir(home) / name
     if target.exists() or name in shipped.template_names():
         raise UsageError(f"profile {name!r} already exists; choose another name")
+    ensure_dir(home)
     ensure_dir(profiles_dir(home))
     if not _install_dir(source, target):
         raise UsageError(f"profile {name!r} already exists; choose another name")

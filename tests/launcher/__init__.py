@@ -1,0 +1,1 @@
+"""Tests of the launcher (the ``dsh`` package outside the SDK), mirroring its modules."""

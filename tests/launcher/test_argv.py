@@ -1,0 +1,116 @@
+"""Tests for :mod:`dsh.argv`: launcher flags versus the application's arguments."""
+
+from __future__ import annotations
+
+import pytest
+from dsh.argv import Invocation, parse
+from dsh.errors import UsageError
+
+
+def test_shorthand_equals_profile_flag() -> None:
+    assert parse(["web"]) == parse(["--profile", "web"]) == Invocation(profile="web")
+    assert parse(["headless", "do the task"]) == parse(["--profile", "headless", "do the task"])
+    assert parse(["headless", "do the task"]).app_args == ["do the task"]
+
+
+def test_profile_inline_value() -> None:
+    assert parse(["--profile=sdk"]) == parse(["--profile", "sdk"])
+
+
+def test_subcommands_are_not_profiles() -> None:
+    inv = parse(["info", "--json"])
+    assert (inv.subcommand, inv.profile, inv.app_args) == ("info", None, ["--json"])
+    inv = parse(["--home", "h", "doctor", "--strict"])
+    assert (inv.subcommand, inv.home, inv.app_args) == ("doctor", "h", ["--strict"])
+    assert parse(["profile", "list"]).subcommand == "profile"
+
+
+def test_subcommand_name_after_a_profile_is_an_app_argument() -> None:
+    inv = parse(["--profile", "sdk", "info"])
+    assert (inv.profile, inv.subcommand, inv.app_args) == ("sdk", None, ["info"])
+
+
+def test_json_without_dump_flag_belongs_to_the_app() -> None:
+    inv = parse(["--profile", "headless", "--json", "task"])
+    assert inv.json is False
+    assert inv.app_args == ["--json", "task"]
+    assert parse(["headless", "--json", "task"]) == inv
+
+
+@pytest.mark.parametrize("argv", [
+    ["--profile", "sdk", "--dump-config", "--json"],
+    ["--profile", "sdk", "--json", "--dump-config"],
+    ["--json", "--dump-config", "--profile", "sdk"],
+    ["sdk", "--dump-config", "--json"],
+])
+def test_json_beside_a_dump_flag_is_the_launchers(argv: list[str]) -> None:
+    inv = parse(argv)
+    assert (inv.profile, inv.dump, inv.json, inv.app_args) == ("sdk", "--dump-config", True, [])
+
+
+def test_json_alone_without_profile_is_not_taken_by_the_launcher() -> None:
+    inv = parse(["--json"])
+    assert inv.json is False
+    assert inv.app_args == ["--json"]
+
+
+def test_patches_keep_argv_order_and_home_is_kept() -> None:
+    inv = parse(["--home", "H", "--patch", "b.yml", "--profile", "sdk", "--patch=a.yml",
+                 "--patch", "c.yml"])
+    assert inv.patches == ["b.yml", "a.yml", "c.yml"]
+    assert inv.home == "H"
+    assert inv.profile == "sdk"
+
+
+def test_first_unknown_token_starts_the_app_arguments_verbatim() -> None:
+    inv = parse(["--profile", "sdk", "--model", "x", "--patch", "p.yml", "-h"])
+    assert inv.patches == []
+    assert inv.help is False
+    assert inv.app_args == ["--model", "x", "--patch", "p.yml", "-h"]
+
+
+def test_launcher_flags_after_the_shorthand_name_are_still_launcher_flags() -> None:
+    inv = parse(["web", "--patch", "p.yml", "serve"])
+    assert (inv.profile, inv.patches, inv.app_args) == ("web", ["p.yml"], ["serve"])
+
+
+def test_a_second_positional_is_an_app_argument() -> None:
+    assert parse(["web", "headless"]).app_args == ["headless"]
+
+
+def test_double_dash_passes_the_rest() -> None:
+    inv = parse(["--profile", "sdk", "--", "--dump-config", "--json"])
+    assert (inv.dump, inv.json, inv.app_args) == (None, False, ["--dump-config", "--json"])
+
+
+def test_version_and_help_only_before_a_profile() -> None:
+    assert parse(["-V"]).version and parse(["--version"]).version
+    assert parse(["-h"]).help and parse(["--help"]).help
+    inv = parse(["--profile", "sdk", "-h"])
+    assert (inv.help, inv.app_args) == (False, ["-h"])
+    inv = parse(["sdk", "--version"])
+    assert (inv.version, inv.app_args) == (False, ["--version"])
+
+
+def test_from_default_profile_and_dump_flags() -> None:
+    inv = parse(["--profile", "mine", "--from-default-profile", "web", "--dump-default-config"])
+    assert (inv.profile, inv.from_template, inv.dump) == ("mine", "web", "--dump-default-config")
+    assert parse(["--dump-config-schema"]).dump == "--dump-config-schema"
+    assert parse(["--dump-config", "--dump-config", "sdk"]).dump == "--dump-config"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--profile"], "--profile needs a value"),
+    (["--profile", ""], "--profile needs a non-empty value"),
+    (["--profile="], "--profile needs a non-empty value"),
+    (["--patch"], "--patch needs a value"),
+    (["--home="], "--home needs a non-empty value"),
+    (["--profile", "a", "--profile", "b"], "--profile given twice"),
+    (["--profile", "a", "--dump-config", "--dump-default-config"],
+     "--dump-config and --dump-default-config cannot be combined"),
+])
+def test_usage_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse(argv)
+    assert str(info.value) == message
+    assert info.value.exit_code == 2

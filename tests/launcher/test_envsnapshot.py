@@ -1,0 +1,107 @@
+"""Tests for :mod:`dsh.envsnapshot`: precedence, refused names, and no value in messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dsh.envsnapshot import EnvSnapshot, read_env_file, snapshot
+from dsh.errors import EnvFileError
+
+SECRET = "sk-very-secret-value"
+
+
+def write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` and return it."""
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_precedence_environment_then_cwd_then_home(dsh_home: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    write(dsh_home / ".env", "A=home\nB=home\nC=home\nD=home\n")
+    write(cwd / ".env", "A=cwd\nB=cwd\nD=cwd\n")
+    env = snapshot(dsh_home, cwd, {"A": "launch", "D": ""})
+    assert dict(env) == {"A": "launch", "B": "cwd", "C": "home", "D": "cwd"}
+    assert env.origin("A") == "environment"
+    assert env.origin("B") == str(cwd / ".env")
+    assert env.origin("C") == str(dsh_home / ".env")
+    assert env.origin("missing") is None
+
+
+def test_cwd_equal_to_home_reads_the_file_once_as_home(dsh_home: Path) -> None:
+    write(dsh_home / ".env", "HTTPS_PROXY=http://proxy:3128\n")
+    env = snapshot(dsh_home, dsh_home, {})
+    assert env["HTTPS_PROXY"] == "http://proxy:3128"
+
+
+def test_defaults_fill_only_unset_names(dsh_home: Path) -> None:
+    env = snapshot(dsh_home, dsh_home, {"A": "1"})
+    filled = env.with_defaults({"A": "default", "B": "default"})
+    assert dict(filled) == {"A": "1", "B": "default"}
+    assert filled.origin("B") == "default"
+    assert "B" not in env
+
+
+def test_snapshot_is_immutable_and_repr_hides_values() -> None:
+    env = EnvSnapshot({"KEY": SECRET}, {"KEY": "environment"})
+    with pytest.raises(TypeError):
+        env["KEY"] = "other"  # type: ignore[index]
+    assert SECRET not in repr(env)
+    assert env.child_environ(scrub=frozenset({"KEY"})) == {}
+    child = env.child_environ()
+    child["KEY"] = "changed"
+    assert env["KEY"] == SECRET
+
+
+def test_values_parse_like_dotenv(tmp_path: Path) -> None:
+    path = write(tmp_path / ".env", "# comment\n\nexport A=1\nB='two words'\nC=\"x=y\"\nD=\n")
+    assert read_env_file(path, is_home=False) == {"A": "1", "B": "two words", "C": "x=y", "D": ""}
+
+
+def test_malformed_line_names_file_and_line_but_no_value(tmp_path: Path) -> None:
+    path = write(tmp_path / ".env", f"OK=1\nTOKEN={SECRET}\nthis is not an assignment\n")
+    with pytest.raises(EnvFileError) as info:
+        read_env_file(path, is_home=False)
+    assert str(info.value) == f"{path}:3: malformed line (expected NAME=value)"
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["PATH", "PYTHONPATH", "PYTHONHOME", "DSH_HOME",
+                                  "DSH_ANYTHING", "LD_PRELOAD", "DYLD_LIBRARY_PATH"])
+@pytest.mark.parametrize("is_home", [True, False])
+def test_bootstrap_names_are_refused_from_any_env_file(tmp_path: Path, name: str,
+                                                       is_home: bool) -> None:
+    path = write(tmp_path / ".env", f"OK=1\n{name}={SECRET}\n")
+    with pytest.raises(EnvFileError) as info:
+        read_env_file(path, is_home=is_home)
+    assert str(info.value) == (f"{path}:2: {name} is bootstrap-only and refused from any .env; "
+                               "set it in the launching environment")
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "http_proxy", "NO_PROXY", "ALL_PROXY",
+                                  "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+                                  "CURL_CA_BUNDLE"])
+def test_network_settings_only_from_the_home_env_file(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path / ".env", f"{name}=value\n")
+    assert read_env_file(path, is_home=True) == {name: "value"}
+    with pytest.raises(EnvFileError, match=rf":1: {name} is bootstrap-only and refused from "
+                                           r"a project \.env \(home \.env only\)"):
+        read_env_file(path, is_home=False)
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_bytes(b"A=\xff\n")
+    with pytest.raises(EnvFileError, match=r"\.env: not UTF-8 text$"):
+        read_env_file(path, is_home=False)
+
+
+def test_malformed_cwd_env_fails_the_snapshot(dsh_home: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    write(cwd / ".env", "=nothing\n")
+    with pytest.raises(EnvFileError, match=r"project/\.env:1: "):
+        snapshot(dsh_home, cwd, {})

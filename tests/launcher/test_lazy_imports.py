@@ -1,0 +1,46 @@
+"""The import weight of ``dsh --version`` and ``dsh -h``, pinned in a real process.
+
+The launcher is run as ``python -m dsh`` with ``PYTHONPROFILEIMPORTTIME=1``: the
+interpreter itself then reports every module the process imported, on stderr, so the test
+sees exactly what a user's ``dsh --version`` pays for, without any wrapper of its own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+
+import pytest
+
+RunDsh = Callable[..., subprocess.CompletedProcess[str]]
+HEAVY = ("yaml", "httpx", "asyncio", "dsh_runtime", "click", "dotenv", "tomllib", "tomli")
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """Module names from ``-X importtime`` lines (``import time: self | cumulative | name``)."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V", "-h", "--help"])
+def test_version_and_help_stay_light(run_dsh: RunDsh, flag: str) -> None:
+    proc = run_dsh(flag, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0
+    modules = imported_modules(proc.stderr)
+    assert "dsh.cli" in modules  # the measurement sees the launcher itself
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert heavy == []
+
+
+def test_a_dump_does_import_yaml(run_dsh: RunDsh) -> None:
+    """The control: the same measurement does see yaml when a profile is composed."""
+    proc = run_dsh("--profile", "sdk", "--dump-config", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0
+    modules = imported_modules(proc.stderr)
+    assert "yaml" in modules
+    assert not any(m.split(".")[0] in ("dsh_runtime", "httpx", "asyncio") for m in modules)
