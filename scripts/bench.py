@@ -331,6 +331,145 @@ def sdk_start_to_ready(opts: Options) -> Result:
 # -- driver ----------------------------------------------------------------------------------
 
 
+# -- sdk_initialize, runtime_idle_rss, sdk_throughput, big_frame ---------------------------
+
+
+class _Rpc:
+    """A bare JSON-RPC peer on a spawned runtime's pipes: the fewest moving parts between
+    the clock and the runtime, so the figures are the runtime's, not a client's."""
+
+    def __init__(self, profile: str, environ: dict[str, str], cwd: str) -> None:
+        argv = [sys.executable, "-m", "dsh", "--profile", profile, "--patch", str(OFFLINE_PATCH)]
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(argv, env=environ, cwd=cwd, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        self.next_id += 1
+        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
+        return self.next_id
+
+    def flush(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the runtime closed its stdout")
+        return json.loads(line)
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        wanted = self.send(method, params)
+        self.flush()
+        while True:
+            frame = self.read()
+            if frame.get("id") == wanted:
+                return frame
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+@benchmark("sdk_initialize")
+def sdk_initialize(opts: Options) -> Result:
+    """Spawn ``dsh --profile sdk|sdk-minimal`` (python carrier) to the initialize answer."""
+    runs = opts.reps(21, 5)
+    figures: dict[str, list[float]] = {"sdk": [], "sdk-minimal": [], "python -c pass": []}
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = _sdk_environ(tmp)
+        for _ in range(runs + 1):  # the first round seeds profiles and bytecode
+            figures["python -c pass"].append(_wall([sys.executable, "-c", "pass"], environ, tmp))
+            for profile in ("sdk", "sdk-minimal"):
+                rpc = _Rpc(profile, environ, tmp)
+                answer = rpc.call("initialize", {"cwd": tmp})
+                figures[profile].append(time.perf_counter() - rpc.t0)
+                rpc.close()
+                assert "result" in answer, answer
+    medians = {k: _ms(statistics.median(v[1:])) for k, v in figures.items()}
+    return result("sdk_initialize", medians["sdk"], "ms", 150, runs=runs,
+                  sdk_minimal_ms=medians["sdk-minimal"], python_pass_ms=medians["python -c pass"],
+                  anchors_measured_elsewhere={"deepseek-harness sdk": 900,
+                                              "deepseek-harness sdk-minimal": 400,
+                                              "codex app-server": 110})
+
+
+@benchmark("runtime_idle_rss")
+def runtime_idle_rss(opts: Options) -> Result:
+    """Resident memory of an initialized, idle ``dsh --profile sdk`` runtime."""
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
+        rpc.call("initialize", {"cwd": tmp})
+        rpc.call("tools/list")
+        time.sleep(0.5)
+        rss = _rss_mb(rpc.proc.pid)
+        rpc.close()
+    return result("runtime_idle_rss", rss, "MB", 40, profile="sdk")
+
+
+@benchmark("sdk_throughput")
+def sdk_throughput(opts: Options) -> Result:
+    """Small pipelined requests (``runtime/status``) answered per second, round trip."""
+    count = opts.reps(20000, 5000)
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        rpc = _Rpc("sdk-minimal", _sdk_environ(tmp), tmp)
+        rpc.call("initialize", {"cwd": tmp})
+        t0 = time.perf_counter()
+        for _ in range(count):
+            rpc.send("runtime/status")
+        rpc.flush()
+        answered = 0
+        while answered < count:
+            if "id" in rpc.read():
+                answered += 1
+        elapsed = time.perf_counter() - t0
+        rpc.close()
+    rate = count / elapsed
+    return {**result("sdk_throughput", rate, "requests/s", 10000, requests=count),
+            "ok": rate >= 10000}
+
+
+@benchmark("big_frame")
+def big_frame(opts: Options) -> Result:
+    """A 10 MiB prompt in, its receipt (carrying the same text) out, compared byte for byte."""
+    text = "x" * (10 * 1024 * 1024)
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        rpc = _Rpc("sdk-minimal", _sdk_environ(tmp), tmp)
+        rpc.call("initialize", {"cwd": tmp})
+        t0 = time.perf_counter()
+        rpc.send("session/prompt", {"sessionId": "big", "contentBlocks": [
+            {"type": "text", "text": text}]})
+        rpc.flush()
+        while True:
+            frame = rpc.read()
+            event = frame.get("params", {}).get("event", {})
+            if event.get("type") == "agent/inbox/spliced":
+                echoed = event["data"]["inserted"][0]["content"][0]["text"]
+                break
+        elapsed = time.perf_counter() - t0
+        rpc.close()
+    intact = echoed == text
+    return {**result("big_frame", _ms(elapsed), "ms", 2000, bytes=len(text), intact=intact),
+            "ok": intact}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected benchmarks and print one JSON document; exit 1 if a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

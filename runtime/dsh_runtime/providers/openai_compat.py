@@ -20,7 +20,8 @@ the HTTP and the failure policy:
 * Proxy and CA settings come from the snapshot too (``trust_env`` is off), because the
   home ``.env`` may set them where ``os.environ`` cannot see them.
 
-httpx is imported in ``start``, never at module import: loading a profile stays cheap.
+httpx is imported on the first request, never at module import or start: a profile
+that never calls this route never pays for it.
 """
 
 from __future__ import annotations
@@ -151,7 +152,11 @@ class ChatCompletionsProvider:
         self._home = home
         self._secrets = sorted({s for s in [self._key, *self._extra_headers.values()]
                                 if len(s) >= 8}, key=len, reverse=True)
-        self._client = _client(self.url, env, config["timeout_s"], config["connect_timeout_s"])
+        self._env = env
+        self._timeouts = (config["timeout_s"], config["connect_timeout_s"])
+        # Built on the first request: importing httpx and its TLS context costs ~10 MB and
+        # tens of ms, which a runtime that never calls this route should not pay at boot.
+        self._http: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
         return f"ChatCompletionsProvider(route={self.route!r}, url={self.url!r})"
@@ -166,9 +171,17 @@ class ChatCompletionsProvider:
             text = text.replace(secret, _REDACTED)
         return _MASKED.sub(_REDACTED, _BEARER.sub("Bearer " + _REDACTED, text))
 
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = _client(self.url, self._env, *self._timeouts)
+        return self._http
+
     async def aclose(self) -> None:
-        """Close the connection pool (the row's ``dispose``)."""
-        await self._client.aclose()
+        """Close the connection pool (the row's ``dispose``), if one was opened."""
+        if self._http is not None:
+            client, self._http = self._http, None
+            await client.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one completion; see the module docstring for the retry policy."""
@@ -377,7 +390,7 @@ class OpenAICompatibleProvider(Plugin):
         reg.service(self.service_name)
 
     async def start(self, rt: RuntimeContext) -> None:
-        """Build the client (no request yet: a missing key only matters when used)."""
+        """Publish the route (no connection yet: a missing key only matters when used)."""
         self._provider = ChatCompletionsProvider(self.config, env=rt.env, home=rt.home)
         rt.publish(self.service_name, self._provider)
 
