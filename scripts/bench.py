@@ -346,12 +346,11 @@ class _Rpc:
         self.next_id = 0
 
     def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        from dsh import jsonrpc
+
         self.next_id += 1
-        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            frame["params"] = params
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
+        self.proc.stdin.write(jsonrpc.encode(jsonrpc.request(self.next_id, method, params)))
         return self.next_id
 
     def flush(self) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from dsh import profiles, shipped
 
+from .test_profiles import install_bundle
+
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -119,19 +121,6 @@ LAYER_STEPS = [
     ("patch1", "6", "#\n- id: agent\n  merge:\n    config:\n      max_steps: 6\n"),
     ("patch2", "7", "#\n#\n#\n- id: agent\n  merge:\n    config:\n      max_steps: 7\n"),
 ]
-
-
-def install_bundle(plugin_dir: Path, name: str, package: str, patch: str) -> None:
-    """Install a third-party bundle distribution into a profile's plugin environment."""
-    dist_info = plugin_dir / f"{package}-1.0.dist-info"
-    dist_info.mkdir(parents=True)
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.0\n",
-                                        encoding="utf-8")
-    (dist_info / "entry_points.txt").write_text(f"[dsh.bundles]\n{name} = {package}\n",
-                                                encoding="utf-8")
-    (plugin_dir / package).mkdir()
-    (plugin_dir / package / "__init__.py").write_text("", encoding="utf-8")
-    (plugin_dir / package / "patch.yml").write_text(patch, encoding="utf-8")
 
 
 @pytest.mark.parametrize("depth", range(len(LAYER_STEPS) + 1))

@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from dsh import jsonrpc
 from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
 from dsh_runtime.stdio import StdioTransport
 
@@ -34,15 +35,12 @@ class PipeClient:
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message as a frame."""
-        self.send_raw(json.dumps(message).encode() + b"\n")
+        self.send_raw(jsonrpc.encode(message))
 
     def request(self, method: str, params: Any = None) -> int:
         """Send a request with a fresh integer id and return the id."""
         self._next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
+        self.send(jsonrpc.request(self._next_id, method, params))
         return self._next_id
 
     def close(self) -> None:

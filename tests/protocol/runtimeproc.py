@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dsh import jsonrpc
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 OFFLINE_PATCH = REPO / "examples" / "offline" / "patch.yml"
@@ -107,14 +109,11 @@ class RuntimeProcess:
         self.proc.stdin.flush()
 
     def send(self, message: dict[str, Any]) -> None:
-        self.send_raw(json.dumps(message).encode() + b"\n")
+        self.send_raw(jsonrpc.encode(message))
 
     def request(self, method: str, params: Any = None) -> int:
         self._next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
+        self.send(jsonrpc.request(self._next_id, method, params))
         return self._next_id
 
     def close_stdin(self) -> None:
