@@ -43,11 +43,9 @@ def run(launch: Launch) -> int:
     """Run the launch's application to completion and return the process exit code."""
     from dsh_runtime.kernel import Kernel
 
-    kernel = Kernel(
-        launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd, env=launch.env
-    )
     # Servers report the launch (effective config, layer files) to their clients.
-    kernel.context.launch = launch  # type: ignore[attr-defined]
+    kernel = Kernel(launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd,
+                    env=launch.env, launch=launch)
     kernel.load()
     main = kernel.command("main")
     if _HELP_FLAGS.intersection(launch.app_args):

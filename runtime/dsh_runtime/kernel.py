@@ -92,7 +92,8 @@ class KernelContext(RuntimeContext):
 
     def __init__(self, *, profile: str, home: str, cwd: str, env: Mapping[str, str],
                  registries: Registries | None = None, services: ServiceTable | None = None,
-                 hook_budget: float = DEFAULT_BUDGET) -> None:
+                 hook_budget: float = DEFAULT_BUDGET, launch: Any = None) -> None:
+        self.launch = launch
         self.profile = profile
         self.home = home
         self.cwd = cwd
@@ -127,15 +128,9 @@ class _RowContext(KernelContext):
 
     def __init__(self, base: KernelContext, slot: _Slot) -> None:
         super().__init__(profile=base.profile, home=base.home, cwd=base.cwd, env=base.env,
-                         registries=base._registries, services=base._services)
+                         registries=base._registries, services=base._services,
+                         launch=base.launch)
         self._slot = slot
-        self._base = base
-
-    def __getattr__(self, name: str) -> Any:
-        # Attributes the host set on the kernel context after boot (e.g. ``launch``).
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._base, name)
 
     def publish(self, name: str, obj: Any) -> None:
         """Publish service ``name``, which this row declared in ``apply``."""
@@ -163,14 +158,18 @@ class Kernel:
 
     ``home`` and ``cwd`` become strings; ``env`` is the launch's EnvSnapshot (any
     read-only str mapping works). ``hook_budget`` bounds each hook call in seconds.
+    ``launch`` is the :class:`~dsh.launch.Launch` an application was started with (None
+    when a kernel is built directly, as in tests); servers report from it.
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], *, profile: str,
                  home: str | os.PathLike[str], cwd: str | os.PathLike[str],
-                 env: Mapping[str, str], hook_budget: float = DEFAULT_BUDGET) -> None:
+                 env: Mapping[str, str], hook_budget: float = DEFAULT_BUDGET,
+                 launch: Any = None) -> None:
         self._rows = tuple(rows)
         self._context = KernelContext(profile=profile, home=os.fspath(home),
-                                      cwd=os.fspath(cwd), env=env, hook_budget=hook_budget)
+                                      cwd=os.fspath(cwd), env=env, hook_budget=hook_budget,
+                                      launch=launch)
         self._state = KernelState.NEW
         self._specs: tuple[RowSpec, ...] = ()
         self._slots: dict[str, _Slot] = {}  # enabled rows, tree order

@@ -131,8 +131,11 @@ class RuntimeContext:
     ``skills`` (each a read-only mapping with ``get(name)`` and ``list()`` in tree order),
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
+    ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
+    a kernel built directly).
     """
 
+    launch: Any
     profile: str
     home: str
     cwd: str

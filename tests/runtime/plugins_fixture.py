@@ -106,7 +106,7 @@ class Peek(Recorder):
     """Journals the ``launch`` attribute its start context shows."""
 
     async def start(self, rt: RuntimeContext) -> None:
-        JOURNAL.append(("launch", rt.launch))  # type: ignore[attr-defined]
+        JOURNAL.append(("launch", rt.launch))
 
 
 class Touch(Plugin):

@@ -449,9 +449,8 @@ def test_reconcile_rollback_after_failed_update() -> None:
     assert k.state is KernelState.RUNNING
 
 
-def test_start_context_sees_attributes_the_host_sets_on_the_kernel_context() -> None:
-    k = kernel([row("p", "Peek")])
-    k.context.launch = "the-launch"  # type: ignore[attr-defined]
+def test_start_context_sees_the_launch_the_kernel_was_given() -> None:
+    k = kernel([row("p", "Peek")], launch="the-launch")
     k.load()
     asyncio.run(k.start())
     assert fx.JOURNAL == [("launch", "the-launch")]

@@ -155,7 +155,7 @@ class RuntimeView:
     @classmethod
     def of(cls, rt: RuntimeContext) -> RuntimeView:
         """Read the launch the runtime was started with (``rt.launch``)."""
-        launch = getattr(rt, "launch", None)
+        launch = rt.launch
         if launch is None:
             raise PluginError("the SDK server runs only as a launched application (no launch)")
         registry = getattr(rt, "tools", {})
