@@ -23,15 +23,21 @@ def platform_key() -> str:
     return f"{system}-{machine}"
 
 
+def running_frozen() -> bool:
+    """Whether this process is the frozen executable (the exe carrier itself)."""
+    return bool(getattr(sys, "frozen", False))
+
+
 def exe_available() -> bool:
     """Whether the ``dsh-runtime-bin`` wheel is installed (without importing it)."""
-    return importlib.util.find_spec("dsh_runtime_bin") is not None
+    return running_frozen() or importlib.util.find_spec("dsh_runtime_bin") is not None
 
 
 def describe() -> list[dict[str, Any]]:
-    """The carriers and whether each is available, sorted by id."""
+    """The carriers, whether each is available and which one runs this process."""
+    frozen = running_frozen()
     return [
-        {"id": "exe", "available": exe_available()},
-        {"id": "python", "available": True,
+        {"id": "exe", "available": exe_available(), "current": frozen},
+        {"id": "python", "available": True, "current": not frozen,
          "version": f"{sys.version_info.major}.{sys.version_info.minor}"},
     ]

@@ -149,8 +149,8 @@ class Doctor:
         import subprocess
 
         # In the frozen carrier sys.executable is the dsh runtime itself.
-        carrier = [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m",
-                                                                          "dsh"]
+        carrier = [sys.executable] if carriers.running_frozen() else [sys.executable, "-m",
+                                                                      "dsh"]
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
@@ -172,9 +172,9 @@ class Doctor:
                 "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
-            if carrier["id"] == "exe" and getattr(sys, "frozen", False):
-                # This process is the frozen runtime; the installed wheel's checksums are
-                # verified from the python carrier, which can see its manifest.
+            if carrier["id"] == "exe" and carrier["current"]:
+                # Inside the frozen runtime dsh_runtime_bin is its bundled copy, without
+                # the wheel's manifest; the python carrier verifies the installed files.
                 status, message = "ok", "this process is the frozen runtime"
             elif carrier["id"] == "exe" and carrier["available"]:
                 status, message = self.verify_exe()

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from dsh.carriers import running_frozen
 from dsh.errors import EnvFileError
 
 _BOOTSTRAP = re.compile(r"^(PATH|PYTHON.*|DSH_.*|LD_.*|DYLD_.*)$")
@@ -117,7 +117,7 @@ def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
     user's value back, or they would load the runtime's private libraries.
     """
     values = {k: v for k, v in environ.items() if v != ""}
-    if getattr(sys, "frozen", False):
+    if running_frozen():
         for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
             original = values.pop(f"{name}_ORIG", None)
             values.pop(name, None)
