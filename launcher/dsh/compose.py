@@ -19,27 +19,68 @@ from typing import Any
 from dsh import tags
 from dsh.patchfile import Operation, PatchLayer, RowSpec
 
+_CONTAINERS = (dict, list)
+
 
 def _copy(value: Any) -> Any:
-    """Copy plain YAML data (tags are frozen and shared)."""
+    """Copy plain YAML data (tags are frozen and shared).
+
+    Containers are copied whole, then only their container items copied again: no call
+    per leaf, which matters when composition copies every row of every layer.
+    """
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
+        value = dict(value)
+        for key, item in value.items():
+            if isinstance(item, _CONTAINERS):
+                value[key] = _copy(item)
+    elif isinstance(value, list):
+        value = list(value)
+        for index, item in enumerate(value):
+            if isinstance(item, _CONTAINERS):
+                value[index] = _copy(item)
     return value
 
 
 class _Node:
-    """A row of the working tree while layers are applied."""
+    """A row of the working tree while layers are applied.
 
-    __slots__ = ("children", "full_id", "prov", "values")
+    ``prov`` maps each key to ``"file:line"``, or to a bare line number in ``where`` (the
+    layer that inserted the row): most keys are never set again, so their text is only
+    built if someone reads it (see :class:`Provenance`).
+    """
 
-    def __init__(self, full_id: str, values: dict[str, Any], prov: dict[str, str],
-                 children: list[_Node] | None) -> None:
+    __slots__ = ("children", "full_id", "prov", "values", "where")
+
+    def __init__(self, full_id: str, values: dict[str, Any], prov: dict[str, str | int],
+                 where: str, children: list[_Node] | None) -> None:
         self.full_id = full_id
         self.values = values
         self.prov = prov
+        self.where = where
         self.children = children
+
+
+class Provenance(Mapping[str, str]):
+    """A composed row's ``{key: "file:line"}``, formatted when read (a read-only view)."""
+
+    __slots__ = ("_entries", "_where")
+
+    def __init__(self, entries: Mapping[str, str | int], where: str) -> None:
+        self._entries = entries
+        self._where = where
+
+    def __getitem__(self, key: str) -> str:
+        entry = self._entries[key]
+        return entry if isinstance(entry, str) else f"{self._where}:{entry}"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 @dataclass(frozen=True)
@@ -131,23 +172,23 @@ class _Composer:
     def new_node(self, spec: RowSpec, parent: _Node | None, where: str) -> _Node:
         local_id = spec.values["id"]
         full_id = f"{parent.full_id}:{local_id}" if parent is not None else local_id
-        values = {k: _copy(v) for k, v in spec.values.items() if k != "id"}
-        prov = {key: f"{where}:{line}" for key, line in spec.lines.items() if key != "id"}
-        children = None
-        if spec.children is not None:
-            children = []
-        node = _Node(full_id, values, prov, children)
-        self.place(node, parent, where, spec.lines.get("id", 0))
+        values = _copy(spec.values)
+        del values["id"]
+        prov: dict[str, str | int] = dict(spec.lines)
+        prov.pop("id", None)
+        node = _Node(full_id, values, prov, where, None if spec.children is None else [])
+        self.place(node, parent, where, spec)
         if spec.children is not None:
             for child in spec.children:
                 self.new_node(child, node, where)
         return node
 
-    def place(self, node: _Node, parent: _Node | None, where: str, line: int) -> None:
+    def place(self, node: _Node, parent: _Node | None, where: str, spec: RowSpec) -> None:
         siblings = self.root if parent is None else parent.children
         assert siblings is not None
         existing = self.index.get(node.full_id)
         if existing is not None and existing in siblings:
+            line = spec.lines.get("id", 0)
             self.warnings.append(f"{where}:{line}: row {node.full_id!r} inserted again; "
                                  "the new row replaces it in place")
             self.drop_index(existing)
@@ -228,7 +269,7 @@ class _Composer:
         node.prov[key] = line
 
 
-def _merge(base: dict[str, Any], patch: Mapping[str, Any], prov: dict[str, str],
+def _merge(base: dict[str, Any], patch: Mapping[str, Any], prov: dict[str, str | int],
            path: str, where: str, lines: Mapping[str, int]) -> dict[str, Any]:
     """Deep-merge ``patch`` into a copy of ``base``, recording each key's file and line."""
     out = dict(base)
@@ -247,7 +288,7 @@ def _merge(base: dict[str, Any], patch: Mapping[str, Any], prov: dict[str, str],
 
 def _freeze(node: _Node) -> Row:
     children = None if node.children is None else tuple(_freeze(c) for c in node.children)
-    return Row(node.full_id, node.values, node.prov, children)
+    return Row(node.full_id, node.values, Provenance(node.prov, node.where), children)
 
 
 def compose(layers: Sequence[PatchLayer]) -> ComposedTree:

@@ -17,6 +17,7 @@ from typing import Any
 
 from dsh.errors import PatchError
 from dsh.tags import KNOWN_TAGS, EnvRef, HomeRef, PathRef
+from dsh.yamlreader import Unsupported, read
 
 ROW_KEYS = frozenset({"id", "name", "config", "disabled", "group", "inject"})
 ASSIGN_KEYS = frozenset({"name", "config", "disabled", "group", "inject"})
@@ -81,9 +82,27 @@ def load_layer(path: Path, *, kind: str, source: str | None = None) -> PatchLaye
 
 
 def parse_layer(text: str, *, path: Path | None, kind: str, source: str) -> PatchLayer:
-    """Parse patch text (``path`` anchors ``!path`` tags and names the file in errors)."""
+    """Parse patch text (``path`` anchors ``!path`` tags and names the file in errors).
+
+    :class:`_QuickReader` reads valid files in one pass over the parser's events; any
+    file it declines (every invalid one among them) is read by :func:`_read_nodes`, the
+    reference that owns the error messages. Both give the same layer for every file the
+    quick reader accepts (pinned by property tests).
+    """
     yaml = _yaml()
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base = path.parent if path is not None else None
+    try:
+        operations = _QuickReader(base).operations(text, loader)
+    except Unsupported:
+        operations = _read_nodes(text, loader, source, base)
+    return PatchLayer(kind, source, path, operations)
+
+
+def _read_nodes(text: str, loader: type, source: str, base: Path | None
+                ) -> tuple[Operation, ...]:
+    """The reference reading: PyYAML's node graph converted by :class:`_Reader`."""
+    yaml = _yaml()
     try:
         root = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as exc:
@@ -91,16 +110,15 @@ def parse_layer(text: str, *, path: Path | None, kind: str, source: str) -> Patc
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise PatchError(f"{where}: not valid YAML ({problem})") from exc
-    reader = _Reader(source, path.parent if path is not None else Path.cwd())
+    reader = _Reader(source, base if base is not None else Path.cwd())
     if root is None:
-        return PatchLayer(kind, source, path, ())
+        return ()
     if not isinstance(root, yaml.SequenceNode):
         raise PatchError(f"{source}:{root.start_mark.line + 1}: a patch file must be a YAML list")
     try:
-        ops = tuple(reader.operation(node) for node in root.value)
+        return tuple(reader.operation(node) for node in root.value)
     except RecursionError as exc:  # an alias inside its own anchor (&a [*a]), or absurd depth
         raise PatchError(f"{source}: a recursive YAML alias or too deep nesting") from exc
-    return PatchLayer(kind, source, path, ops)
 
 
 class _Reader:
@@ -279,6 +297,150 @@ class _Reader:
             raise self.fail(node, "an operation needs 'insert' or an 'id'")
         return Operation(line, target, guard, assign, assign_lines, merge, merge_lines,
                          insert, group_children)
+
+
+class _QuickReader:
+    """Operations straight from :func:`dsh.yamlreader.read`'s values, for valid files.
+
+    Mirrors :class:`_Reader` check for check, but raises :class:`Unsupported` wherever
+    the reference would raise an error (or might, as for a tag where it expects a list).
+    """
+
+    def __init__(self, base: Path | None) -> None:
+        self.base = base
+        self.lines: dict[int, Lines] = {}  # id() of each mapping read -> its key lines
+
+    def operations(self, text: str, loader: type) -> tuple[Operation, ...]:
+        doc = read(text, loader, {"!env": _env, "!home": _home, "!path": self.path},
+                   {"!env": _env_with_default})
+        if type(doc.root) is not list:  # empty files too: "---" alone is an error
+            raise Unsupported("not a list")
+        self.lines = doc.key_lines
+        pairs = zip(doc.root, doc.item_lines, strict=True)
+        return tuple([self.operation(op, line) for op, line in pairs])
+
+    def path(self, value: str) -> PathRef:
+        if not value:
+            raise Unsupported("!path")
+        try:
+            return PathRef(str(((self.base or Path.cwd()) / value).resolve()))
+        except Exception as exc:  # the reference meets the same failure in its own order
+            raise Unsupported("!path") from exc
+
+    def row(self, values: Any) -> RowSpec:
+        if type(values) is not dict or not ROW_KEYS.issuperset(values):
+            raise Unsupported("row")
+        lines = self.lines[id(values)]
+        config = values.pop("config", _ABSENT)
+        if "disabled" in values or "group" in values or "inject" in values:
+            _check_row_types(values, Unsupported)
+        row_id = values.get("id")
+        if type(row_id) is not str or not row_id or ":" in row_id:
+            raise Unsupported("row id")
+        children: tuple[RowSpec, ...] | None = None
+        if values.get("group"):
+            if config is _ABSENT:
+                children = ()
+            elif type(config) is list:
+                children = tuple([self.row(child) for child in config])
+            else:
+                raise Unsupported("group config")
+        else:
+            name = values.get("name")
+            if type(name) is not str or not name:
+                raise Unsupported("row name")
+            if config is not _ABSENT:
+                if config is not None and type(config) is not dict:
+                    raise Unsupported("row config")
+                values["config"] = config or {}
+                if config:
+                    for key, line in self.lines[id(config)].items():
+                        lines["config." + key] = line
+        return RowSpec(values, lines, children)
+
+    def operation(self, op: Any, line: int) -> Operation:
+        if type(op) is not dict:
+            raise Unsupported("operation")
+        key_lines = self.lines[id(op)]
+        target = op.get("id")
+        guard = op.get("name")
+        if "id" in op and (type(target) is not str or not target):
+            raise Unsupported("id")
+        if "name" in op and type(guard) is not str:
+            raise Unsupported("guard")
+        assign: dict[str, Any] = {}
+        assign_lines: Lines = {}
+        merge: dict[str, Any] = {}
+        merge_lines: Lines = {}
+        insert: tuple[RowSpec, ...] = ()
+        group_children: tuple[RowSpec, ...] | None = None
+        for key, value in op.items():
+            if key == "id" or key == "name":
+                continue
+            if key == "insert":
+                if type(value) is not list:
+                    raise Unsupported("insert")
+                insert = tuple([self.row(r) for r in value])
+            elif key == "merge":
+                if type(value) is not dict:
+                    raise Unsupported("merge")
+                lines = self.lines[id(value)]
+                for mkey, mvalue in value.items():
+                    if mkey not in ASSIGN_KEYS or mkey == "name" or type(mvalue) is not dict:
+                        raise Unsupported("merge key")
+                    merge[mkey] = mvalue
+                    merge_lines[mkey] = lines[mkey]
+                    self.nested_lines(mvalue, mkey, merge_lines)
+            elif key in ASSIGN_KEYS:
+                if key == "config" and type(value) is list:
+                    group_children = tuple([self.row(r) for r in value])
+                    assign[key] = None
+                elif key == "config" and isinstance(value, EnvRef):
+                    raise Unsupported("!env [...] where rows may be")  # a list to _Reader
+                else:
+                    assign[key] = value
+                    if key == "config" and type(value) is dict:
+                        for ckey, cline in self.lines[id(value)].items():
+                            assign_lines["config." + ckey] = cline
+                assign_lines[key] = key_lines[key]
+            else:
+                raise Unsupported("operation key")
+        _check_row_types(assign, Unsupported)
+        if target is None and (assign or merge or guard is not None or not insert):
+            raise Unsupported("operation without id")
+        return Operation(line, target, guard, assign, assign_lines, merge, merge_lines,
+                         insert, group_children)
+
+    def nested_lines(self, mapping: dict[str, Any], prefix: str, out: Lines) -> None:
+        """Add ``{"prefix.a.b": line}`` for every key of nested mappings to ``out``."""
+        for key, line in self.lines[id(mapping)].items():
+            path = f"{prefix}.{key}"
+            out[path] = line
+            value = mapping[key]
+            if type(value) is dict:
+                self.nested_lines(value, path, out)
+
+
+_ABSENT = object()
+
+
+def _env(value: str) -> EnvRef:
+    if not value:
+        raise Unsupported("!env")
+    return EnvRef(value)
+
+
+def _home(value: str) -> HomeRef:
+    if not value:
+        raise Unsupported("!home")
+    return HomeRef(value)
+
+
+def _env_with_default(items: list[Any]) -> EnvRef:
+    if len(items) == 2 and type(items[0]) is str and items[0]:
+        default = items[1]
+        return EnvRef(items[0], None if default is None else str(default))
+    raise Unsupported("!env")
 
 
 def _check_row_types(values: dict[str, Any], fail: Any) -> None:
