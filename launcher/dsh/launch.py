@@ -39,6 +39,8 @@ class Launch:
     ``layer_files`` are the files the tree was composed from; a ``startup`` profile
     reports ``reload_required`` when one of them changes after boot.
     ``recompose`` rebuilds ``(rows, effective_config)`` from the files, for live reload.
+    ``plugin_dir`` is the profile's plugin environment (``dsh plugin``), which the
+    runtime puts on its import path.
     """
 
     profile: str
@@ -51,23 +53,31 @@ class Launch:
     app_args: tuple[str, ...] = ()
     layer_files: tuple[Path, ...] = ()
     watch_files: tuple[Path, ...] = ()
+    plugin_dir: Path | None = None
     recompose: Callable[[], tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]] | None = (
         field(default=None, compare=False)
     )
 
 
 _SECRET_KEY = re.compile(r"(key|token|secret|password|credential)", re.IGNORECASE)
+# ``*_env`` keys hold the NAME of a variable (``api_key_env: DEEPSEEK_API_KEY``), not a value.
+_NAMES_A_VARIABLE = re.compile(r"_env$", re.IGNORECASE)
+
+
+def _is_secret(key: str, value: Any) -> bool:
+    return (bool(_SECRET_KEY.search(key)) and not _NAMES_A_VARIABLE.search(key)
+            and isinstance(value, (str, int, float)) and value != "")
 
 
 def mask_secrets(value: Any) -> Any:
     """A copy of a JSON document with literal secret-looking values replaced by ``***``.
 
-    Tags (``{"!env": NAME}``) are references, not values, and stay visible.
+    Tags (``{"!env": NAME}``) are references, not values, and stay visible; so does
+    ``provenance``, whose values are file:line locations keyed by the config path.
     """
     if isinstance(value, dict):
         return {
-            k: "***" if _SECRET_KEY.search(k) and isinstance(v, (str, int, float)) and v != ""
-            else mask_secrets(v)
+            k: v if k == "provenance" else "***" if _is_secret(k, v) else mask_secrets(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
@@ -130,5 +140,6 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
         app_args=tuple(app_args),
         layer_files=files.existing(),
         watch_files=files.user_files if profile.patch_reload == "live" else (),
+        plugin_dir=profile.plugin_dir,
         recompose=recompose,
     )

@@ -1,0 +1,26 @@
+"""Tests for :func:`dsh.launch.mask_secrets`: what ``config/get`` and the web app show."""
+
+from __future__ import annotations
+
+from dsh.launch import mask_secrets
+
+
+def test_literal_secret_values_are_masked_at_any_depth() -> None:
+    doc = {"config": {"api_key": "sk-canary", "nested": {"token": "t0k", "password": 7}}}
+    assert mask_secrets(doc) == {"config": {"api_key": "***",
+                                            "nested": {"token": "***", "password": "***"}}}
+
+
+def test_variable_names_tags_and_provenance_stay_visible() -> None:
+    doc = {
+        "config": {"api_key_env": "DEEPSEEK_API_KEY", "api_key": {"!env": "DEEPSEEK_API_KEY"},
+                   "token": ""},
+        "provenance": {"config.api_key": "dsh-base:9", "config.api_key_env": "dsh-base:8"},
+    }
+    assert mask_secrets(doc) == doc
+
+
+def test_the_input_is_not_mutated() -> None:
+    doc = {"config": {"secret": "s"}}
+    mask_secrets(doc)
+    assert doc == {"config": {"secret": "s"}}
