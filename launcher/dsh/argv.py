@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from dsh.errors import UsageError
 
-SUBCOMMANDS = ("doctor", "info", "profile")
+SUBCOMMANDS = ("doctor", "info", "plugin", "profile")
 DUMP_FLAGS = ("--dump-config", "--dump-default-config", "--dump-config-schema")
 _VALUE_FLAGS = ("--profile", "--patch", "--home", "--from-default-profile")
 

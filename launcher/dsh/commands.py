@@ -1,4 +1,4 @@
-"""The launcher's subcommands (``info``, ``doctor``, ``profile``), built with click.
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``), built with click.
 
 They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
 turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
@@ -106,6 +106,90 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
         )
 
     _emit("profile list", None, as_json, {"profiles": rows}, render)
+
+
+@group.group()
+@click.option("--profile", "profile_name", required=True, help="The profile to change.")
+@_home_option
+@click.pass_context
+def plugin(ctx: click.Context, profile_name: str, home: str | None) -> None:
+    """Each profile's own plugin environment (profiles/NAME/plugins)."""
+    from dsh.plugins import PluginManager
+    from dsh.profiles import validate_name
+
+    inv: Invocation = ctx.obj
+    ctx.obj = PluginManager(resolve_home(home or inv.home), validate_name(profile_name))
+
+
+def _locked(manager: Any, action: Any) -> Any:
+    """Run ``action`` holding the profile's lock; an unwritable profile is bad input."""
+    from dsh.errors import ConfigError
+
+    try:
+        with manager.lock():
+            return action()
+    except PermissionError as exc:
+        raise ConfigError(f"{exc.filename or manager.path}: read-only; `dsh plugin` cannot "
+                          "change this profile") from exc
+
+
+def _show_bundles(profile: Any) -> None:
+    sys.stdout.write(f"bundles: {', '.join(profile.bundles)}\n")
+
+
+@plugin.command("add")
+@click.argument("specs", nargs=-1, required=True)
+@click.pass_obj
+def plugin_add(manager: Any, specs: tuple[str, ...]) -> None:
+    """Install requirements (names or local paths) into the profile."""
+    _show_bundles(_locked(manager, lambda: manager.add(list(specs), Path.cwd())))
+
+
+@plugin.command("remove")
+@click.argument("names", nargs=-1, required=True)
+@click.pass_obj
+def plugin_remove(manager: Any, names: tuple[str, ...]) -> None:
+    """Remove requirements (by requirement text, path or distribution name)."""
+    _show_bundles(_locked(manager, lambda: manager.remove(list(names), Path.cwd())))
+
+
+@plugin.command("sync")
+@click.pass_obj
+def plugin_sync(manager: Any) -> None:
+    """Reinstall exactly the requirements recorded in profile.toml."""
+    _show_bundles(_locked(manager, manager.sync))
+
+
+@plugin.command("order")
+@click.argument("bundles", nargs=-1, required=True)
+@click.pass_obj
+def plugin_order(manager: Any, bundles: tuple[str, ...]) -> None:
+    """Rewrite the profile's bundle order."""
+    _show_bundles(_locked(manager, lambda: manager.order(list(bundles))))
+
+
+@plugin.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def plugin_list(manager: Any, as_json: bool) -> None:
+    """Requirements, installed versions and bundles."""
+    try:
+        data = _locked(manager, manager.describe)
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json("plugin list", manager.name, exc)
+        sys.exit(exc.exit_code)
+
+    def render(d: dict[str, Any]) -> str:
+        lines = [f"bundles: {', '.join(d['bundles'])}"]
+        for r in d["requirements"]:
+            state = f"{r['distribution']} {r['version']}" if r["installed"] else "not installed"
+            extra = f" (bundles: {', '.join(r['bundles'])})" if r["bundles"] else ""
+            lines.append(f"{r['requirement']}\t{state}{extra}")
+        return "\n".join(lines) + "\n"
+
+    _emit("plugin list", manager.name, as_json, data, render)
 
 
 def run_subcommand(inv: Invocation) -> int:

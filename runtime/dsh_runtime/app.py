@@ -12,6 +12,9 @@ rest of the process's life, the same way for every profile:
   the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
 * Child processes still alive at the end are killed: none outlives the runtime.
+* The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
+  loads; a ``live`` profile gets a :class:`~dsh_runtime.reloader.Reloader` while running
+  (a ``startup`` one never imports it: no watcher thread, no OS watch handle).
 
 Boot failures are raised as :class:`~dsh.errors.DshError` subclasses (``ConfigError``
 exit 2, ``PluginError`` exit 1) for the launcher's single top-level handler.
@@ -20,6 +23,7 @@ exit 2, ``PluginError`` exit 1) for the launcher's single top-level handler.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -43,10 +47,17 @@ def run(launch: Launch) -> int:
     """Run the launch's application to completion and return the process exit code."""
     from dsh_runtime.kernel import Kernel
 
+    _add_plugin_dir(launch)
     # Servers report the launch (effective config, layer files) to their clients.
     kernel = Kernel(launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd,
                     env=launch.env, launch=launch)
     kernel.load()
+    # The launcher paused the cycle collector for the boot (dsh.cli). What booting made is
+    # long-lived: file it straight into the oldest generation (freeze, then unfreeze) so
+    # that resuming does not rescan all of it in one young collection.
+    gc.freeze()
+    gc.unfreeze()
+    gc.enable()
     main = kernel.command("main")
     if _HELP_FLAGS.intersection(launch.app_args):
         sys.stdout.write(main.help if main.help.endswith("\n") else main.help + "\n")
@@ -57,6 +68,19 @@ def run(launch: Launch) -> int:
     reserve_app_stdio()
     _log_to_stderr(launch)
     return _Process(kernel, main, list(launch.app_args)).run()
+
+
+def _add_plugin_dir(launch: Launch) -> None:
+    """Make the profile's plugin environment importable (after everything else, so a
+    plugin can never shadow dsh or the packages dsh itself runs on). Added even before
+    it exists, so a live profile can use a plugin installed while it runs."""
+    plugin_dir = getattr(launch, "plugin_dir", None)
+    if plugin_dir is None or str(plugin_dir) in sys.path:
+        return
+    sys.path.append(str(plugin_dir))
+    from dsh_runtime.loader import entry_point_table
+
+    entry_point_table.cache_clear()
 
 
 def _log_to_stderr(launch: Launch) -> None:
@@ -82,6 +106,7 @@ class _Process:
         self._main_code = EXIT_OK
         self._main_task: asyncio.Task[int] | None = None
         self._watchdog: threading.Timer | None = None
+        self._reloader: Any = None
 
     def run(self) -> int:
         """Run to the end; the watchdog covers the loop's own teardown too."""
@@ -102,6 +127,7 @@ class _Process:
         self._install_signals(loop)
         try:
             await self._kernel.start()
+            self._start_reloader()
             self._main_task = loop.create_task(self._main.run(self._kernel.context, self._argv))
             self._main_code = await self._main_task
         except asyncio.CancelledError:
@@ -109,8 +135,19 @@ class _Process:
                 raise
         finally:
             self._arm_watchdog()
+            if self._reloader is not None:
+                await self._reloader.stop()
             await self._dispose()
         return self._code
+
+    def _start_reloader(self) -> None:
+        launch = self._kernel.context.launch
+        if launch is None or launch.patch_reload != "live" or not launch.watch_files:
+            return
+        from dsh_runtime.reloader import Reloader
+
+        self._reloader = Reloader(launch, self._kernel, self._kernel.context.config_state)
+        self._reloader.start()
 
     async def _dispose(self) -> None:
         try:

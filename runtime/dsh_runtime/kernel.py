@@ -28,6 +28,7 @@ from typing import Any
 from dsh.errors import DshError, PluginError
 
 from dsh_runtime import schema
+from dsh_runtime.configstate import ConfigState
 from dsh_runtime.hooks import DEFAULT_BUDGET, BudgetExceeded, run_bounded
 from dsh_runtime.loader import resolve
 from dsh_runtime.plugin import Command, Manifest, Plugin, RuntimeContext
@@ -87,13 +88,17 @@ class KernelContext(RuntimeContext):
 
     Registries (``tools``, ``commands``, ``prompts``, ``skills``, ``hooks``,
     ``guardrails``) always show the running tree; their identity survives reconciles, so
-    holding a reference is safe.
+    holding a reference is safe. ``config_state`` is the current effective config (it
+    moves with live reload; see :mod:`dsh_runtime.configstate`).
     """
 
     def __init__(self, *, profile: str, home: str, cwd: str, env: Mapping[str, str],
                  registries: Registries | None = None, services: ServiceTable | None = None,
-                 hook_budget: float = DEFAULT_BUDGET, launch: Any = None) -> None:
+                 hook_budget: float = DEFAULT_BUDGET, launch: Any = None,
+                 config_state: ConfigState | None = None) -> None:
         self.launch = launch
+        self.config_state = config_state if config_state is not None else ConfigState(
+            getattr(launch, "effective_config", None) or {})
         self.profile = profile
         self.home = home
         self.cwd = cwd
@@ -129,7 +134,7 @@ class _RowContext(KernelContext):
     def __init__(self, base: KernelContext, slot: _Slot) -> None:
         super().__init__(profile=base.profile, home=base.home, cwd=base.cwd, env=base.env,
                          registries=base._registries, services=base._services,
-                         launch=base.launch)
+                         launch=base.launch, config_state=base.config_state)
         self._slot = slot
 
     def publish(self, name: str, obj: Any) -> None:
@@ -238,21 +243,36 @@ class Kernel:
             raise PluginError(f"{prefix}no row registers command '{name}'")
         return command
 
-    async def reconcile(self, rows: Sequence[Mapping[str, Any]]) -> RowDiff:
+    def command_row(self, name: str) -> str | None:
+        """The id of the row that registered command ``name`` (None when none did)."""
+        return next((row_id for row_id, slot in self._slots.items()
+                     if name in slot.registration.commands), None)
+
+    async def reconcile(self, rows: Sequence[Mapping[str, Any]],
+                        keep: Iterable[str] = ()) -> RowDiff:
         """Move the running tree to ``rows``, or restore it and raise.
 
         Kept rows are untouched; a ``config``-only change calls ``update`` (replacing the
         plugin when it answers False); other changes replace; new rows start; removed rows
         dispose. Rows that need a service of a replaced or removed row are restarted too,
         so nobody keeps a disposed service object. Returns what changed.
+
+        Rows in ``keep`` must survive as they are (e.g. the server owning the process's
+        stdio): a reconcile that would replace or dispose one raises PluginError saying a
+        restart is required, with the old tree running.
         """
         self._require("reconcile", KernelState.RUNNING)
+        keep = frozenset(keep)
         old_slots, old_plan = dict(self._slots), self._plan
         self._state = KernelState.RECONCILING
         try:  # everything that can be checked without side effects
             specs = parse_rows(rows)
             by_id = {s.id: s for s in specs if not s.disabled}
             diff = diff_rows({i: slot.spec for i, slot in old_slots.items()}, by_id)
+            gone = diff.replaced | diff.removed
+            # A kept row's config change counts too: undoing a refused update in place
+            # could restart it, which is what ``keep`` forbids.
+            _refuse_pinned(keep & (gone | diff.updated | old_plan.dependents(gone)))
             fresh = {i: self._load_slot(by_id[i]) for i in by_id if i in diff.replaced
                      or i in diff.added}
             configs = {i: self._config(old_slots[i].manifest, by_id[i]) for i in by_id
@@ -263,7 +283,8 @@ class Kernel:
             raise
         txn = _Transaction()
         try:
-            plan = await self._apply_changes(by_id, old_slots, old_plan, fresh, configs, txn)
+            plan = await self._apply_changes(by_id, old_slots, old_plan, fresh, configs, txn,
+                                             keep)
         except BaseException as exc:
             await self._restore(old_slots, old_plan, txn, exc)
             raise
@@ -374,7 +395,8 @@ class Kernel:
 
     async def _apply_changes(self, by_id: Mapping[str, RowSpec], old_slots: dict[str, _Slot],
                              old_plan: StartPlan, fresh: dict[str, _Slot],
-                             configs: Mapping[str, dict[str, Any]], txn: _Transaction) -> StartPlan:
+                             configs: Mapping[str, dict[str, Any]], txn: _Transaction,
+                             keep: frozenset[str] = frozenset()) -> StartPlan:
         """The side-effecting half of reconcile; ``txn`` records what to undo."""
         for row_id, config in configs.items():
             slot = old_slots[row_id]
@@ -386,6 +408,7 @@ class Kernel:
         gone = {i for i in old_slots if i not in by_id or i in fresh}
         for row_id in old_plan.dependents(gone) - gone:
             fresh[row_id] = self._load_slot(by_id[row_id])
+        _refuse_pinned(keep & (gone | fresh.keys()))
         plan = self._check(_merged(by_id, old_slots, fresh))
         for row_id in reversed(old_plan.order):
             if row_id in gone or row_id in fresh:
@@ -434,6 +457,14 @@ class Kernel:
         except Exception:
             logger.exception("row '%s' failed to take back its previous config", slot.spec.id)
             return False
+
+
+def _refuse_pinned(rows: Iterable[str]) -> None:
+    """Refuse a reconcile that would replace or dispose one of ``rows``."""
+    pinned = sorted(rows)
+    if pinned:
+        raise PluginError(f"row '{pinned[0]}' would be replaced or disposed while it serves "
+                          "this process: restart required")
 
 
 def _merged(by_id: Mapping[str, RowSpec], old_slots: Mapping[str, _Slot],
