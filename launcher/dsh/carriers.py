@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import importlib.util
-import platform
 import sys
 from typing import Any
 
@@ -18,6 +17,8 @@ _SYSTEMS = {"linux": "linux", "darwin": "macos", "windows": "win"}
 
 def platform_key() -> str:
     """This machine's runtime platform key, e.g. ``linux-x64``."""
+    import platform  # not at import: every boot loads this module, few need the key
+
     system = _SYSTEMS.get(platform.system().lower(), platform.system().lower())
     machine = _MACHINES.get(platform.machine().lower(), platform.machine().lower())
     return f"{system}-{machine}"

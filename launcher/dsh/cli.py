@@ -8,6 +8,7 @@ need them, so ``dsh --version`` and ``dsh -h`` stay fast.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -67,7 +68,14 @@ def _run(argv: list[str]) -> int:
     if inv.profile is None:
         sys.stderr.write(HELP)
         raise UsageError("no profile given (try `dsh --profile sdk` or `dsh web`)")
-    return _run_profile(inv)
+    # Booting allocates tens of thousands of long-lived objects and almost no garbage, so
+    # cycle collections during it only rescan them (~7% of boot time). The runtime turns
+    # the collector back on once its plugins are loaded (dsh_runtime.app.run).
+    gc.disable()
+    try:
+        return _run_profile(inv)
+    finally:
+        gc.enable()
 
 
 def _run_profile(inv: argv_mod.Invocation) -> int:

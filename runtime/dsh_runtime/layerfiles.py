@@ -8,7 +8,6 @@ file merely touched (same bytes) is not a change. A file that appears or disappe
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,16 +18,16 @@ from pathlib import Path
 class _Stamp:
     size: int
     mtime_ns: int
-    sha256: str
+    content: bytes  # layer files are small; keeping them beats importing hashlib at boot
 
 
 def _stamp(path: Path) -> _Stamp | None:
     try:
         st = os.stat(path)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        content = path.read_bytes()
     except OSError:
         return None
-    return _Stamp(st.st_size, st.st_mtime_ns, digest)
+    return _Stamp(st.st_size, st.st_mtime_ns, content)
 
 
 class LayerFingerprint:
@@ -54,4 +53,4 @@ class LayerFingerprint:
         if st.st_mtime_ns == old.mtime_ns:
             return False
         now = _stamp(path)
-        return now is None or now.sha256 != old.sha256
+        return now is None or now.content != old.content

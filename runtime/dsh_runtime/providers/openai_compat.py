@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import logging
 import math
@@ -44,11 +43,12 @@ from dsh.errors import PluginError
 
 from dsh_runtime.plugin import Capability, EnvVar, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import Chunk, ModelError, ModelRequest
-from dsh_runtime.providers.openai_wire import ChunkDecoder, encode_body, error_message
-from dsh_runtime.providers.sse import SSEDecoder, SSEError
 
 if TYPE_CHECKING:
     import httpx
+
+    from dsh_runtime.providers.openai_wire import ChunkDecoder
+    from dsh_runtime.providers.sse import SSEDecoder
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 ERROR_BODY_LIMIT = 64 * 1024
@@ -100,6 +100,8 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     try:
         seconds = float(value)
     except ValueError:
+        import email.utils  # only for an HTTP-date header: the package costs ~2 ms at boot
+
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
@@ -185,6 +187,10 @@ class ChatCompletionsProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one completion; see the module docstring for the retry policy."""
+        # The wire format and the event-stream framing load with the first request, like
+        # httpx: a boot that never calls this route does not pay for them (~2 ms).
+        from dsh_runtime.providers.openai_wire import encode_body
+
         headers = self._headers()  # missing-key fails here, before any request
         body = encode_body(request)
         attempt = 0
@@ -208,6 +214,9 @@ class ChatCompletionsProvider:
     async def _attempt(self, body: bytes, headers: Mapping[str, str]) -> AsyncIterator[Chunk]:
         """One HTTP exchange. Raises :class:`_Retry` only while nothing has been yielded."""
         import httpx
+
+        from dsh_runtime.providers.openai_wire import ChunkDecoder
+        from dsh_runtime.providers.sse import SSEDecoder
 
         decoder = ChunkDecoder(self.redact)
         yielded = False
@@ -241,6 +250,8 @@ class ChatCompletionsProvider:
             yield chunk
 
     def _decode(self, events: SSEDecoder, decoder: ChunkDecoder, data: bytes) -> list[Chunk]:
+        from dsh_runtime.providers.sse import SSEError
+
         chunks: list[Chunk] = []
         if decoder.done:
             return chunks
@@ -297,6 +308,8 @@ class ChatCompletionsProvider:
             if len(raw) >= ERROR_BODY_LIMIT:
                 break
         text = raw[:ERROR_BODY_LIMIT].decode("utf-8", "replace")
+        from dsh_runtime.providers.openai_wire import error_message
+
         try:
             message = error_message(json.loads(text))
         except ValueError:
