@@ -41,6 +41,10 @@ class ClientConfig:
     user's personal home by accident. ``patches`` are applied in order after the profile's
     layers. ``cwd`` is the runtime's working directory and the sessions' default one.
 
+    ``env`` is laid over the caller's environment; with ``inherit_env=False`` it is the
+    runtime's whole environment (plus ``DSH_HOME``), which is how a runtime starting a
+    sub-agent hands it a scrubbed environment without exposing its own credentials.
+
     ``provider``, ``model``, ``reasoning_effort`` and ``max_tokens`` are sent with
     ``initialize``; left out, the profile's default route applies.
 
@@ -66,6 +70,7 @@ class ClientConfig:
     shutdown_timeout: float = 5.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     carrier: Carrier = "auto"
+    inherit_env: bool = True
     stderr: StderrCallback | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

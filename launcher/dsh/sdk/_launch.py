@@ -32,8 +32,9 @@ class LaunchSpec:
 
 
 def child_environment(config: ClientConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """The runtime's environment: the caller's, with ``config.env`` on top."""
-    env = dict(environ)
+    """The runtime's environment: the caller's (unless ``config.inherit_env`` is off),
+    with ``config.env`` on top."""
+    env = dict(environ) if config.inherit_env else {}
     if config.env is not None:
         env.update(config.env)
     return env

@@ -73,6 +73,10 @@ class Host(Protocol):
         """Notify lifecycle hooks; never raises for a hook's fault, never stalls."""
         ...
 
+    async def compact_if_needed(self, session: Session, plan: Plan, turn: int) -> None:
+        """Compact the history when it nears the context window (before each request)."""
+        ...
+
 
 class Turn:
     """Turn number ``number`` of ``session``, answering ``prompt``."""
@@ -168,6 +172,7 @@ class Turn:
         """One model call: stream it, record the assistant message, notify hooks."""
         s = self.session
         tools = self.host.tools
+        await self.host.compact_if_needed(s, plan, self.number)
         request = ModelRequest(
             session_id=s.id,
             model=plan.model,

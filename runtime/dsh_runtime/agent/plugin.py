@@ -49,6 +49,19 @@ class AgentCore(Plugin):
                     "type": "string", "default": _DEFAULTS.system_prompt,
                     "description": "The system prompt (registered prompt fragments follow).",
                 },
+                "compact_at": {
+                    "type": "number", "minimum": 0, "maximum": 1,
+                    "default": _DEFAULTS.compact_at,
+                    "description": "Compact the history when its estimated tokens reach "
+                                   "this fraction of the provider's context window "
+                                   "(0: never automatically).",
+                },
+                "compact_keep": {
+                    "type": "number", "minimum": 0, "maximum": 1,
+                    "default": _DEFAULTS.compact_keep,
+                    "description": "Fraction of the context window the most recent "
+                                   "messages keep verbatim when compacting.",
+                },
                 "hook_budget_s": {
                     "type": "number", "minimum": 0.001, "default": _DEFAULTS.hook_budget_s,
                     "description": "Seconds all hooks of one lifecycle event may take.",

@@ -25,7 +25,7 @@ from typing import Any
 
 from dsh.errors import BusyError, JsonRpcError, PluginError
 
-from dsh_runtime.agent import events, recovery
+from dsh_runtime.agent import compaction, events, recovery
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
 from dsh_runtime.agent.store import MemorySessionStore, SessionStore
@@ -54,6 +54,8 @@ class AgentConfig:
     max_queued: int = 32
     system_prompt: str = "You are a helpful software engineer assistant."
     hook_budget_s: float = 10.0
+    compact_at: float = 0.8
+    compact_keep: float = 0.25
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
@@ -80,6 +82,7 @@ class Agent:
         self._choice: dict[str, Any] = {"provider": None, "model": None,
                                         "reasoning_effort": None, "max_tokens": None}
         self._closed = False
+        self._compacting: dict[str, asyncio.Lock] = {}
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
@@ -148,6 +151,11 @@ class Agent:
     def set_approver(self, fn: Approver | None) -> None:
         """Who decides a guardrail's ``ask``; None leaves it to the policy (never hangs)."""
         self.approver = fn
+
+    def announce(self, method: str, params: Mapping[str, Any]) -> None:
+        """Deliver a notification that is not a session event (``subagent.started``,
+        ``subagent.finished``) to every listener, as the servers forward them."""
+        self._notify(method, params)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -226,6 +234,50 @@ class Agent:
                 "sessionId": stored["sessionId"], "cwd": stored["cwd"],
                 "status": Status.IDLE.value, "title": stored.get("title", "")})
         return [found[k] for k in sorted(found)]
+
+    async def compact(self, session_id: str) -> dict[str, Any]:
+        """Compact the session's history now (``session/compact``); returns what it did.
+
+        ``{compacted, removedCount, keptCount, tokensBefore, tokensAfter}``. Unknown is
+        -32602, running is -32001 (retryable); a failed summary is -32603 and changes
+        nothing.
+        """
+        self._check_open()
+        session = self._sessions.get(session_id) or await self._restore(session_id)
+        if session is None:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        if session.status is Status.RUNNING:
+            raise BusyError(f"session busy: '{session_id}' is running a turn",
+                            {"retryable": True})
+        plan = self._plan()
+        try:
+            done = await self._compact(session, plan, "manual", None)
+        except Exception as exc:
+            raise JsonRpcError(INTERNAL, f"compaction failed: {exc}",
+                               {"code": getattr(exc, "code", "compaction-failed")}) from None
+        self._store.save(session.record)
+        if done is None:
+            tokens = compaction.estimate(self._model_view(session))
+            return {"compacted": False, "removedCount": 0, "keptCount": len(session.messages),
+                    "tokensBefore": tokens, "tokensAfter": tokens}
+        return {"compacted": True, "removedCount": done.removed, "keptCount": done.kept,
+                "tokensBefore": done.tokens_before, "tokensAfter": done.tokens_after}
+
+    async def compact_if_needed(self, session: Session, plan: Plan, turn: int) -> None:
+        """Before a model request: compact when the history nears the context window.
+
+        A failed summary is an ``error`` event and the request goes ahead uncompacted
+        (the provider may still accept it; if not, its error ends the turn).
+        """
+        threshold = self.config.compact_at * plan.provider.context_window
+        if threshold <= 0 or compaction.estimate(self._model_view(session)) < threshold:
+            return
+        try:
+            await self._compact(session, plan, "auto", turn)
+        except Exception as exc:
+            logger.warning("compaction of session %s failed", session.id, exc_info=True)
+            session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
+                                        "source": {"kind": "compaction"}})
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events so far, in ``seq`` order."""
@@ -379,6 +431,47 @@ class Agent:
             logger.error("turn %d of session %s failed", turn.number, session.id, exc_info=error)
             return Outcome.failed(f"internal error: {type(error).__name__}: {error}", "internal")
         return task.result()
+
+    @staticmethod
+    def _model_view(session: Session) -> list[dict[str, Any]]:
+        system = session.record.system
+        return [*([system] if system is not None else []), *session.messages]
+
+    async def _compact(self, session: Session, plan: Plan, reason: str,
+                       turn: int | None) -> compaction.Compaction | None:
+        """Summarise the older part of the history; None when there is nothing to cut.
+
+        One compaction per session at a time; the cut replaces only the prefix, so
+        messages a concurrent turn appends meanwhile stay.
+        """
+        lock = self._compacting.setdefault(session.id, asyncio.Lock())
+        async with lock:
+            messages = session.messages
+            window = plan.provider.context_window
+            cut = compaction.split_point(messages, int(window * self.config.compact_keep))
+            if cut == 0 and reason == "manual":
+                cut = compaction.last_prompt(messages) or len(messages)
+            if cut == 0 or (compaction.last_prompt(messages) < cut and not any(
+                    m.get("role") == "assistant" for m in messages[:cut])):
+                # Nothing to cut, or only the running turn's prompt: nothing to summarise.
+                return None
+            before = compaction.estimate(self._model_view(session))
+            await self.fire(session, "before_compact", turn=turn, payload={
+                "reason": reason, "messageCount": len(messages), "removeCount": cut,
+                "tokensBefore": before, "contextWindow": window})
+            text = await compaction.summarise(
+                plan.provider, session_id=session.id, model=plan.model,
+                messages=messages[:cut], max_tokens=plan.max_tokens)
+            summary = compaction.summary_message(text, cut)
+            messages[:cut] = [summary]
+            done = compaction.Compaction(reason, cut, len(messages) - 1, before,
+                                         compaction.estimate(self._model_view(session)))
+            session.emit(compaction.COMPACTED, done.data(summary, turn))
+            await self.fire(session, "on_compact", turn=turn, message=text, payload={
+                "reason": reason, "removedCount": done.removed, "keptCount": done.kept,
+                "tokensBefore": done.tokens_before, "tokensAfter": done.tokens_after,
+                "summary": text})
+            return done
 
     def _on_hook_error(self, error: HookError) -> None:
         session = self._sessions.get(error.session_id or "")

@@ -25,7 +25,7 @@ from typing import Any
 
 from dsh.errors import PluginError
 
-from dsh_runtime.agent import events
+from dsh_runtime.agent import compaction, events
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.sessions import schema, workspaces
 
@@ -142,6 +142,8 @@ class SqliteSessionStore:
                 turns = max(turns, int(data.get("turn", 0)))
             elif kind == events.SESSION_TITLE and not record.title:
                 record.title = data.get("title", "")
+            elif kind == compaction.COMPACTED:
+                compaction.replay(record.messages, data)
             if kind not in _MESSAGE_EVENTS:
                 continue
             message = data if kind == events.USER_MESSAGE else data.get("message")
