@@ -187,6 +187,8 @@ def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: 
         "--specpath", str(work),
         "--paths", str(repo / "launcher"), "--paths", str(repo / "runtime"),
         "--add-data", f"{repo / 'profiles'}{os.pathsep}dsh/_profiles",
+        "--add-data",  # the web page (read with importlib.resources)
+        f"{repo / 'runtime/dsh_runtime/web/static'}{os.pathsep}dsh_runtime/web/static",
     ]
     for module in hidden:
         argv += ["--hidden-import", module]

@@ -14,18 +14,16 @@ after which the runtime disposes everything and exits 0.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import DshError, JsonRpcError, PluginError, UsageError
+from dsh.errors import DshError, JsonRpcError, UsageError
 
-from dsh_runtime.layerfiles import LayerFingerprint
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+from dsh_runtime.servers.operations import Operations, RuntimeView, directory
 
 SERVER_NAME = "dsh-sdk-runtime"
 PROTOCOL_VERSION = 1
@@ -46,12 +44,15 @@ client -> server requests
   session/new {cwd?} -> {sessionId}          session/cancel {sessionId} -> {cancelled}
   session/resume {sessionId} -> {}           session/list -> {sessions}
   session/history {sessionId} -> {events}    session/working-directory/get {sessionId}
+  session/compact {sessionId} -> {compacted, removedCount, keptCount, tokensBefore, ...}
   session/working-directory/set {sessionId, path} -> {cwd}
   tools/list -> {tools}   config/get -> {config}   runtime/status -> {state, ...}
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
-                 subagent.started, subagent.finished
+                 subagent.started, subagent.finished,
+                 config.reloaded {diff}, config.reload_failed {file?, message}
+                 (live profiles, when the profile's or the home's patch.yml changes)
   request: approval/request {sessionId, toolCall} -> {decision: "allow" | "deny"}
            (only to clients that declared capabilities.approvals; timeout -> deny)
 
@@ -84,12 +85,6 @@ def _str(params: Mapping[str, Any], name: str, *, required: bool = True) -> str 
 
 def _session_id(params: Params | None) -> str:
     return _str(_object(params), "sessionId")  # type: ignore[return-value]
-
-
-def _directory(path: str) -> str:
-    if not os.path.isabs(path) or not os.path.isdir(path):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"not an existing absolute directory: {path}")
-    return path
 
 
 # -- the plugin ----------------------------------------------------------------------------
@@ -132,7 +127,8 @@ class SdkServer(Plugin):
             max_frame_bytes=max_frame,
         )
         timeout = float(self.config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S))
-        protocol = SdkProtocol(peer, rt.service("agent"), view, timeout)
+        protocol = SdkProtocol(peer, rt.service("agent"), view, timeout,
+                               config_state=getattr(rt, "config_state", None))
         peer.methods(protocol.table())
         try:
             await peer.serve()
@@ -141,52 +137,23 @@ class SdkServer(Plugin):
         return 0
 
 
-@dataclass(frozen=True)
-class RuntimeView:
-    """What the introspection methods report: the launch's facts, read once when serving
-    starts (the layer fingerprint is boot's baseline), and the live tool registry."""
-
-    profile: str
-    patch_reload: str
-    effective_config: Mapping[str, Any]
-    fingerprint: LayerFingerprint
-    tools: Callable[[], list[dict[str, Any]]]
-
-    @classmethod
-    def of(cls, rt: RuntimeContext) -> RuntimeView:
-        """Read the launch the runtime was started with (``rt.launch``)."""
-        launch = rt.launch
-        if launch is None:
-            raise PluginError("the SDK server runs only as a launched application (no launch)")
-        registry = getattr(rt, "tools", {})
-
-        def tools() -> list[dict[str, Any]]:
-            return [
-                {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
-                for t in sorted(registry.values(), key=lambda t: t.name)
-            ]
-
-        return cls(
-            profile=launch.profile,
-            patch_reload=launch.patch_reload,
-            effective_config=launch.effective_config,
-            fingerprint=LayerFingerprint(launch.layer_files),
-            tools=tools,
-        )
-
-
 class SdkProtocol:
     """The SDK methods of one connection, each a thin call on the ``agent`` service."""
 
     def __init__(
-        self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float
+        self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float,
+        *, config_state: Any = None,
     ) -> None:
         self._peer = peer
+        # Live reload events (dsh_runtime.configstate) are forwarded once initialized.
+        self._config_state = config_state
         self._agent = agent
+        self._ops = Operations(agent, view)
         self._view = view
         self._approval_timeout = approval_timeout
         self._cwd: str | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe_config: Callable[[], None] | None = None
         self._approver_installed = False
         self._state = "uninitialized"
 
@@ -204,6 +171,7 @@ class SdkProtocol:
             "session/cancel": self.cancel,
             "session/list": self.list_sessions,
             "session/history": self.history,
+            "session/compact": self.compact,
             "tools/list": self.tools,
             "config/get": self.config,
         }
@@ -221,9 +189,10 @@ class SdkProtocol:
 
     def close(self) -> None:
         """Detach from the agent: no more frames to a connection that is gone."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        for unsubscribe in (self._unsubscribe, self._unsubscribe_config):
+            if unsubscribe is not None:
+                unsubscribe()
+        self._unsubscribe = self._unsubscribe_config = None
         if self._approver_installed:
             self._agent.set_approver(None)
             self._approver_installed = False
@@ -235,7 +204,7 @@ class SdkProtocol:
         if self._cwd is not None:
             raise JsonRpcError(jsonrpc.INVALID_REQUEST, "already initialized")
         p = _object(params)
-        cwd = _directory(_str(p, "cwd"))  # type: ignore[arg-type]
+        cwd = directory(_str(p, "cwd"))  # type: ignore[arg-type]
         max_tokens = p.get("maxTokens")
         if max_tokens is not None and (
             not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
@@ -253,6 +222,8 @@ class SdkProtocol:
         self._cwd = cwd
         self._state = "ready"
         self._unsubscribe = self._agent.add_listener(self._peer.notify)
+        if self._config_state is not None:
+            self._unsubscribe_config = self._config_state.add_listener(self._peer.notify)
         if (p.get("capabilities") or {}).get("approvals") is True:
             self._agent.set_approver(self._ask_client)
             self._approver_installed = True
@@ -270,46 +241,30 @@ class SdkProtocol:
 
     async def status(self, params: Params | None) -> dict[str, Any]:
         """Readiness, and whether a layer file changed since boot (a restart applies it)."""
-        return {
-            "state": self._state,
-            "profile": self._view.profile,
-            "patchReload": self._view.patch_reload,
-            "reloadRequired": bool(self._view.fingerprint.changed()),
-        }
+        return self._ops.status(self._state)
 
     # -- sessions ------------------------------------------------------------------------
 
     async def prompt(self, params: Params | None) -> dict[str, Any]:
         """Queue the message and answer with its id at once; the turn runs in background."""
         p = _object(params)
-        session_id = _str(p, "sessionId")
-        blocks = p.get("contentBlocks")
-        if (
-            not isinstance(blocks, list)
-            or not blocks
-            or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks)
-        ):
-            raise JsonRpcError(
-                jsonrpc.INVALID_PARAMS,
-                '"contentBlocks" must be a non-empty array of {type, ...} objects',
-            )
-        message_id = await self._agent.prompt(session_id, blocks, cwd=self._cwd)
+        message_id = await self._ops.prompt(_session_id(p), p.get("contentBlocks"), self._cwd)
         return {"messageId": message_id}
 
     async def new_session(self, params: Params | None) -> dict[str, Any]:
         """Create a session now (``session/prompt`` also creates one on first use)."""
         cwd = _str(_object(params), "cwd", required=False)
-        session_id = await self._agent.new_session(cwd=_directory(cwd) if cwd else self._cwd)
+        session_id = await self._ops.new_session(cwd, self._cwd)
         return {"sessionId": session_id}
 
     async def resume(self, params: Params | None) -> dict[str, Any]:
         """Restore persisted history; missing or busy sessions fail."""
-        await self._agent.resume(_session_id(params))
+        await self._ops.resume(_session_id(params))
         return {}
 
     async def cancel(self, params: Params | None) -> dict[str, Any]:
         """Cancel the running turn (its ``turn/end`` says ``cancelled``)."""
-        return {"cancelled": bool(await self._agent.cancel(_session_id(params)))}
+        return {"cancelled": await self._ops.cancel(_session_id(params))}
 
     async def get_cwd(self, params: Params | None) -> dict[str, Any]:
         """The session's working directory."""
@@ -323,21 +278,25 @@ class SdkProtocol:
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
         """Every known session, sorted by id."""
-        return {"sessions": self._agent.list_sessions()}
+        return {"sessions": self._ops.list_sessions()}
+
+    async def compact(self, params: Params | None) -> dict[str, Any]:
+        """Summarise the session's older history now (idle sessions only)."""
+        return await self._agent.compact(_session_id(params))
 
     async def history(self, params: Params | None) -> dict[str, Any]:
         """The session's events so far."""
-        return {"events": self._agent.history(_session_id(params))}
+        return {"events": self._ops.history(_session_id(params))}
 
     # -- introspection -------------------------------------------------------------------
 
     async def tools(self, params: Params | None) -> dict[str, Any]:
         """Name, description and JSON Schema parameters of every registered tool."""
-        return {"tools": self._view.tools()}
+        return {"tools": self._ops.tools()}
 
     async def config(self, params: Params | None) -> dict[str, Any]:
         """The effective tree as composed, secret-looking values masked by the launcher."""
-        return {"config": self._view.effective_config}
+        return {"config": self._ops.config()}
 
     # -- approvals -----------------------------------------------------------------------
 

@@ -1,0 +1,148 @@
+"""The operations every protocol server offers, free of any wire format.
+
+The SDK server (JSON-RPC on stdio) and the web server (HTTP) expose the same operations on
+the ``agent`` service: sessions, prompt, cancel, history, tools, effective config, status.
+What each operation checks and which agent call it makes lives here once, so the two
+servers cannot drift apart; a server only turns its wire input into these arguments and
+the results (or the :class:`~dsh.errors.JsonRpcError` raised for bad arguments, code
+-32602) into its wire output.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsh import jsonrpc
+from dsh.errors import JsonRpcError, PluginError
+
+from dsh_runtime.layerfiles import LayerFingerprint
+from dsh_runtime.plugin import RuntimeContext
+
+
+def directory(path: str) -> str:
+    """``path`` if it is an existing absolute directory; otherwise invalid params."""
+    if not os.path.isabs(path) or not os.path.isdir(path):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"not an existing absolute directory: {path}")
+    return path
+
+
+def content_blocks(value: Any) -> list[dict[str, Any]]:
+    """A prompt's ``contentBlocks``: a non-empty array of ``{type, ...}`` objects."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
+    ):
+        raise JsonRpcError(
+            jsonrpc.INVALID_PARAMS,
+            '"contentBlocks" must be a non-empty array of {type, ...} objects',
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class RuntimeView:
+    """What the introspection operations report: the launch's facts, read once when
+    serving starts (the layer fingerprint is boot's baseline), and the live tool registry.
+
+    ``current_config`` reads the effective tree as it is now, when live reload provides
+    one; without it ``effective_config`` (the tree at boot) is reported.
+    """
+
+    profile: str
+    patch_reload: str
+    effective_config: Mapping[str, Any]
+    fingerprint: LayerFingerprint
+    tools: Callable[[], list[dict[str, Any]]]
+    current_config: Callable[[], Mapping[str, Any]] | None = None
+    refused_reload: Callable[[], bool] | None = None
+
+    @classmethod
+    def of(cls, rt: RuntimeContext) -> RuntimeView:
+        """Read the launch the runtime was started with (``rt.launch``)."""
+        launch = rt.launch
+        if launch is None:
+            raise PluginError("a protocol server runs only as a launched application (no launch)")
+        registry = getattr(rt, "tools", {})
+
+        def tools() -> list[dict[str, Any]]:
+            return [
+                {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+                for t in sorted(registry.values(), key=lambda t: t.name)
+            ]
+
+        # Live reload moves the tree on; the kernel context's ConfigState holds it as it is now.
+        state = getattr(rt, "config_state", None)
+        # Files a live profile watches are applied when they change, so they never make a
+        # restart necessary by themselves; a reload the reloader had to refuse does.
+        watched = set(launch.watch_files)
+        return cls(
+            profile=launch.profile,
+            patch_reload=launch.patch_reload,
+            effective_config=launch.effective_config,
+            fingerprint=LayerFingerprint([p for p in launch.layer_files if p not in watched]),
+            tools=tools,
+            current_config=(lambda: state.effective_config) if state is not None else None,
+            refused_reload=(lambda: state.reload_required) if state is not None else None,
+        )
+
+    def reload_required(self) -> bool:
+        """Whether the running tree no longer matches the files and only a restart helps."""
+        refused = self.refused_reload is not None and self.refused_reload()
+        return refused or bool(self.fingerprint.changed())
+
+    def config(self) -> Mapping[str, Any]:
+        """The effective tree (secret-looking values masked by the launcher)."""
+        return self.current_config() if self.current_config is not None else self.effective_config
+
+
+class Operations:
+    """The protocol-neutral operations, each a checked call on the ``agent`` service."""
+
+    def __init__(self, agent: Any, view: RuntimeView) -> None:
+        self.agent = agent
+        self.view = view
+
+    async def new_session(self, cwd: str | None, default_cwd: str | None) -> str:
+        """Create a session in ``cwd`` (absolute, existing) or the server's default."""
+        return await self.agent.new_session(cwd=directory(cwd) if cwd else default_cwd)
+
+    async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
+        """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
+        return await self.agent.prompt(session_id, content_blocks(blocks), cwd=cwd)
+
+    async def cancel(self, session_id: str) -> bool:
+        """Cancel the running turn; False when none runs."""
+        return bool(await self.agent.cancel(session_id))
+
+    async def resume(self, session_id: str) -> None:
+        """Restore a persisted session; missing or busy sessions fail."""
+        await self.agent.resume(session_id)
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        """Every known session, sorted by id."""
+        return self.agent.list_sessions()
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events so far."""
+        return self.agent.history(session_id)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Name, description and JSON Schema parameters of every registered tool."""
+        return self.view.tools()
+
+    def config(self) -> Mapping[str, Any]:
+        """The effective tree, no secret values."""
+        return self.view.config()
+
+    def status(self, state: str) -> dict[str, Any]:
+        """Readiness, and whether a layer file changed since boot (a restart applies it)."""
+        return {
+            "state": state,
+            "profile": self.view.profile,
+            "patchReload": self.view.patch_reload,
+            "reloadRequired": self.view.reload_required(),
+        }
