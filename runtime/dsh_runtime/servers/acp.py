@@ -1,0 +1,439 @@
+"""The ACP server: the ``acp`` application's ``main`` command (Agent Client Protocol v1).
+
+An editor (the ACP *client*) spawns ``dsh --profile acp`` and speaks JSON-RPC 2.0 on its
+stdio, one message per line. Like the SDK server this is a thin adapter over the
+``agent`` service: each ACP method is one or two agent calls, each agent event becomes
+zero or more ``session/update`` notifications (the mapping is :mod:`.acp_mapping`), and
+framing, concurrency and error answers belong to :class:`JsonRpcPeer`.
+
+Where ACP and the agent differ in shape:
+
+* ``session/prompt`` answers when its turn ends (``{stopReason}``), where the agent
+  answers a message id at once; the server waits for the session's ``turn/end``. One
+  prompt per session at a time: a second one while a turn runs is -32001 (retryable).
+* ``session/cancel`` is a notification. The turn ends with ``stopReason: "cancelled"``;
+  a cancel that arrives before the queued turn has started is applied at its
+  ``turn/start``, so it is never lost.
+* Guarded tool calls go to the client as ``session/request_permission``; "always"
+  answers are remembered per session and tool; a cancelled outcome, an error answer, a
+  timeout or a lost client all deny.
+* Events are forwarded only for sessions this connection created or loaded, so a
+  session being restored does not leak half its log before ``session/load`` replays it.
+
+dsh runs its own tools: the client's ``fs/*`` and ``terminal/*`` methods are never
+called, whatever the client advertises. MCP servers given to ``session/new`` are
+recorded but not yet connected (a later issue); a log line says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh import jsonrpc
+from dsh._version import __version__
+from dsh.errors import BusyError, DshError, JsonRpcError, UsageError
+
+from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.servers.acp_mapping import (
+    UpdateMapper,
+    prompt_blocks,
+    stop_reason,
+    text_content,
+    tool_call_update,
+)
+from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+
+PROTOCOL_VERSION = 1
+AGENT_NAME = "dsh"
+DEFAULT_PERMISSION_TIMEOUT_S = 600.0
+
+log = logging.getLogger("dsh.acp")
+
+HELP = """\
+usage: dsh --profile acp [-h]
+
+An Agent Client Protocol (ACP) v1 agent on stdin/stdout: JSON-RPC 2.0, one UTF-8 message
+per line (frames up to 16 MiB by default, config `max_frame_bytes`); stdout carries only
+frames, logs go to stderr. It is meant to be spawned by an ACP client (an editor), not
+used by hand.
+
+client -> agent
+  initialize {protocolVersion, clientCapabilities?, clientInfo?}
+      -> {protocolVersion: 1, agentCapabilities, authMethods: [], agentInfo}
+  authenticate {methodId} -> {}            (no authentication methods are offered)
+  session/new {cwd (absolute), mcpServers} -> {sessionId}
+  session/load {sessionId, cwd, mcpServers} -> {} after replaying the history
+  session/prompt {sessionId, prompt: [content blocks]} -> {stopReason} when the turn ends
+  session/cancel {sessionId}               (notification: the turn stops, "cancelled")
+agent -> client
+  session/update {sessionId, update}       (message chunks, tool calls, usage, title)
+  session/request_permission {sessionId, toolCall, options} for guarded tool calls
+      (config `permission_timeout_s`, default 600; no answer in time denies)
+
+Prompts take text, resource links and embedded resources; not images or audio. MCP
+servers are accepted but not connected yet. The client's fs/* and terminal/* methods are
+never used. stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
+"""
+
+AGENT_CAPABILITIES = {
+    "loadSession": True,
+    "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+    "mcpCapabilities": {"http": False, "sse": False},
+}
+
+PERMISSION_OPTIONS = (
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow this tool in this session",
+     "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "reject_always", "name": "Always reject this tool in this session",
+     "kind": "reject_always"},
+)
+_DECISIONS = {"allow_once": "allow", "allow_always": "allow",
+              "reject_once": "deny", "reject_always": "deny"}
+_REMEMBERED = frozenset({"allow_always", "reject_always"})
+_UNGATED = frozenset({"initialize", "authenticate"})
+
+
+# -- params --------------------------------------------------------------------------------
+
+
+def _object(params: Params | None) -> Mapping[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object")
+    return params
+
+
+def _str(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str) or not value:
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"{name}" must be a non-empty string')
+    return value
+
+
+def _cwd(params: Mapping[str, Any]) -> str:
+    """ACP requires an absolute ``cwd``; it must also be an existing directory here."""
+    cwd = _str(params, "cwd")
+    if not os.path.isabs(cwd):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"cwd" must be an absolute path: {cwd}')
+    if not os.path.isdir(cwd):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"cwd" is not a directory: {cwd}')
+    return os.path.normpath(cwd)
+
+
+def _mcp_servers(params: Mapping[str, Any]) -> list[Any]:
+    servers = params.get("mcpServers", [])
+    if not isinstance(servers, list) or not all(isinstance(s, dict) for s in servers):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"mcpServers" must be an array of objects')
+    return servers
+
+
+# -- the plugin ----------------------------------------------------------------------------
+
+
+class AcpServer(Plugin):
+    """Registers the ``main`` command that serves ACP until EOF or a signal."""
+
+    manifest = Manifest(
+        id="acp-server",
+        version=__version__,
+        capabilities=frozenset({Capability.COMMAND}),
+        description="The Agent Client Protocol (ACP) v1 agent on stdio.",
+        config_schema={
+            "type": "object",
+            "properties": {
+                "max_frame_bytes": {"type": "integer", "minimum": 1024},
+                "permission_timeout_s": {"type": "number", "minimum": 0},
+            },
+            "additionalProperties": False,
+        },
+        requires=("agent",),
+    )
+
+    def apply(self, reg: Registrar) -> None:
+        """Register ``main``; nothing starts until the launcher runs it."""
+        reg.command(Command("main", HELP, self._main))
+
+    async def _main(self, rt: RuntimeContext, argv: list[str]) -> int:
+        """Serve one client on the reserved stdio until EOF or a signal."""
+        if argv:
+            raise UsageError(f"the ACP agent takes no arguments (got {argv[0]!r})")
+        from dsh_runtime.stdio import StdioTransport, app_stdio
+
+        max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
+        fds = app_stdio()
+        peer = JsonRpcPeer(
+            StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame),
+            max_frame_bytes=max_frame,
+        )
+        timeout = float(self.config.get("permission_timeout_s", DEFAULT_PERMISSION_TIMEOUT_S))
+        protocol = AcpProtocol(peer, rt.service("agent"), timeout)
+        peer.methods(protocol.table())
+        peer.on_notification("session/cancel", protocol.cancel)
+        try:
+            await peer.serve()
+        finally:
+            protocol.close()
+        return 0
+
+
+@dataclass
+class _Prompt:
+    """The ``session/prompt`` waiting for its turn to end."""
+
+    ended: asyncio.Future[Mapping[str, Any]]
+    turn_started: bool = False
+    cancel_requested: bool = False
+
+
+@dataclass
+class _Attached:
+    """A session this connection created or loaded: what its updates and prompts need."""
+
+    mapper: UpdateMapper
+    mcp_servers: list[Any]
+    prompt: _Prompt | None = None
+    remembered: dict[str, str] = field(default_factory=dict)  # tool name -> allow | deny
+
+
+class AcpProtocol:
+    """The ACP methods of one connection over the ``agent`` service."""
+
+    def __init__(self, peer: JsonRpcPeer, agent: Any, permission_timeout: float) -> None:
+        self._peer = peer
+        self._agent = agent
+        self._permission_timeout = permission_timeout
+        self._initialized = False
+        self._sessions: dict[str, _Attached] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._unsubscribe: Any = None
+
+    def table(self) -> dict[str, Handler]:
+        """The method table; everything but the handshake needs ``initialize`` first."""
+        methods: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/prompt": self.prompt,
+        }
+        return {name: fn if name in _UNGATED else self._gated(fn)
+                for name, fn in methods.items()}
+
+    def _gated(self, fn: Handler) -> Handler:
+        async def gated(params: Params | None) -> Any:
+            if not self._initialized:
+                raise JsonRpcError(jsonrpc.INVALID_REQUEST, "not initialized: call initialize")
+            return await fn(params)
+
+        return gated
+
+    def close(self) -> None:
+        """Detach from the agent: no more frames or questions to a connection that is gone."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+            self._agent.set_approver(None)
+        for task in self._tasks:
+            task.cancel()
+
+    # -- handshake -----------------------------------------------------------------------
+
+    async def initialize(self, params: Params | None) -> dict[str, Any]:
+        """Negotiate version 1 (the only one there is) and say what dsh really supports."""
+        p = _object(params)
+        if "protocolVersion" not in p:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"protocolVersion" is required')
+        if not isinstance(p.get("clientCapabilities", {}), dict):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"clientCapabilities" must be an object')
+        if self._initialized:
+            raise JsonRpcError(jsonrpc.INVALID_REQUEST, "already initialized")
+        self._initialized = True
+        self._unsubscribe = self._agent.add_listener(self._on_agent)
+        self._agent.set_approver(self._ask_client)
+        return {
+            # ACP: echo a supported version, otherwise answer the latest one supported.
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": AGENT_CAPABILITIES,
+            "authMethods": [],
+            "agentInfo": {"name": AGENT_NAME, "title": "dsh", "version": __version__},
+        }
+
+    async def authenticate(self, params: Params | None) -> dict[str, Any]:
+        """Nothing to do: no authentication methods are advertised."""
+        _object(params)
+        return {}
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def new_session(self, params: Params | None) -> dict[str, Any]:
+        """Create a session working in ``cwd``."""
+        p = _object(params)
+        cwd, servers = _cwd(p), _mcp_servers(p)
+        session_id = await self._agent.new_session(cwd=cwd)
+        self._attach(session_id, cwd, servers)
+        return {"sessionId": session_id}
+
+    async def load_session(self, params: Params | None) -> dict[str, Any]:
+        """Restore a stored session and replay its whole conversation before answering."""
+        p = _object(params)
+        session_id, cwd, servers = _str(p, "sessionId"), _cwd(p), _mcp_servers(p)
+        attached = self._sessions.get(session_id)
+        if attached is not None and attached.prompt is not None:
+            raise BusyError(f"session busy: '{session_id}' is running a prompt",
+                            {"retryable": True})
+        await self._agent.resume(session_id)
+        if self._agent.get_cwd(session_id) != cwd:
+            self._agent.set_cwd(session_id, cwd)
+        self._sessions.pop(session_id, None)  # no live updates until the replay is out
+        mapper = UpdateMapper(cwd)
+        for update in mapper.replay(self._agent.history(session_id)):
+            self._update(session_id, update)
+        self._attach(session_id, cwd, servers, mapper)
+        return {}
+
+    def _attach(self, session_id: str, cwd: str, servers: list[Any],
+                mapper: UpdateMapper | None = None) -> None:
+        self._sessions[session_id] = _Attached(mapper or UpdateMapper(cwd), servers)
+        if servers:
+            log.warning("session %s: %d MCP server(s) recorded but not connected: dsh does "
+                        "not support MCP servers yet", session_id, len(servers))
+
+    def _attached(self, session_id: str) -> _Attached:
+        attached = self._sessions.get(session_id)
+        if attached is None:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"unknown session '{session_id}' "
+                               "(create it with session/new or load it with session/load)")
+        return attached
+
+    # -- prompt turns --------------------------------------------------------------------
+
+    async def prompt(self, params: Params | None) -> dict[str, Any]:
+        """Run one turn; updates stream meanwhile; answers ``{stopReason}`` at its end."""
+        p = _object(params)
+        session_id = _str(p, "sessionId")
+        attached = self._attached(session_id)
+        blocks = prompt_blocks(p.get("prompt"))
+        if attached.prompt is not None:
+            raise BusyError(f"session busy: '{session_id}' is running a prompt",
+                            {"retryable": True})
+        pending = _Prompt(asyncio.get_running_loop().create_future())
+        attached.prompt = pending
+        try:
+            await self._agent.prompt(session_id, blocks)
+            reason = await pending.ended
+        finally:
+            attached.prompt = None
+        answer = stop_reason(reason, cancel_requested=pending.cancel_requested)
+        if isinstance(answer, JsonRpcError):
+            raise answer
+        return {"stopReason": answer}
+
+    def cancel(self, params: Params | None) -> None:
+        """``session/cancel``: stop the session's running prompt (a notification: no answer).
+
+        Taken on the loop's next pass: a ``session/prompt`` read in the same chunk just
+        before it has then registered its turn, so a cancel right behind a prompt is
+        never lost.
+        """
+        asyncio.get_running_loop().call_soon(self._cancel, params)
+
+    def _cancel(self, params: Params | None) -> None:
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        attached = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if attached is None or attached.prompt is None:
+            log.info("session/cancel for %r: no prompt is running", session_id)
+            return
+        attached.prompt.cancel_requested = True
+        if attached.prompt.turn_started:
+            self._spawn(self._agent.cancel(session_id))
+        # Otherwise the turn is still queued: _on_agent cancels it at its turn/start.
+
+    # -- agent -> client -----------------------------------------------------------------
+
+    def _on_agent(self, method: str, params: dict[str, Any]) -> None:
+        """Forward an attached session's events as updates; end prompts at ``turn/end``."""
+        if method != "session.event":
+            return
+        session_id = params["sessionId"]
+        attached = self._sessions.get(session_id)
+        if attached is None:
+            return
+        event = params["event"]
+        kind = event.get("type")
+        if kind == "tool/call":
+            attached.mapper.cwd = self._agent.get_cwd(session_id)
+        for update in attached.mapper.live(event):
+            self._update(session_id, update)
+        pending = attached.prompt
+        if pending is None:
+            return
+        if kind == "turn/start":
+            pending.turn_started = True
+            if pending.cancel_requested:
+                self._spawn(self._agent.cancel(session_id))
+        elif kind == "turn/end" and not pending.ended.done():
+            pending.ended.set_result(event.get("data", {}).get("reason") or {})
+
+    def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        self._peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
+        """The approver: ask the client; anything but a selected allow option denies."""
+        attached = self._sessions.get(session_id)
+        if attached is None:
+            return "deny"
+        name = tool_call["name"]
+        decision = attached.remembered.get(name) or await self._permission(
+            session_id, attached, tool_call)
+        if decision == "allow":
+            self._update(session_id, {"sessionUpdate": "tool_call_update",
+                                      "toolCallId": tool_call["callId"],
+                                      "status": "in_progress"})
+        return decision
+
+    async def _permission(self, session_id: str, attached: _Attached,
+                          tool_call: dict[str, Any]) -> str:
+        """``session/request_permission``; an "always" answer is remembered."""
+        name = tool_call["name"]
+        update = tool_call_update(tool_call["callId"], name, tool_call["arguments"],
+                                  cwd=tool_call.get("cwd"), status="pending")
+        if tool_call.get("reason"):
+            note = text_content(f"Needs approval: {tool_call['reason']}")
+            update["content"] = [{"type": "content", "content": note}]
+        try:
+            answer = await self._peer.request(
+                "session/request_permission",
+                {"sessionId": session_id, "toolCall": update,
+                 "options": [dict(o) for o in PERMISSION_OPTIONS]},
+                timeout=self._permission_timeout,
+            )
+        except (asyncio.TimeoutError, DshError) as exc:
+            log.info("permission for %s in session %s denied: %s", name, session_id,
+                     exc or "no answer in time")
+            return "deny"
+        outcome = answer.get("outcome") if isinstance(answer, dict) else None
+        option = outcome.get("optionId") if isinstance(outcome, dict) and \
+            outcome.get("outcome") == "selected" else None
+        decision = _DECISIONS.get(option, "deny") if isinstance(option, str) else "deny"
+        if option in _REMEMBERED:
+            attached.remembered[name] = decision
+        return decision
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run agent work started from a synchronous callback; failures are logged."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("cancelling failed: %s", task.exception())
