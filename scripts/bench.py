@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -467,6 +468,348 @@ def big_frame(opts: Options) -> Result:
     intact = echoed == text
     return {**result("big_frame", _ms(elapsed), "ms", 2000, bytes=len(text), intact=intact),
             "ok": intact}
+
+
+
+# -- agent_step_overhead ---------------------------------------------------------------------
+
+AGENT_STEPS = 100
+
+
+def _agent_rows(script: str, sessions: bool) -> list[dict[str, Any]]:
+    """The dsh-base agent slice (agent, scripted model, a tool, the policy), optionally on
+    the SQLite sessions service, as the shipped profiles run it."""
+    tree: list[dict[str, Any]] = [
+        {"id": "agent", "name": "agent-core",
+         "config": {"default_route": "scripted", "max_steps": AGENT_STEPS + 1},
+         **({"inject": ["sessions"]} if sessions else {})},
+        {"id": "llm-scripted", "name": "llm-scripted", "config": {"script": script}},
+        {"id": "tools:working-directory", "name": "tool-working-directory"},
+        {"id": "policy", "name": "guardrail-policy", "config": {"mode": "workspace"}},
+    ]
+    if sessions:
+        tree.append({"id": "sessions", "name": "sessions-sqlite"})
+    return tree
+
+
+def _timed_model(model: Any) -> list[float]:
+    """Wrap ``model.stream`` (on the instance) to add the seconds spent inside it to the
+    returned one-element list: what the model costs, subtracted from the step's time."""
+    spent = [0.0]
+    inner = model.stream
+
+    async def stream(request: Any) -> Any:
+        generator = inner(request)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                chunk = await generator.__anext__()
+            except StopAsyncIteration:
+                spent[0] += time.perf_counter() - t0
+                return
+            spent[0] += time.perf_counter() - t0
+            yield chunk
+
+    model.stream = stream
+    return spent
+
+
+async def _agent_session(tmp: str, script: str, sessions: bool, runs: int) -> list[float]:
+    """Per-step overhead (seconds) of ``runs`` sessions of AGENT_STEPS tool-calling steps."""
+    import asyncio
+
+    from dsh_runtime.kernel import Kernel
+
+    kernel = Kernel(_agent_rows(script, sessions), profile="bench", home=tmp, cwd=tmp, env={})
+    kernel.load()
+    await kernel.start()
+    try:
+        agent = kernel.context.service("agent")
+        spent = _timed_model(kernel.context.service("llm:scripted"))
+        idle: dict[str, asyncio.Event] = {}
+        agent.add_listener(lambda method, params: method == "session.status"
+                           and params["status"] == "idle"
+                           and idle[params["sessionId"]].set())
+        figures = []
+        for run in range(runs):
+            session = f"bench-{run}"
+            idle[session] = asyncio.Event()
+            spent[0] = 0.0
+            t0 = time.perf_counter()
+            await agent.prompt(session, [{"type": "text", "text": "go"}])
+            await idle[session].wait()
+            total = time.perf_counter() - t0
+            kinds = [e["data"]["reason"]["kind"] for e in agent.history(session)
+                     if e["type"] == "turn/end"]
+            assert kinds == ["completed"], kinds
+            figures.append((total - spent[0]) / AGENT_STEPS)
+        return figures
+    finally:
+        await kernel.dispose()
+
+
+@benchmark("agent_step_overhead")
+def agent_step_overhead(opts: Options) -> Result:
+    """Agent cost of one tool-calling step (model time excluded), in a 100-step session."""
+    import asyncio
+
+    runs = opts.reps(11, 3)
+    call = {"tool_calls": [{"name": "working_directory", "arguments": {}}]}
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        script = os.path.join(tmp, "steps.jsonl")
+        with open(script, "w", encoding="utf-8") as f:
+            for item in [call] * AGENT_STEPS + [{"text": "done"}]:
+                f.write(json.dumps(item) + "\n")
+        for sessions in (True, False):
+            per_step = asyncio.run(_agent_session(tmp, script, sessions, runs + 1))
+            figures["sqlite" if sessions else "memory"] = _ms(statistics.median(per_step[1:]))
+    return result("agent_step_overhead", figures["sqlite"], "ms/step", 2, runs=runs,
+                  steps=AGENT_STEPS, memory_store_ms=figures["memory"],
+                  measured="in-process: real Kernel, agent-core, scripted provider, "
+                           "working_directory tool, policy; time inside the provider's "
+                           "stream subtracted")
+
+
+# -- sessions_db_scaling ---------------------------------------------------------------------
+
+
+def _bench_event(seq: int) -> dict[str, Any]:
+    """An event of realistic size (an assistant message with a tool call, ~400 bytes)."""
+    message = {"role": "assistant", "id": f"m-{seq:08d}", "source": {"kind": "model"},
+               "content": [{"type": "text", "text": "Checking the directory. " * 4},
+                           {"type": "tool-call", "id": f"call_{seq}", "name": "bash",
+                            "arguments": json.dumps({"command": "ls -la src"})}]}
+    return {"type": "assistant/message", "seq": seq, "time": 1700000000000 + seq,
+            "data": {"turn": 1, "step": seq, "message": message}, "surfaceOp": "append"}
+
+
+@benchmark("sessions_db_scaling")
+def sessions_db_scaling(opts: Options) -> Result:
+    """1,000 sessions x 100 events through SqliteSessionStore: append and resume times at
+    10%, 50% and 100% of the fill; value is the worse last/first ratio (flat means ~1)."""
+    from dsh_runtime.agent.session import SessionRecord
+    from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+
+    count = opts.reps(1000, 200)
+    per_session = 100
+    marks = {max(1, count // 10): "10%", count // 2: "50%", count: "100%"}
+    window = max(1, count // 30)  # sessions whose appends make one figure (a median)
+    points: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        store = SqliteSessionStore(os.path.join(tmp, "sessions.db"), profile="bench")
+        events = [_bench_event(seq) for seq in range(per_session)]
+        recent: list[float] = []
+        try:
+            for n in range(1, count + 1):
+                session = f"session-{n:06d}"
+                store.save(SessionRecord(session, tmp))
+                t0 = time.perf_counter()
+                for event in events:
+                    store.append(session, event)
+                recent.append((time.perf_counter() - t0) / per_session)
+                recent = recent[-window:]
+                if n in marks:
+                    loads = []
+                    for k in range(1, 62):
+                        target = f"session-{1 + (k * 7919) % n:06d}"
+                        t0 = time.perf_counter()
+                        record = store.load(target)
+                        loads.append(time.perf_counter() - t0)
+                        assert record is not None and len(record.events) == per_session
+                    points[marks[n]] = {
+                        "append_us": round(statistics.median(recent) * 1e6, 1),
+                        "resume_ms": _ms(statistics.median(loads)),
+                        "events": n * per_session}
+        finally:
+            store.close()
+    first, last = points["10%"], points["100%"]
+    append_ratio = last["append_us"] / first["append_us"]
+    resume_ratio = last["resume_ms"] / first["resume_ms"]
+    return result("sessions_db_scaling", max(append_ratio, resume_ratio), "ratio", 2,
+                  sessions=count, events=count * per_session, points=points,
+                  append_ratio=round(append_ratio, 2), resume_ratio=round(resume_ratio, 2))
+
+# -- reload_latency, plugin_add_local --------------------------------------------------------
+
+
+def _live_profile(environ: dict[str, str], cwd: str) -> Path:
+    """Custom profile ``p`` (a copy of ``sdk``) with live reload; its patch.yml path."""
+    subprocess.run([sys.executable, "-m", "dsh", "--profile", "p", "--from-default-profile",
+                    "sdk", "--dump-config"], env=environ, cwd=cwd, check=True,
+                   stdout=subprocess.DEVNULL)
+    profile = Path(environ["DSH_HOME"]) / "profiles" / "p"
+    toml = profile / "profile.toml"
+    toml.write_text(toml.read_text().replace('"startup"', '"live"'))
+    return profile / "patch.yml"
+
+
+@benchmark("reload_latency")
+def reload_latency(opts: Options) -> Result:
+    """Live reload: the profile's patch.yml written to the new value visible in config/get
+    (watcher delay, recompose and reconcile included)."""
+    runs = opts.reps(21, 5)
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = _sdk_environ(tmp)
+        patch = _live_profile(environ, tmp)
+        rpc = _Rpc("p", environ, tmp)
+        try:
+            assert "result" in rpc.call("initialize", {"cwd": tmp})
+            for i in range(runs + 1):  # the first round also waits for the watcher to arm
+                steps = 10 + i
+                t0 = time.perf_counter()
+                patch.write_text(f"- {{id: agent, merge: {{config: {{max_steps: {steps}}}}}}}\n")
+                while True:
+                    rows = rpc.call("config/get")["result"]["config"]["rows"]
+                    agent = next(r for r in rows if r["id"] == "agent")
+                    if agent["config"]["max_steps"] == steps:
+                        break
+                    if time.perf_counter() - t0 > 10:
+                        raise RuntimeError("the edit never reached config/get")
+                figures.append(time.perf_counter() - t0)
+        finally:
+            rpc.close()
+    return result("reload_latency", _ms(statistics.median(figures[1:])), "ms", 150, runs=runs,
+                  max_ms=_ms(max(figures[1:])))
+
+
+# -- web_start_to_200, web_first_token_overhead -----------------------------------------------
+
+
+class _Web:
+    """A spawned ``dsh web --port 0`` and stdlib HTTP to it (the announcement line on its
+    stdout gives the port and token)."""
+
+    def __init__(self, environ: dict[str, str], cwd: str) -> None:
+        argv = [sys.executable, "-m", "dsh", "web", "--patch", str(OFFLINE_PATCH), "--port", "0"]
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(argv, env=environ, cwd=cwd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.proc.stdout is not None
+        info = json.loads(self.proc.stdout.readline())
+        self.port, self.headers = info["port"], {"Authorization": f"Bearer {info['token']}"}
+
+    def connection(self) -> Any:
+        import http.client
+
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+
+    def call(self, conn: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body)
+        conn.request(method, path, body=data, headers=self.headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@benchmark("web_start_to_200")
+def web_start_to_200(opts: Options) -> Result:
+    """Spawn ``dsh web --port 0`` (python carrier) to the first 200 on ``GET /api/tools``."""
+    runs = opts.reps(11, 3)
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = _sdk_environ(tmp)
+        for _ in range(runs + 1):  # the first round seeds the profile and bytecode
+            web = _Web(environ, tmp)
+            try:
+                conn = web.connection()
+                status, _ = web.call(conn, "GET", "/api/tools")
+                figures.append(time.perf_counter() - web.t0)
+                conn.close()
+                assert status == 200, status
+            finally:
+                web.close()
+    return result("web_start_to_200", _ms(statistics.median(figures[1:])), "ms", 1000,
+                  runs=runs)
+
+
+def _sse_until_delta(response: Any) -> None:
+    """Read SSE lines until the first ``assistant/delta`` event."""
+    while True:
+        line = response.readline()
+        if not line:
+            raise RuntimeError("the event stream ended before the first delta")
+        if line.startswith(b"data:") and b'"type":"assistant/delta"' in line:
+            return
+
+
+@benchmark("web_first_token_overhead")
+def web_first_token_overhead(opts: Options) -> Result:
+    """First streamed assistant delta after a prompt: web (POST + SSE) minus SDK (stdio),
+    same scripted provider and script, a fresh session per prompt."""
+    runs = opts.reps(31, 7)
+    sdk_times, web_times = [], []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = _sdk_environ(tmp)
+        blocks = [{"type": "text", "text": "where am I?"}]
+        rpc = _Rpc("sdk", environ, tmp)
+        try:
+            assert "result" in rpc.call("initialize", {"cwd": tmp})
+            for _ in range(runs + 1):
+                session = rpc.call("session/new")["result"]["sessionId"]
+                t0 = time.perf_counter()
+                rpc.send("session/prompt", {"sessionId": session, "contentBlocks": blocks})
+                rpc.flush()
+                first = None
+                while True:
+                    frame = rpc.read()
+                    params = frame.get("params") or {}
+                    if params.get("sessionId") != session:
+                        continue
+                    if first is None and frame.get("method") == "session.event" and \
+                            params["event"]["type"] == "assistant/delta":
+                        first = time.perf_counter() - t0
+                    if frame.get("method") == "session.status" and params["status"] == "idle":
+                        break
+                sdk_times.append(first)
+        finally:
+            rpc.close()
+        web = _Web(environ, tmp)
+        try:
+            control = web.connection()
+            for _ in range(runs + 1):
+                _, created = web.call(control, "POST", "/api/sessions", {})
+                session = created["sessionId"]
+                stream = web.connection()
+                stream.request("GET", f"/api/sessions/{session}/events", headers=web.headers)
+                events = stream.getresponse()
+                t0 = time.perf_counter()
+                status, _ = web.call(control, "POST", f"/api/sessions/{session}/prompt",
+                                     {"contentBlocks": blocks})
+                _sse_until_delta(events)
+                web_times.append(time.perf_counter() - t0)
+                assert status == 202, status
+                stream.close()
+                while any(s["status"] != "idle"  # let the turn finish before the next
+                          for s in web.call(control, "GET", "/api/sessions")[1]["sessions"]):
+                    time.sleep(0.01)
+            control.close()
+        finally:
+            web.close()
+    sdk_ms, web_ms = (_ms(statistics.median(t[1:])) for t in (sdk_times, web_times))
+    return result("web_first_token_overhead", web_ms - sdk_ms, "ms", 20, runs=runs,
+                  web_first_delta_ms=web_ms, sdk_first_delta_ms=sdk_ms)
+
+
+@benchmark("plugin_add_local")
+def plugin_add_local(opts: Options) -> Result:
+    """``dsh plugin --profile p add ./dsh-hello-plugin`` (pip, local path, fresh env)."""
+    runs = opts.reps(5, 2)
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "dsh-hello-plugin"
+    figures = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+            environ = _sdk_environ(tmp)
+            shutil.copytree(fixture, Path(tmp) / "hello")
+            argv = [sys.executable, "-m", "dsh", "plugin", "--profile", "p", "add", "./hello"]
+            figures.append(_wall(argv, environ, tmp))
+    return result("plugin_add_local", _ms(statistics.median(figures)), "ms", 10000, runs=runs)
 
 
 def main(argv: list[str] | None = None) -> int:

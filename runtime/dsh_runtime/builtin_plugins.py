@@ -19,4 +19,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "tools-shell": "dsh_runtime.tools.shell:ShellTools",
     "guardrail-policy": "dsh_runtime.policy:PolicyGuardrail",
     "headless-runner": "dsh_runtime.headless.runner:HeadlessRunner",
+    "web-server": "dsh_runtime.web.plugin:WebServer",
+    "acp-server": "dsh_runtime.servers.acp:AcpServer",
+    "subagent-dsh": "dsh_runtime.subagents.tool:SubagentPlugin",
 }
