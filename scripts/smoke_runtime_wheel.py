@@ -187,6 +187,9 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     wheel = args.wheel.resolve() if args.wheel else build_runtime_wheel(
         dist, allow_dirty=args.allow_dirty)
     wheel = earn_linux_tag(wheel, dist)
+    if args.wheel_out is not None:
+        args.wheel_out.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, args.wheel_out / wheel.name)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
          "-w", dist, args.dsh_wheel_from], env=os.environ, cwd=tmp, check="build dsh")
     dsh_wheel = only_wheel(dist, "dsh-")
@@ -275,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="build from uncommitted sources (marked dirty in runtime.json)")
     parser.add_argument("--repeat", type=int, default=5, help="timing runs per command")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--wheel-out", type=Path,
+                        help="copy the tested runtime wheel here (CI installs it so the test "
+                             "suite also runs against the exe carrier)")
     args = parser.parse_args(argv)
     args.dsh_wheel_from = args.dsh_wheel_from.resolve()
     tmp = Path(tempfile.mkdtemp(prefix="dsh-smoke-"))

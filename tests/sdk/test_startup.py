@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import sys
@@ -53,7 +54,10 @@ def test_lookup_order_explicit_then_env_then_python(tmp_path: Path) -> None:
     assert chosen.command == (sys.executable, "-m", "dsh")
     assert (chosen.carrier, chosen.source) == ("python", "sys.executable")
     chosen = locate(ClientConfig(), {"PATH": os.defpath, "DSH_RUNTIME_BIN": "  "})
-    assert chosen.carrier == "python"
+    # A blank DSH_RUNTIME_BIN is skipped: next comes the installed runtime wheel, if any.
+    wheel = importlib.util.find_spec("dsh_runtime_bin") is not None
+    assert (chosen.carrier, chosen.source) == (
+        ("exe", "dsh_runtime_bin") if wheel else ("python", "sys.executable"))
 
 
 def test_bare_dsh_bin_is_looked_up_on_path(tmp_path: Path) -> None:
@@ -62,6 +66,9 @@ def test_bare_dsh_bin_is_looked_up_on_path(tmp_path: Path) -> None:
     assert chosen.command == (str(fake),)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("dsh_runtime_bin") is not None,
+                    reason="the runtime wheel is installed, so the exe carrier is found; "
+                           "the run without it covers this")
 def test_missing_runtime_lists_every_place_searched() -> None:
     exc, client = start_error(ClientConfig(carrier="exe"))
     assert isinstance(exc, RuntimeNotFoundError)
