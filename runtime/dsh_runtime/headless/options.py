@@ -17,8 +17,9 @@ STDIN_TASK = "-"
 APPROVALS = ("auto", "never")
 
 HELP = """\
-usage: dsh --profile headless [-h] [--json] [--session-id ID] [--approval auto|never]
-                              [--model M] [--provider R] TASK... | -
+usage: dsh --profile headless [-h] [--json] [--session-id ID [--compact]]
+                              [--approval auto|never] [--model M] [--provider R]
+                              TASK... | -
 
 Run one task to completion and exit. TASK's words are joined with spaces; `-` reads the
 task from stdin instead (UTF-8, up to 16 MiB).
@@ -28,6 +29,8 @@ options:
                      each is a protocol event object ({type, seq, time, data, ...}) with
                      its "sessionId" added; the last one is the task's turn/end
   --session-id ID    continue a persisted session (an unknown id exits 2)
+  --compact          with --session-id: summarise the session's older turns into one
+                     message before running the task (as the SDK's session/compact)
   --approval MODE    guarded tool calls (those the policy would ask about): `auto`
                      allows them, `never` denies them; default: the profile policy's
                      unattended answer (shipped: deny). `ask` needs an interactive
@@ -57,6 +60,7 @@ class Options:
     approval: str | None = None
     model: str | None = None
     provider: str | None = None
+    compact: bool = False
 
     @property
     def task_from_stdin(self) -> bool:
@@ -78,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--approval", metavar="MODE")
     parser.add_argument("--model", metavar="M")
     parser.add_argument("--provider", metavar="R")
+    parser.add_argument("--compact", action="store_true")
     parser.add_argument("task", nargs="*")
     return parser
 
@@ -93,6 +98,8 @@ def parse(argv: list[str]) -> Options:
         value = getattr(ns, name)
         if value is not None and not value.strip():
             raise UsageError(f"--{name.replace('_', '-')} must not be empty")
+    if ns.compact and ns.session_id is None:
+        raise UsageError("--compact needs --session-id (a new session has nothing to compact)")
     words: list[str] = ns.task
     if not words:
         raise UsageError("no task given (words, or - to read it from stdin)",
@@ -103,4 +110,4 @@ def parse(argv: list[str]) -> Options:
     if not task.strip():
         raise UsageError("the task is empty")
     return Options(task=task, json=ns.json, session_id=ns.session_id, approval=ns.approval,
-                   model=ns.model, provider=ns.provider)
+                   model=ns.model, provider=ns.provider, compact=ns.compact)

@@ -111,6 +111,8 @@ class HeadlessTask:
         if self._options.approval is not None:
             self._agent.set_approver(_approver(self._options.approval))
         try:
+            if self._options.compact:  # after subscribing: --json streams its event too
+                await self._compact(session_id)
             await self._agent.prompt(session_id, [{"type": "text", "text": task}], cwd=self._cwd)
             await self._wait_for_end(session_id)
         finally:
@@ -126,6 +128,18 @@ class HeadlessTask:
             self._agent.configure(provider=self._options.provider, model=self._options.model)
         except JsonRpcError as exc:
             raise UsageError(exc.message) from exc
+
+    async def _compact(self, session_id: str) -> None:
+        """Compact the resumed session before the task; a failure ends the run (exit 1)."""
+        try:
+            done = await self._agent.compact(session_id)
+        except JsonRpcError as exc:
+            raise DshError(f"compaction of session {session_id!r} failed: {exc.message}"
+                           ) from exc
+        if not self._options.json:
+            self._err(f"dsh: compacted {done['removedCount']} message(s), "
+                      f"~{done['tokensBefore']} -> ~{done['tokensAfter']} tokens"
+                      if done["compacted"] else "dsh: nothing to compact")
 
     async def _open_session(self) -> str:
         """A new session in the launch's cwd, or the persisted one ``--session-id`` names."""
