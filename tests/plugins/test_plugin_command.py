@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess
 
@@ -122,3 +124,31 @@ def test_concurrent_adds_serialize(dsh_home: Path) -> None:
     plugin_dir = dsh_home / "profiles" / "p" / "plugins"
     assert {p.name for p in plugin_dir.iterdir() if p.suffix != ".dist-info"} == {
         "dsh_hello_plugin", "dsh_plain_dep"}
+
+
+def test_read_only_profile_is_refused_and_left_alone(run_dsh: Callable[..., Any],
+                                                      dsh_home: Path) -> None:
+    created = run_dsh("--profile", "p", "--from-default-profile", "sdk", "--dump-config")
+    assert created.returncode == 0, created.stderr
+    profile = dsh_home / "profiles" / "p"
+    before = sorted(p.name for p in profile.iterdir())
+    toml = (profile / "profile.toml").read_text()
+    # Root ignores permission bits, so a read-only bind mount is the honest way to get a
+    # folder nobody may write here.
+    mounted = subprocess.run(["mount", "--bind", str(profile), str(profile)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.strip()}")
+    try:
+        remount = subprocess.run(["mount", "-o", "remount,bind,ro", str(profile)],
+                                 capture_output=True, text=True)
+        if remount.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {remount.stderr.strip()}")
+        done = run_dsh("plugin", "--profile", "p", "add", str(FIXTURE))
+    finally:
+        subprocess.run(["umount", str(profile)], check=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("dsh: error: ") and "read-only" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in profile.iterdir()) == before
+    assert (profile / "profile.toml").read_text() == toml
