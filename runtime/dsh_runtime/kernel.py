@@ -110,6 +110,8 @@ class KernelContext(RuntimeContext):
         self.commands = self._registries.commands
         self.prompts = self._registries.prompts
         self.skills = self._registries.skills
+        self.tool_sources = self._registries.tool_sources
+        self.contexts = self._registries.contexts
         self.hooks = self._registries.hooks
         self.guardrails = self._registries.guardrails
 

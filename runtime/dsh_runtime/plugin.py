@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from dsh_runtime.guardrails import GuardrailChain
     from dsh_runtime.hooks import HookDispatcher
-    from dsh_runtime.registry import NamedRegistry, Prompt, Skill
+    from dsh_runtime.registry import ContextSource, NamedRegistry, Prompt, Skill, ToolSource
 
 
 class Capability(str, enum.Enum):
@@ -121,6 +121,35 @@ class Registrar:
         """Register a skill the model can load on demand."""
         raise NotImplementedError
 
+    def tool_source(
+        self, name: str, tools_for: Callable[[str], Mapping[str, Any]]
+    ) -> None:  # pragma: no cover - interface
+        """Register tools found at run time: ``tools_for(session_id)`` → name → tool.
+
+        Capability ``tool``. For tools that exist per session (MCP servers): the agent
+        merges them under the registered tools on every request; a registered tool of the
+        same name wins.
+        """
+        raise NotImplementedError
+
+    def context(self, name: str, fn: Callable[[ContextRequest], Any]) -> None:  # pragma: no cover
+        """Register a per-turn context section (capability ``prompt``).
+
+        At the start of every turn ``fn(request)`` (sync or async, bounded like a hook)
+        answers text or None; text different from what this section last showed the
+        session is added to the conversation as a runtime-context message.
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """What a context section is asked with: whose turn, where it works, which turn."""
+
+    session_id: str
+    cwd: str
+    turn: int
+
 
 class RuntimeContext:
     """What ``start`` and commands see. Implemented by the kernel.
@@ -128,7 +157,8 @@ class RuntimeContext:
     ``env`` is the launch's :class:`~dsh.envsnapshot.EnvSnapshot` (a read-only str
     mapping). The registries show the running tree and keep their identity across
     reconciles: ``tools`` (tool objects by ``tool.name``), ``commands``, ``prompts``,
-    ``skills`` (each a read-only mapping with ``get(name)`` and ``list()`` in tree order),
+    ``skills``, ``tool_sources``, ``contexts`` (each a read-only mapping with ``get(name)``
+    and ``list()`` in tree order),
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
     ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
@@ -144,6 +174,8 @@ class RuntimeContext:
     commands: NamedRegistry[Command]
     prompts: NamedRegistry[Prompt]
     skills: NamedRegistry[Skill]
+    tool_sources: NamedRegistry[ToolSource]
+    contexts: NamedRegistry[ContextSource]
     hooks: HookDispatcher
     guardrails: GuardrailChain
 

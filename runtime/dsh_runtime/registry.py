@@ -47,6 +47,32 @@ class Skill:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class ToolSource:
+    """Tools row ``row_id`` offers per session, found only at run time (MCP servers).
+
+    ``tools_for(session_id)`` answers name → tool; it is asked whenever a turn needs the
+    session's tools, so it must be cheap (answer from what the source already holds).
+    """
+
+    row_id: str
+    name: str
+    tools_for: Callable[[str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSource:
+    """A per-turn context section row ``row_id`` contributes (goals, instructions).
+
+    ``fn(request)`` (sync or async) gets a :class:`~dsh_runtime.plugin.ContextRequest` and
+    answers the section's text, or None for nothing this turn.
+    """
+
+    row_id: str
+    name: str
+    fn: Callable[[Any], Any]
+
+
 @dataclass
 class Registration:
     """Everything one row registered in ``apply`` (``services``: names it will publish)."""
@@ -59,6 +85,8 @@ class Registration:
     services: list[str] = field(default_factory=list)
     prompts: dict[str, Prompt] = field(default_factory=dict)
     skills: dict[str, Skill] = field(default_factory=dict)
+    tool_sources: dict[str, ToolSource] = field(default_factory=dict)
+    contexts: dict[str, ContextSource] = field(default_factory=dict)
 
 
 class RowRegistrar(Registrar):
@@ -135,6 +163,22 @@ class RowRegistrar(Registrar):
         self._add("skill", self.registration.skills, name,
                   Skill(self.registration.row_id, name, description, body))
 
+    def tool_source(self, name: str, tools_for: Callable[[str], Mapping[str, Any]]) -> None:
+        """Register a per-session source of tools."""
+        self._admit(Capability.TOOL, f"tool source '{name}'")
+        if not callable(tools_for):
+            self._fail(f"registered tool source '{name}' that is not callable")
+        self._add("tool source", self.registration.tool_sources, name,
+                  ToolSource(self.registration.row_id, name, tools_for))
+
+    def context(self, name: str, fn: Callable[[Any], Any]) -> None:
+        """Register a per-turn context section."""
+        self._admit(Capability.PROMPT, f"context '{name}'")
+        if not callable(fn):
+            self._fail(f"registered context '{name}' that is not callable")
+        self._add("context", self.registration.contexts, name,
+                  ContextSource(self.registration.row_id, name, fn))
+
     def _admit(self, capability: Capability, what: str) -> None:
         if self._closed:
             self._fail(f"registered {what} after apply() returned")
@@ -193,17 +237,20 @@ class Merged:
     skills: dict[str, Skill]
     hooks: tuple[Hook, ...]
     guardrails: tuple[Guardrail, ...]
+    tool_sources: dict[str, ToolSource] = field(default_factory=dict)
+    contexts: dict[str, ContextSource] = field(default_factory=dict)
 
 
 def merge(registrations: Iterable[Registration]) -> Merged:
     """Combine registrations in order; a name claimed by two rows is a PluginError."""
-    tables: dict[str, dict[str, Any]] = {"tool": {}, "command": {}, "prompt": {}, "skill": {}}
+    tables: dict[str, dict[str, Any]] = {"tool": {}, "command": {}, "prompt": {}, "skill": {},
+                                         "tool source": {}, "context": {}}
     owners: dict[tuple[str, str], str] = {}
     hooks: list[Hook] = []
     guardrails: list[Guardrail] = []
     for reg in registrations:
         own = {"tool": reg.tools, "command": reg.commands, "prompt": reg.prompts,
-               "skill": reg.skills}
+               "skill": reg.skills, "tool source": reg.tool_sources, "context": reg.contexts}
         for kind, items in own.items():
             for name, item in items.items():
                 first = owners.setdefault((kind, name), reg.row_id)
@@ -217,7 +264,7 @@ def merge(registrations: Iterable[Registration]) -> Merged:
         hooks.extend(reg.hooks)
         guardrails.extend(reg.guardrails)
     return Merged(tables["tool"], tables["command"], tables["prompt"], tables["skill"],
-                  tuple(hooks), tuple(guardrails))
+                  tuple(hooks), tuple(guardrails), tables["tool source"], tables["context"])
 
 
 class Registries:
@@ -228,6 +275,8 @@ class Registries:
         self.commands: NamedRegistry[Command] = NamedRegistry()
         self.prompts: NamedRegistry[Prompt] = NamedRegistry()
         self.skills: NamedRegistry[Skill] = NamedRegistry()
+        self.tool_sources: NamedRegistry[ToolSource] = NamedRegistry()
+        self.contexts: NamedRegistry[ContextSource] = NamedRegistry()
         self.hooks = HookDispatcher(runtime, budget=hook_budget)
         self.guardrails = GuardrailChain()
 
@@ -237,6 +286,8 @@ class Registries:
         self.commands._replace(merged.commands)
         self.prompts._replace(merged.prompts)
         self.skills._replace(merged.skills)
+        self.tool_sources._replace(merged.tool_sources)
+        self.contexts._replace(merged.contexts)
         self.hooks.set_hooks(merged.hooks)
         self.guardrails.set_guardrails(merged.guardrails)
 

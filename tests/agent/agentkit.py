@@ -18,7 +18,7 @@ from typing import Any
 
 from dsh_runtime.kernel import Kernel
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
-from dsh_runtime.tools.base import ToolContext, ToolResult
+from dsh_runtime.tools.base import Image, ToolContext, ToolResult
 
 GUARD = 10.0
 """Seconds before a wait is declared hung (a failure, never a measurement)."""
@@ -271,3 +271,74 @@ class FixtureHooks(Plugin):
         messages = getattr(payload, "messages", None) or [payload.get("message", payload)]
         for message in messages:
             message["content"].clear()
+
+
+class SessionTool:
+    """A tool offered to one session only (by :class:`FixtureToolSource`)."""
+
+    name = "only_here"
+    description = "Exists in one session."
+    parameters = {"type": "object"}
+    mutating = False
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(f"only in {ctx.session_id}")
+
+
+class ContextTool:
+    """Uses the session side of its context: emits an event, counts history, sends an image."""
+
+    name = "inspect"
+    description = "Look at the session."
+    parameters = {"type": "object"}
+    mutating = False
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        ctx.emit("fixture/note", {"said": "hello"})
+        history = ctx.history()
+        history.clear()  # a copy: the session must not notice
+        JOURNAL.append(("images", ctx.images_supported))
+        return ToolResult(f"history had {len(ctx.history())} messages",
+                          images=(Image("image/png", "aGk="),))
+
+
+class FixtureToolSource(Plugin):
+    """Offers :class:`SessionTool` to session ``config['session']``, fails for ``boom``."""
+
+    manifest = Manifest(id="fixture-source", version="1",
+                        capabilities=frozenset({Capability.TOOL}))
+
+    def apply(self, reg: Registrar) -> None:
+        reg.tool(ContextTool())
+        reg.tool_source("fixture", self.tools_for)
+
+    def tools_for(self, session_id: str) -> Mapping[str, Any]:
+        if session_id == "boom":
+            raise RuntimeError("source broke")
+        if session_id == self.config["session"]:
+            # A source's tool never shadows a registered one of the same name.
+            return {"only_here": SessionTool(), "inspect": SessionTool()}
+        return {}
+
+
+class FixtureContext(Plugin):
+    """Context sections: ``goal`` (config ``text``, one per turn when ``every_turn``),
+    ``quiet`` (None), and ``broken`` (raises) when config ``broken`` is set."""
+
+    manifest = Manifest(id="fixture-context", version="1",
+                        capabilities=frozenset({Capability.PROMPT}))
+
+    def apply(self, reg: Registrar) -> None:
+        reg.context("goal", self.goal)
+        reg.context("quiet", lambda request: None)
+        if self.config.get("broken"):
+            reg.context("broken", self.broken)
+
+    async def goal(self, request: Any) -> str:
+        JOURNAL.append(("context", request.session_id, request.turn, request.cwd))
+        if self.config.get("every_turn"):
+            return f"{self.config['text']} (turn {request.turn})"
+        return self.config["text"]
+
+    def broken(self, request: Any) -> str:
+        raise ValueError("no context today")

@@ -169,6 +169,26 @@ class UndeclaredHook(Plugin):
         reg.hook("before_turn", "sneaky", lambda event: None)
 
 
+class UndeclaredContext(Plugin):
+    """Registers a context section without declaring ``prompt``."""
+
+    manifest = Manifest(id="undeclared-context", version="1",
+                        capabilities=frozenset({Capability.TOOL}))
+
+    def apply(self, reg: Registrar) -> None:
+        reg.context("sneaky", lambda request: "hi")
+
+
+class UndeclaredToolSource(Plugin):
+    """Registers a tool source without declaring ``tool``."""
+
+    manifest = Manifest(id="undeclared-source", version="1",
+                        capabilities=frozenset({Capability.PROMPT}))
+
+    def apply(self, reg: Registrar) -> None:
+        reg.tool_source("sneaky", lambda session_id: {})
+
+
 class DuplicateHook(Plugin):
     """Registers two hooks of the same name."""
 

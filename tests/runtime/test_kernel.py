@@ -82,6 +82,13 @@ def test_undeclared_capability_fails_at_load() -> None:
     assert info.value.row_id == "u"
 
 
+@pytest.mark.parametrize(("plugin", "capability"), [("UndeclaredContext", "prompt"),
+                                                    ("UndeclaredToolSource", "tool")])
+def test_run_time_extension_points_need_their_capability(plugin: str, capability: str) -> None:
+    with pytest.raises(CapabilityError, match=f"did not declare capability: {capability}"):
+        kernel([row("u", plugin)]).load()
+
+
 def test_duplicate_hook_name_fails_at_load() -> None:
     with pytest.raises(PluginError, match="hook 'twice' twice"):
         kernel([row("d", "DuplicateHook")]).load()

@@ -61,6 +61,10 @@ def event(type: str, seq: int, data: Mapping[str, Any], extra: Mapping[str, Any]
 # -- messages --------------------------------------------------------------------------
 
 
+CWD_SECTION = "working-directory:current"
+"""The runtime-context section naming the working directory."""
+
+
 def text_block(text: str) -> dict[str, Any]:
     """A text content block."""
     return {"type": "text", "text": text}
@@ -81,10 +85,27 @@ def system_message(text: str) -> dict[str, Any]:
 def context_message(cwd: str) -> dict[str, Any]:
     """The runtime-context note telling the model where it works (sent when it changes)."""
     text = f"Current working directory: {json.dumps(cwd)}."
-    section = {"name": "working-directory:current", "text": text}
+    section = {"name": CWD_SECTION, "text": text}
     return {"role": "user", "content": [text_block(section["text"])],
             "source": {"kind": "runtime-context", "form": "snapshot", "sections": [section]},
             "id": new_id()}
+
+
+def shown_sections(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Plugin context sections present in ``messages``: name → the last text shown.
+
+    What a session's ``context_shown`` is after a reload or a compaction: a section the
+    history no longer holds is not shown any more, so the next turn sends it again.
+    """
+    shown: dict[str, str] = {}
+    for message in messages:
+        source = message.get("source")
+        if not isinstance(source, Mapping) or source.get("kind") != "runtime-context":
+            continue
+        for section in source.get("sections", ()):
+            if isinstance(section, Mapping) and section.get("name") != CWD_SECTION:
+                shown[str(section.get("name"))] = str(section.get("text", ""))
+    return shown
 
 
 def tool_call_block(call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -100,10 +121,25 @@ def assistant_message(
             "source": {"kind": "model", "provider": provider, "model": model}, "id": new_id()}
 
 
-def tool_message(call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:
-    """A tool's answer to call ``call_id``."""
+def image_block(mime_type: str, data: str) -> dict[str, Any]:
+    """An image content block (base64 ``data``), spelled as ACP and MCP spell theirs."""
+    return {"type": "image", "mimeType": mime_type, "data": data}
+
+
+def tool_message(call_id: str, text: str, *, is_error: bool,
+                 images: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """A tool's answer to call ``call_id``: its text, then any ``(mime_type, data)`` images."""
+    content = [text_block(text), *(image_block(m, d) for m, d in images)]
     return {"role": "tool", "source": {"kind": "tool", "callId": call_id},
-            "toolCallId": call_id, "content": [text_block(text)], "isError": is_error,
+            "toolCallId": call_id, "content": content, "isError": is_error,
+            "id": new_id()}
+
+
+def plugin_context_message(name: str, text: str) -> dict[str, Any]:
+    """A context section a plugin contributes (goals, instructions), sent when it changes."""
+    section = {"name": name, "text": text}
+    return {"role": "user", "content": [text_block(text)],
+            "source": {"kind": "runtime-context", "form": "snapshot", "sections": [section]},
             "id": new_id()}
 
 

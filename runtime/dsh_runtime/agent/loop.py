@@ -13,6 +13,7 @@ without a result, so the history stays one a provider will accept on the next tu
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,7 +64,6 @@ CANCELLED = Outcome("cancelled")
 class Host(Protocol):
     """What a turn needs from the agent around it."""
 
-    tools: Mapping[str, Tool]
     guardrails: GuardrailChain
     env: Mapping[str, str]
     approver: Approver | None
@@ -75,6 +75,14 @@ class Host(Protocol):
 
     async def compact_if_needed(self, session: Session, plan: Plan, turn: int) -> None:
         """Compact the history when it nears the context window (before each request)."""
+        ...
+
+    def tools_for(self, session_id: str) -> Mapping[str, Tool]:
+        """The tools this session's model may call now (registered plus per-session)."""
+        ...
+
+    async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
+        """The plugins' context sections for this turn, as ``(name, text)``."""
         ...
 
 
@@ -90,13 +98,15 @@ class Turn:
         self._step = 0
         self._step_open = False
         self._unanswered: dict[str, int | None] = {}  # call id -> seq of its tool/call
+        self._images = False
 
     async def run(self, plan: Plan) -> Outcome:
         """Run steps until the model is done; provider failures become ``error``."""
+        self._images = bool(getattr(plan.provider, "supports_images", False))
         for step in range(1, plan.max_steps + 1):
             self._begin_step(step)
             if step == 1:
-                self._open(plan)
+                await self._open(plan)
             try:
                 content, finish = await self._ask(plan)
             except ModelError as exc:
@@ -147,8 +157,12 @@ class Turn:
         self._step_open = False
         self.session.emit(events.STEP_END, events.step_data(self.number, self._step))
 
-    def _open(self, plan: Plan) -> None:
-        """Step 1: the system message (once per session), the prompt, the context."""
+    async def _open(self, plan: Plan) -> None:
+        """Step 1: the system message (once per session), the prompt, the context.
+
+        Context (the working directory, then each plugin section) is added only when it
+        differs from what the session was last shown, so an unchanged section costs nothing.
+        """
         s, record = self.session, self.session.record
         if record.system is None:
             record.system = events.system_message(plan.system_prompt)
@@ -161,6 +175,12 @@ class Turn:
             s.messages.append(context)
             s.emit(events.USER_MESSAGE, context, events.APPEND)
             record.context_cwd = s.cwd
+        for name, text in await self.host.contexts(s, self.number):
+            if record.context_shown.get(name) != text:
+                section = events.plugin_context_message(name, text)
+                s.messages.append(section)
+                s.emit(events.USER_MESSAGE, section, events.APPEND)
+                record.context_shown[name] = text
         s.emit(events.REQUEST_CONTEXT, events.request_context(
             plan.route, plan.model, plan.provider.context_window))
         if not record.title:
@@ -171,7 +191,7 @@ class Turn:
     async def _ask(self, plan: Plan) -> tuple[list[dict[str, Any]], FinishReason]:
         """One model call: stream it, record the assistant message, notify hooks."""
         s = self.session
-        tools = self.host.tools
+        tools = self.host.tools_for(s.id)
         await self.host.compact_if_needed(s, plan, self.number)
         request = ModelRequest(
             session_id=s.id,
@@ -215,8 +235,11 @@ class Turn:
         self._unanswered[call_id] = shown["seq"]
         summary = {"callId": call_id, "name": name, "arguments": block["arguments"]}
         await self._fire("before_tool_call", message=name, payload=summary)
-        context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd)
-        answer = await execute(block, tools=self.host.tools, guardrails=self.host.guardrails,
+        context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
+                              emit=s.emit, history=lambda: copy.deepcopy(s.messages),
+                              images_supported=self._images)
+        answer = await execute(block, tools=self.host.tools_for(s.id),
+                               guardrails=self.host.guardrails,
                                approver=self.host.approver, context=context)
         self._answer(call_id, answer)
         await self._fire("after_tool_call", message=name, payload={
@@ -229,8 +252,9 @@ class Turn:
     def _answer(self, call_id: str, answer: Answer) -> None:
         """Record the result of ``call_id`` in history and emit ``tool/result``."""
         call_seq = self._unanswered.pop(call_id)
-        message = events.tool_message(call_id, answer.result.text,
-                                      is_error=answer.result.is_error)
+        result = answer.result
+        message = events.tool_message(call_id, result.text, is_error=result.is_error,
+                                      images=[(i.mime_type, i.data) for i in result.images])
         self.session.messages.append(message)
         data = events.placed(self.number, self._step, message)
         if answer.error is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +33,7 @@ from dsh_runtime.agent.store import MemorySessionStore, SessionStore
 from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
-from dsh_runtime.plugin import RuntimeContext
+from dsh_runtime.plugin import ContextRequest, RuntimeContext
 from dsh_runtime.providers.base import Provider
 from dsh_runtime.tools.base import Tool
 
@@ -87,10 +88,50 @@ class Agent:
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
 
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """The running tree's tools by name."""
-        return self._rt.tools
+    def tools_for(self, session_id: str) -> Mapping[str, Tool]:
+        """The tools of ``session_id``: the registered ones, then each tool source's.
+
+        A registered tool keeps its name against a source's tool of the same name, and a
+        source that fails is left out (logged), so no plugin can take the tools away.
+        """
+        registered = self._rt.tools
+        sources = self._rt.tool_sources
+        if not sources:
+            return registered
+        tools: dict[str, Tool] = dict(registered)
+        for source in sources.values():
+            try:
+                offered = source.tools_for(session_id)
+            except Exception:
+                logger.warning("tool source %s of row %s failed", source.name, source.row_id,
+                               exc_info=True)
+                continue
+            for name, tool in offered.items():
+                tools.setdefault(name, tool)
+        return tools
+
+    async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
+        """Ask every context section for this turn's text, each bounded like a hook.
+
+        A section that fails or overruns is left out of this turn and reported as an
+        ``error`` event on the session; the turn goes on.
+        """
+        sections: list[tuple[str, str]] = []
+        request = ContextRequest(session.id, session.cwd, turn)
+        for source in self._rt.contexts.values():
+            try:
+                text = source.fn(request)
+                if inspect.isawaitable(text):
+                    text = await run_bounded(text, self.config.hook_budget_s)
+            except Exception as exc:
+                what = "timed out" if isinstance(exc, BudgetExceeded) else f"failed: {exc}"
+                session.emit(events.ERROR, {
+                    "message": f"context '{source.name}' of row '{source.row_id}' {what}",
+                    "source": {"kind": "context", "name": source.name, "row": source.row_id}})
+                continue
+            if text:
+                sections.append((source.name, str(text)))
+        return sections
 
     @property
     def guardrails(self) -> GuardrailChain:
@@ -464,6 +505,7 @@ class Agent:
                 messages=messages[:cut], max_tokens=plan.max_tokens)
             summary = compaction.summary_message(text, cut)
             messages[:cut] = [summary]
+            session.record.context_shown = events.shown_sections(messages)
             done = compaction.Compaction(reason, cut, len(messages) - 1, before,
                                          compaction.estimate(self._model_view(session)))
             session.emit(compaction.COMPACTED, done.data(summary, turn))

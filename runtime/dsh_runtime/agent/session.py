@@ -36,7 +36,8 @@ class SessionRecord:
 
     ``system`` is the system message as first shown: a session keeps the prompt it started
     with, so its log stays a true record of what the model was sent. ``context_cwd`` is
-    the directory the model was last told about; it is told again only after a change.
+    the directory the model was last told about, ``context_shown`` the last text of each
+    plugin context section; each is told again only after a change (or a compaction).
     """
 
     session_id: str
@@ -47,6 +48,7 @@ class SessionRecord:
     events: list[dict[str, Any]] = field(default_factory=list)
     system: dict[str, Any] | None = None
     context_cwd: str | None = None
+    context_shown: dict[str, str] = field(default_factory=dict)
 
 
 Notify = Callable[[str, Mapping[str, Any]], None]

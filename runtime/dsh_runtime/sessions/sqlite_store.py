@@ -157,6 +157,7 @@ class SqliteSessionStore:
             if told is not None:
                 record.context_cwd = told
         record.turns = max(turns, int(state.get("turns", 0)))
+        record.context_shown = events.shown_sections(record.messages)
         return record
 
     # -- listing, closing, workspaces ---------------------------------------------------------
@@ -246,7 +247,7 @@ def _context_cwd(message: dict[str, Any]) -> str | None:
         return None
     for section in source.get("sections", ()):
         text = section.get("text", "") if isinstance(section, dict) else ""
-        if section.get("name") == "working-directory:current" and text.startswith(
+        if section.get("name") == events.CWD_SECTION and text.startswith(
                 _CONTEXT_PREFIX):
             try:
                 told = json.loads(text[len(_CONTEXT_PREFIX):].rstrip("."))

@@ -28,11 +28,32 @@ from dsh_runtime.schema import validate
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image a tool hands the model: ``data`` is base64, ``mime_type`` e.g. image/png."""
+
+    mime_type: str
+    data: str
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """What a tool answers; ``text`` is what the model reads."""
+    """What a tool answers; ``text`` is what the model reads.
+
+    ``images`` travel with the text as image content blocks; a tool only returns them when
+    :attr:`ToolContext.images_supported` says the model can take them.
+    """
 
     text: str
     is_error: bool = False
+    images: tuple[Image, ...] = ()
+
+
+def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
+    """The ``emit`` of a context with no session behind it (unit tests of a tool)."""
+
+
+def _no_history() -> list[dict[str, Any]]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,11 @@ class ToolContext:
 
     ``cancelled`` is set when the client cancels the turn; the call's task is cancelled
     too, so only tools that hand work to threads or processes need to watch it.
+    ``emit(type, data)`` logs a session event (``plan/update``, ...) that clients receive
+    like the agent's own; ``history()`` is a deep copy of the conversation so far (what a
+    forked sub-agent starts from); ``images_supported`` says whether the turn's model
+    route accepts image content, so a tool can refuse clearly instead of sending bytes the
+    provider would reject.
     """
 
     session_id: str
@@ -48,6 +74,9 @@ class ToolContext:
     cancelled: asyncio.Event
     get_cwd: Callable[[], str]
     change_cwd: Callable[[str], str]
+    emit: Callable[[str, Mapping[str, Any]], None] = _emit_nowhere
+    history: Callable[[], list[dict[str, Any]]] = _no_history
+    images_supported: bool = False
 
     @property
     def cwd(self) -> str:

@@ -105,10 +105,10 @@ class Bash:
         config = self._plugin.config
         timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
                       float(config["max_timeout_seconds"]))
-        shell = config["shell"] or shutil.which("bash") or "/bin/sh"
+        argv = command_argv(config, args["command"], ctx.cwd)
         output = CappedOutput(config["max_output_chars"])
         spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            shell, "-c", args["command"], cwd=ctx.cwd, env=dict(ctx.env),
+            *argv, cwd=ctx.cwd, env=dict(ctx.env),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=sys.platform != "win32"))
         try:
@@ -121,7 +121,7 @@ class Bash:
                 await _exited(started)
             raise
         except OSError as exc:
-            return ToolResult(f"cannot start {shell}: {exc.strerror or exc}", is_error=True)
+            return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
         timed_out = False
         reader = asyncio.ensure_future(_pump(proc, output))
         try:
@@ -143,6 +143,16 @@ class Bash:
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         return ToolResult(f"{text}[Command finished with exit code {code}]")
+
+
+def command_argv(config: Mapping[str, Any], command: str, cwd: str) -> list[str]:
+    """The argv that runs ``command`` in ``cwd`` under this row's ``config``.
+
+    The one place a shell command becomes a process, for foreground calls and background
+    jobs alike, so whatever wraps the shell (a sandbox) wraps every command.
+    """
+    shell = config["shell"] or shutil.which("bash") or "/bin/sh"
+    return [shell, "-c", command]
 
 
 async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
