@@ -8,6 +8,10 @@ PY="${PYTHON:-python3}"
 if command -v apt-get >/dev/null && ! command -v rg >/dev/null; then
     apt-get update -qq && apt-get install -y -qq ripgrep >/dev/null
 fi
+# bubblewrap: the shell tool's sandbox (tests/tools/test_sandbox*.py run real bwrap).
+if command -v apt-get >/dev/null && ! command -v bwrap >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null
+fi
 # Debian's chromium: the browser tests/web's Playwright test drives (/usr/bin/chromium).
 if command -v apt-get >/dev/null && ! test -x /usr/bin/chromium; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null

@@ -33,6 +33,9 @@ def tools_of(plugin: Plugin) -> dict[str, Any]:
         def tool(self, tool: Any) -> None:
             found[tool.name] = tool
 
+        def hook(self, event: str, name: str, fn: Any) -> None:
+            """Hooks are not tools: a tool test that needs one calls the plugin directly."""
+
     plugin.apply(Reg())  # type: ignore[arg-type]
     return found
 

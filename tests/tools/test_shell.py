@@ -53,9 +53,9 @@ def test_runs_in_the_session_cwd(ctx: ToolContext, work: Path) -> None:
     assert (work / "made.txt").read_text() == "x\n"
 
 
-def test_bash_is_mutating_without_path_arguments() -> None:
+def test_bash_is_mutating_with_workdir_its_only_path_argument() -> None:
     tool = bash()
-    assert tool.mutating is True and tool.path_arguments == ()
+    assert tool.mutating is True and tool.path_arguments == ("workdir",)
     assert tool.parameters["required"] == ["command"]
 
 

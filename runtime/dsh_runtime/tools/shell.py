@@ -12,9 +12,13 @@ original runtime's was. Three bounds keep one call from hurting the session:
   of what was dropped between them, since errors are usually at the end.
 
 The group never outlives the call: background jobs a command leaves (``sleep 100 &``) are
-killed when it ends, which also keeps them from holding the output pipe open. The tool is
-mutating, and declares no path arguments because it has none: under the workspace policy
-it runs unasked, in the working directory, as the original ran ``bash`` without asking.
+killed when it ends, which also keeps them from holding the output pipe open. A command
+meant to outlive the call runs with ``run_in_background``: it becomes a job of the session
+(:mod:`dsh_runtime.tools.jobs`), read with ``job_output`` and stopped with ``job_kill``,
+tools this row registers too, so disabling the row disables jobs. ``workdir`` runs one
+call elsewhere than the working directory (relative to it, or absolute; it must exist).
+The tool is mutating, and ``workdir`` is its one path argument: under the workspace policy
+it runs unasked inside the working directory, as the original ran ``bash`` without asking.
 Process groups are POSIX; on Windows only the shell itself is killed.
 """
 
@@ -31,8 +35,12 @@ from typing import Any
 
 from dsh._version import __version__
 
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.hooks import HookEvent
+from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.tools.base import ToolContext, ToolResult
+from dsh_runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
+from dsh_runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
+from dsh_runtime.tools.sandbox import Policy, SandboxUnavailable, note, wrap
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
@@ -76,10 +84,12 @@ class Bash:
     """Runs a shell command in the working directory."""
 
     name = "bash"
-    description = (
+    base_description = (
         "Run a bash command in the working directory and return its output (stdout and "
         "stderr together) and exit code. Stdin is closed; background jobs are killed when "
-        "the command ends. Long outputs are cut in the middle."
+        "the command ends. Long outputs are cut in the middle. With run_in_background the "
+        "command runs on as a job: its id is returned at once; read it with job_output, stop "
+        "it with job_kill."
     )
     parameters: Mapping[str, Any] = {
         "type": "object",
@@ -90,25 +100,54 @@ class Bash:
                                        "(default from the profile)."},
             "description": {"type": "string",
                             "description": "A few words saying what the command does."},
+            "workdir": {"type": "string",
+                        "description": "Directory to run in, relative to the working "
+                                       "directory (default: the working directory)."},
+            "run_in_background": {"type": "boolean", "default": False,
+                                  "description": "Start the command as a background job "
+                                                 "and return its id at once (no timeout)."},
         },
         "required": ["command"],
         "additionalProperties": False,
     }
     mutating = True
-    path_arguments: tuple[str, ...] = ()
+    path_arguments: tuple[str, ...] = ("workdir",)
 
     def __init__(self, plugin: ShellTools) -> None:
         self._plugin = plugin
 
+    @property
+    def description(self) -> str:
+        """The description the model sees: the base text plus the row's sandbox, if any."""
+        sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
+        return f"{self.base_description} {sandbox}" if sandbox else self.base_description
+
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run the command; report output and exit code, or the timeout."""
+        """Run the command; report output and exit code, or the timeout.
+
+        In the background, start it as a job of the session and report the job id instead.
+        """
         config = self._plugin.config
         timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
                       float(config["max_timeout_seconds"]))
-        argv = command_argv(config, args["command"], ctx.cwd)
+        # No ``~`` expansion: the policy judges ``workdir`` as the literal path it is.
+        cwd = os.path.normpath(os.path.join(ctx.cwd, args.get("workdir", "")))
+        if not os.path.isdir(cwd):
+            return ToolResult(f"workdir is not a directory: {args.get('workdir', '.')} "
+                              f"(resolves to {cwd})", is_error=True)
+        try:
+            argv = command_argv(config, args["command"], cwd, workspace=ctx.cwd,
+                                home=self._plugin.home, env=ctx.env)
+        except SandboxUnavailable as exc:
+            return ToolResult(str(exc), is_error=True)
+        if args.get("run_in_background"):
+            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"],
+                                                 note=sandbox_note(config))
         output = CappedOutput(config["max_output_chars"])
+        if unsandboxed := sandbox_note(config):
+            output.feed(f"{unsandboxed}\n".encode())  # first, so no output cap drops it
         spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *argv, cwd=ctx.cwd, env=dict(ctx.env),
+            *argv, cwd=cwd, env=dict(ctx.env),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=sys.platform != "win32"))
         try:
@@ -145,14 +184,27 @@ class Bash:
         return ToolResult(f"{text}[Command finished with exit code {code}]")
 
 
-def command_argv(config: Mapping[str, Any], command: str, cwd: str) -> list[str]:
+def command_argv(config: Mapping[str, Any], command: str, cwd: str, *,
+                 workspace: str | None = None, home: str | None = None,
+                 env: Mapping[str, str] | None = None) -> list[str]:
     """The argv that runs ``command`` in ``cwd`` under this row's ``config``.
 
     The one place a shell command becomes a process, for foreground calls and background
-    jobs alike, so whatever wraps the shell (a sandbox) wraps every command.
+    jobs alike, so the row's sandbox (:mod:`dsh_runtime.tools.sandbox`) wraps every
+    command. ``workspace`` is the session's working directory, the one the sandbox may
+    make writable (default ``cwd``); ``home`` is the dsh home it hides, and ``env`` the
+    environment the process gets (names from the dsh home's ``.env`` are dropped). Raises
+    :class:`~dsh_runtime.tools.sandbox.SandboxUnavailable` when the row requires a sandbox
+    that cannot run here.
     """
     shell = config["shell"] or shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", command]
+    return wrap(Policy.from_config(config.get("sandbox")), [shell, "-c", command], cwd,
+                workspace=workspace, home=home, env=env)
+
+
+def sandbox_note(config: Mapping[str, Any]) -> str:
+    """The one line a result starts with when its command ran without the row's sandbox."""
+    return note(Policy.from_config(config.get("sandbox")))
 
 
 async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
@@ -194,14 +246,20 @@ def kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 class ShellTools(Plugin):
-    """Plugin row ``tools-shell``: registers :class:`Bash`."""
+    """Plugin row ``tools-shell``: registers :class:`Bash` and the background-job tools.
+
+    The row owns the :class:`~dsh_runtime.tools.jobs.JobTable`: a session's jobs are killed
+    on its ``session_end``, and every job on ``dispose`` (runtime end, row disabled or
+    replaced).
+    """
 
     manifest = Manifest(
         id="tools-shell",
         version=__version__,
-        capabilities=frozenset({Capability.TOOL}),
+        capabilities=frozenset({Capability.TOOL, Capability.LIFECYCLE}),
         description="The bash tool: a command in the working directory, with a timeout "
-                    "and an output cap; its process group is killed on timeout or cancel.",
+                    "and an output cap; its process group is killed on timeout or cancel. "
+                    "Background jobs: job_output, job_list, job_kill.",
         config_schema={
             "type": "object",
             "properties": {
@@ -213,16 +271,48 @@ class ShellTools(Plugin):
                                      "description": "Output kept per call (head and tail)."},
                 "shell": {"type": "string", "default": "",
                           "description": "Shell executable; default bash on PATH, else sh."},
+                "sandbox": SANDBOX_SCHEMA,
+                "max_jobs": {"type": "integer", "minimum": 1, "default": 32,
+                             "description": "Background jobs kept per session."},
+                "max_job_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
+                                         "description": "Unread output kept per background "
+                                                        "job (head and tail)."},
             },
             "additionalProperties": False,
         },
     )
 
+    def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
+        super().__init__(row_id, config)
+        self.jobs = JobTable(lambda: self.config)
+
+    home: str | None = None
+    """The dsh home, which a sandboxed command must not see (known from ``start``)."""
+
     def apply(self, reg: Registrar) -> None:
-        """Register the tool; it reads this row's current config on every call."""
+        """Register the tools and the hook; they read this row's current config on every call."""
+        Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)  # fail at load
         reg.tool(Bash(self))
+        reg.tool(JobOutputTool(self.jobs, lambda: self.config))
+        reg.tool(JobListTool(self.jobs))
+        reg.tool(JobKillTool(self.jobs))
+        reg.hook("session_end", "kill-session-jobs", self._session_end)
+
+    async def _session_end(self, event: HookEvent) -> None:
+        """The session's jobs die with it."""
+        if event.session_id is not None:
+            await self.jobs.end_session(event.session_id)
+
+    async def dispose(self) -> None:
+        """No job outlives the row."""
+        await self.jobs.close()
+
+    async def start(self, rt: RuntimeContext) -> None:
+        """Learn the dsh home, for the sandbox to hide."""
+        self.home = rt.home
 
     async def update(self, config: Mapping[str, Any]) -> bool:
-        """New limits apply to the next call."""
+        """New limits and sandbox settings apply to the next call."""
+        Policy.from_config(config.get("sandbox"), row_id=self.row_id)
         self.config = config
         return True
