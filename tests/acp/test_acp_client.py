@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,17 +184,19 @@ def test_load_session_in_a_new_process_replays_the_history(tmp_path: Path) -> No
     assert updates_at and max(updates_at) < answer_at
 
 
-def test_mcp_servers_are_accepted_and_logged(tmp_path: Path) -> None:
+def test_mcp_servers_are_accepted_and_connected(tmp_path: Path) -> None:
     from acp.schema import McpServerStdio
 
     patch = write_patch(tmp_path, WRITE_SCRIPT)
+    test_server = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_test_server.py"
 
     async def main() -> None:
         async with acp_client(Recorder(), tmp_path, patch) as conn:
             await conn.initialize(protocol_version=1)
-            server = McpServerStdio(name="files", command="/bin/true", args=[], env=[])
+            server = McpServerStdio(name="files", command=sys.executable,
+                                    args=[str(test_server)], env=[])
             session = await conn.new_session(cwd=os.getcwd(), mcp_servers=[server])
             assert session.session_id
 
     asyncio.run(main())
-    assert "not support MCP servers yet" in (tmp_path / "agent-stderr.log").read_text()
+    assert "Traceback" not in (tmp_path / "agent-stderr.log").read_text()

@@ -21,8 +21,9 @@ Where ACP and the agent differ in shape:
   session being restored does not leak half its log before ``session/load`` replays it.
 
 dsh runs its own tools: the client's ``fs/*`` and ``terminal/*`` methods are never
-called, whatever the client advertises. MCP servers given to ``session/new`` are
-recorded but not yet connected (a later issue); a log line says so.
+called, whatever the client advertises. MCP servers given to ``session/new`` or
+``session/load`` (stdio and http) are connected for that session by the ``mcp-servers``
+row (:mod:`dsh_runtime.mcp`); without that row they are -32602.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import BusyError, DshError, JsonRpcError, UsageError
+from dsh.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers.acp_mapping import (
@@ -70,20 +71,22 @@ client -> agent
   session/load {sessionId, cwd, mcpServers} -> {} after replaying the history
   session/prompt {sessionId, prompt: [content blocks]} -> {stopReason} when the turn ends
   session/cancel {sessionId}               (notification: the turn stops, "cancelled")
+  session/set_mode {sessionId, modeId} -> {}   (modes "default" and "plan", with a
+      tools-plan row: session/new and session/load then answer `modes` too)
 agent -> client
   session/update {sessionId, update}       (message chunks, tool calls, usage, title)
   session/request_permission {sessionId, toolCall, options} for guarded tool calls
       (config `permission_timeout_s`, default 600; no answer in time denies)
 
 Prompts take text, resource links and embedded resources; not images or audio. MCP
-servers are accepted but not connected yet. The client's fs/* and terminal/* methods are
+servers (stdio, http) are connected per session. The client's fs/* and terminal/* methods are
 never used. stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
 """
 
 AGENT_CAPABILITIES = {
     "loadSession": True,
     "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-    "mcpCapabilities": {"http": False, "sse": False},
+    "mcpCapabilities": {"http": True, "sse": False},
 }
 
 PERMISSION_OPTIONS = (
@@ -174,7 +177,15 @@ class AcpServer(Plugin):
             max_frame_bytes=max_frame,
         )
         timeout = float(self.config.get("permission_timeout_s", DEFAULT_PERMISSION_TIMEOUT_S))
-        protocol = AcpProtocol(peer, rt.service("agent"), timeout)
+
+        def modes() -> Any:
+            try:
+                return rt.service("modes")
+            except PluginError:
+                return None
+
+        protocol = AcpProtocol(peer, rt.service("agent"), timeout, modes=modes,
+                               services=rt.service)
         peer.methods(protocol.table())
         peer.on_notification("session/cancel", protocol.cancel)
         try:
@@ -206,9 +217,13 @@ class _Attached:
 class AcpProtocol:
     """The ACP methods of one connection over the ``agent`` service."""
 
-    def __init__(self, peer: JsonRpcPeer, agent: Any, permission_timeout: float) -> None:
+    def __init__(self, peer: JsonRpcPeer, agent: Any, permission_timeout: float, *,
+                 modes: Callable[[], Any] = lambda: None,
+                 services: Callable[[str], Any] | None = None) -> None:
         self._peer = peer
+        self._services = services  # for the mcp-servers row's service, when mcpServers come
         self._agent = agent
+        self._modes = modes  # the session-modes service of the running tree, or None
         self._permission_timeout = permission_timeout
         self._initialized = False
         self._sessions: dict[str, _Attached] = {}
@@ -223,6 +238,7 @@ class AcpProtocol:
             "session/new": self.new_session,
             "session/load": self.load_session,
             "session/prompt": self.prompt,
+            "session/set_mode": self.set_mode,
         }
         return {name: fn if name in _UNGATED else self._gated(fn)
                 for name, fn in methods.items()}
@@ -277,14 +293,18 @@ class AcpProtocol:
         """Create a session working in ``cwd``."""
         p = _object(params)
         cwd, servers = _cwd(p), _mcp_servers(p)
+        connect = self._mcp(servers)
         session_id = await self._agent.new_session(cwd=cwd)
+        if connect is not None:
+            connect(session_id, cwd)
         self._attach(session_id, cwd, servers)
-        return {"sessionId": session_id}
+        return {"sessionId": session_id, **self._mode_state(session_id)}
 
     async def load_session(self, params: Params | None) -> dict[str, Any]:
         """Restore a stored session and replay its whole conversation before answering."""
         p = _object(params)
         session_id, cwd, servers = _str(p, "sessionId"), _cwd(p), _mcp_servers(p)
+        connect = self._mcp(servers)
         attached = self._sessions.get(session_id)
         if attached is not None and attached.prompt is not None:
             raise BusyError(f"session busy: '{session_id}' is running a prompt",
@@ -292,19 +312,49 @@ class AcpProtocol:
         await self._agent.resume(session_id)
         if self._agent.get_cwd(session_id) != cwd:
             self._agent.set_cwd(session_id, cwd)
+        if connect is not None:
+            connect(session_id, cwd)
         self._sessions.pop(session_id, None)  # no live updates until the replay is out
         mapper = UpdateMapper(cwd)
         for update in mapper.replay(self._agent.history(session_id)):
             self._update(session_id, update)
         self._attach(session_id, cwd, servers, mapper)
+        return self._mode_state(session_id)
+
+    def _mode_state(self, session_id: str) -> dict[str, Any]:
+        """``{modes: SessionModeState}`` when the tree has session modes, else nothing."""
+        modes = self._modes()
+        return {} if modes is None else {"modes": modes.state(session_id)}
+
+    async def set_mode(self, params: Params | None) -> dict[str, Any]:
+        """``session/set_mode``: the client switches the session's mode (no update follows:
+        the client knows; ``current_mode_update`` reports the agent's own switches)."""
+        p = _object(params)
+        session_id, mode_id = _str(p, "sessionId"), _str(p, "modeId")
+        self._attached(session_id)
+        modes = self._modes()
+        if modes is None:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this agent offers no session modes")
+        try:
+            modes.set(session_id, mode_id)
+        except ValueError as exc:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
         return {}
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],
                 mapper: UpdateMapper | None = None) -> None:
         self._sessions[session_id] = _Attached(mapper or UpdateMapper(cwd), servers)
-        if servers:
-            log.warning("session %s: %d MCP server(s) recorded but not connected: dsh does "
-                        "not support MCP servers yet", session_id, len(servers))
+
+    def _mcp(self, servers: list[Any]) -> Callable[[str, str], None] | None:
+        """Check ``mcpServers`` before the session exists; connect them once it does."""
+        if not servers:
+            return None
+        from dsh_runtime.mcp.plugin import attach_servers
+
+        def missing(name: str) -> Any:
+            raise PluginError(f"no service '{name}'")
+
+        return attach_servers(self._services or missing, servers)
 
     def _attached(self, session_id: str) -> _Attached:
         attached = self._sessions.get(session_id)
