@@ -192,7 +192,7 @@ class ChatCompletionsProvider:
         from dsh_runtime.providers.openai_wire import encode_body
 
         headers = self._headers()  # missing-key fails here, before any request
-        body = encode_body(request)
+        body = encode_body(request, images=self.supports_images)
         attempt = 0
         while True:
             try:

@@ -6,6 +6,12 @@ the translation is tested from plain values and :mod:`.openai_compat` only moves
 Out: dsh's block-shaped messages (see :mod:`.base`) become chat messages; assistant
 ``tool-call`` blocks become ``tool_calls`` entries whose ``function.arguments`` is the
 JSON text the model produced; tool messages become ``role: tool`` with ``tool_call_id``.
+Image blocks (``{"type": "image", "mimeType", "data"}``) go out as ``image_url`` parts with
+a ``data:`` URI on routes that take images. A tool message can only carry text in this
+format, and every tool answer must follow its assistant message directly, so the images
+of a run of tool messages travel in one user message placed right after the run, each
+introduced by the call id it belongs to. On a route without images an image block becomes
+a text note saying it was left out (a session that switched routes keeps working).
 
 In: each ``data:`` payload of the stream is one ``chat.completion.chunk``. Text deltas,
 tool-call fragments and the usage record pass through as :mod:`.base` chunks as they come;
@@ -46,11 +52,12 @@ _FAILED_FINISH = {
 }
 
 
-def encode_body(request: ModelRequest) -> bytes:
-    """The UTF-8 JSON body of a streaming ``POST /chat/completions`` for ``request``."""
+def encode_body(request: ModelRequest, *, images: bool = False) -> bytes:
+    """The UTF-8 JSON body of a streaming ``POST /chat/completions`` for ``request``;
+    ``images`` says whether the route takes image content."""
     body: dict[str, Any] = {
         "model": request.model,
-        "messages": chat_messages(request.messages),
+        "messages": chat_messages(request.messages, images=images),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -73,18 +80,25 @@ def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def chat_messages(messages: Sequence[Mapping[str, Any]], *,
+                  images: bool = False) -> list[dict[str, Any]]:
     """dsh messages as chat-completions messages.
 
     Several text blocks in one message are joined by a blank line (the format has one
     string per message). A block the role cannot carry is refused as ``bad-request``
     rather than dropped, so the model never answers a conversation it was not shown.
+    ``images`` says whether image blocks are sent (see the module docstring).
     """
     out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # image parts of the current run of tool messages
     for position, message in enumerate(messages):
         role = message.get("role")
+        if role != "tool" and pending:
+            out.append({"role": "user", "content": pending})
+            pending = []
         texts: list[str] = []
         calls: list[dict[str, Any]] = []
+        pictures: list[dict[str, Any]] = []
         for block in message.get("content") or ():
             kind = block.get("type")
             if kind == "text":
@@ -94,12 +108,21 @@ def chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                     raise _bad_request(f"messages[{position}]: tool-call without id or name")
                 calls.append({"id": block["id"], "type": "function", "function": {
                     "name": block["name"], "arguments": block.get("arguments") or "{}"}})
+            elif kind == "image" and role in ("user", "tool"):
+                if images:
+                    pictures.append(_image_part(block, position))
+                else:
+                    texts.append(f"[{block.get('mimeType') or 'an'} image left out: this "
+                                 "model route does not take images]")
             else:
                 raise _bad_request(f"messages[{position}]: a {role} message cannot carry "
                                    f"a {kind!r} block")
         text = "\n\n".join(texts)
-        if role in ("system", "user"):
+        if role == "system":
             out.append({"role": role, "content": text})
+        elif role == "user":
+            parts = ([{"type": "text", "text": text}] if text else []) + pictures
+            out.append({"role": role, "content": parts if pictures else text})
         elif role == "assistant":
             # null content is the documented form for a turn that only calls tools
             entry: dict[str, Any] = {"role": "assistant",
@@ -112,9 +135,24 @@ def chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             if not isinstance(call_id, str) or not call_id:
                 raise _bad_request(f"messages[{position}]: tool message without toolCallId")
             out.append({"role": "tool", "tool_call_id": call_id, "content": text})
+            if pictures:
+                pending.append({"type": "text",
+                                "text": f"Image(s) from tool call {call_id}:"})
+                pending += pictures
         else:
             raise _bad_request(f"messages[{position}]: unknown role {role!r}")
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
+
+
+def _image_part(block: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """An image block as an ``image_url`` part carrying a ``data:`` URI."""
+    mime, data = block.get("mimeType"), block.get("data")
+    if not isinstance(mime, str) or not mime.startswith("image/") or not isinstance(data, str):
+        raise _bad_request(f"messages[{position}]: an image block needs an image/* "
+                           "mimeType and base64 data")
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
 
 
 def error_message(payload: Any) -> str | None:

@@ -16,6 +16,11 @@ JSON text, optional ``id``; ids default to ``call_<n>``, counted per session), `
 streamed in ``chunk_size`` pieces so the agent's reassembly is exercised. A session that
 asks past the end gets a model error saying so, never a hang. The file is read at
 ``start``; a bad one is a ConfigError naming the file and, where known, the line.
+
+Row config ``supports_images`` says whether the route claims to take image content (tools
+such as ``read_image`` check it), and ``record`` names a JSONL file to which every request
+is appended as ``{"sessionId", "model", "messages", "tools"}`` (tool names), so a test can
+read what the model was actually sent.
 """
 
 from __future__ import annotations
@@ -189,10 +194,13 @@ class ScriptedModel:
     default_model = "scripted"
 
     def __init__(self, responses: Sequence[ScriptedResponse], *, chunk_size: int,
-                 context_window: int) -> None:
+                 context_window: int, supports_images: bool = False,
+                 record: str | None = None) -> None:
         self.responses = tuple(responses)
         self.chunk_size = chunk_size
         self.context_window = context_window
+        self.supports_images = supports_images
+        self._record = record
         self._next: dict[str, int] = {}
         self._calls: dict[str, int] = {}
 
@@ -203,6 +211,8 @@ class ScriptedModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """The session's next scripted response, in chunks."""
         session = request.session_id
+        if self._record is not None:
+            _append_record(self._record, request)
         position = self._next.get(session, 0)
         if position >= len(self.responses):
             raise ModelError(f"scripted provider: script exhausted after "
@@ -228,6 +238,15 @@ class ScriptedModel:
         return [text[i:i + self.chunk_size] for i in range(0, len(text), self.chunk_size)]
 
 
+def _append_record(path: str, request: ModelRequest) -> None:
+    """Append ``request`` to the record file at ``path`` as one JSON line."""
+    line = json.dumps({"sessionId": request.session_id, "model": request.model,
+                       "messages": list(request.messages),
+                       "tools": [t.name for t in request.tools]}, default=dict)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
 def _estimate(request: ModelRequest, response: ScriptedResponse) -> Usage:
     """Deterministic token counts (about four characters a token) when the script has none."""
     sent = sum(len(b.get("text", "")) for m in request.messages for b in m.get("content", ()))
@@ -250,6 +269,10 @@ class ScriptedProvider(Plugin):
                 "route": {"type": "string", "default": "scripted"},
                 "chunk_size": {"type": "integer", "minimum": 1, "default": 16},
                 "context_window": {"type": "integer", "minimum": 1, "default": 128000},
+                "supports_images": {"type": "boolean", "default": False,
+                                    "description": "Claim to take image content."},
+                "record": {"type": "string",
+                           "description": "JSONL file every request is appended to."},
             },
             "required": ["script"],
             "additionalProperties": False,
@@ -263,8 +286,11 @@ class ScriptedProvider(Plugin):
     async def start(self, rt: RuntimeContext) -> None:
         """Read the script (relative paths from the launch directory) and publish."""
         path = os.path.join(rt.cwd, self.config["script"])
+        record = self.config.get("record")
         model = ScriptedModel(load_script(path), chunk_size=self.config["chunk_size"],
-                              context_window=self.config["context_window"])
+                              context_window=self.config["context_window"],
+                              supports_images=self.config["supports_images"],
+                              record=None if record is None else os.path.join(rt.cwd, record))
         rt.publish(self._service, model)
 
     @property
