@@ -14,6 +14,11 @@ mapping is tested on event lists alone. Two directions:
   ``replay`` (``session/load``) rebuilds the visible conversation from the stored log:
   user prompts, whole assistant texts, tool calls with their final state.
 
+The task list (``plan/update``) becomes an ACP ``plan`` update in both modes; a mode the
+agent switched to itself (``mode/update``, after an approved ``exit_plan_mode``) becomes
+``current_mode_update`` live only: a replayed one would be stale, and ``session/load``
+answers the current mode.
+
 Field names follow the ACP v1 schema (agentclientprotocol.com, ``schema.json``).
 """
 
@@ -35,6 +40,7 @@ TOOL_KINDS: Mapping[str, str] = {
     "glob": "search",
     "list_directory": "search",
     "bash": "execute",
+    "exit_plan_mode": "switch_mode",
 }
 """ACP ``ToolKind`` of dsh's shipped tools; any other tool is ``other``."""
 
@@ -203,6 +209,8 @@ class UpdateMapper:
             return [_chunk("agent_message_chunk", text)] if text else []
         if kind == "assistant/message":
             return self._usage(data)
+        if kind == "mode/update" and isinstance(data.get("mode"), str):
+            return [{"sessionUpdate": "current_mode_update", "currentModeId": data["mode"]}]
         return self._common(kind, data)
 
     def replay(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -232,6 +240,8 @@ class UpdateMapper:
         if kind == "tool/result":
             update = _result_update(data)
             return [update] if update is not None else []
+        if kind == "plan/update" and isinstance(data.get("entries"), list):
+            return [plan_update(data["entries"])]
         if kind == "session/title" and isinstance(data.get("title"), str):
             return [{"sessionUpdate": "session_info_update", "title": data["title"]}]
         if kind == "request/context" and isinstance(data.get("contextWindow"), int):
@@ -246,6 +256,15 @@ class UpdateMapper:
         if not isinstance(used, int):
             return []
         return [{"sessionUpdate": "usage_update", "used": used, "size": self._context_window}]
+
+
+def plan_update(entries: Sequence[Any]) -> dict[str, Any]:
+    """An ACP ``plan`` update: every entry, ``priority`` defaulting to ``medium`` (ACP
+    requires one; dsh's task list leaves it optional)."""
+    return {"sessionUpdate": "plan", "entries": [
+        {"content": str(e.get("content", "")), "priority": e.get("priority") or "medium",
+         "status": e.get("status", "pending")}
+        for e in entries if isinstance(e, Mapping)]}
 
 
 def _chunk(kind: str, text: Any) -> dict[str, Any]:

@@ -49,7 +49,8 @@ class RuntimeView:
     serving starts (the layer fingerprint is boot's baseline), and the live tool registry.
 
     ``current_config`` reads the effective tree as it is now, when live reload provides
-    one; without it ``effective_config`` (the tree at boot) is reported.
+    one; without it ``effective_config`` (the tree at boot) is reported. ``modes`` finds
+    the session-modes service (``tools-plan``) of the running tree, or None without one.
     """
 
     profile: str
@@ -59,6 +60,7 @@ class RuntimeView:
     tools: Callable[[], list[dict[str, Any]]]
     current_config: Callable[[], Mapping[str, Any]] | None = None
     refused_reload: Callable[[], bool] | None = None
+    modes: Callable[[], Any] = lambda: None
 
     @classmethod
     def of(cls, rt: RuntimeContext) -> RuntimeView:
@@ -79,6 +81,13 @@ class RuntimeView:
         # Files a live profile watches are applied when they change, so they never make a
         # restart necessary by themselves; a reload the reloader had to refuse does.
         watched = set(launch.watch_files)
+
+        def modes() -> Any:
+            try:
+                return rt.service("modes")
+            except PluginError:
+                return None
+
         return cls(
             profile=launch.profile,
             patch_reload=launch.patch_reload,
@@ -87,6 +96,7 @@ class RuntimeView:
             tools=tools,
             current_config=(lambda: state.effective_config) if state is not None else None,
             refused_reload=(lambda: state.reload_required) if state is not None else None,
+            modes=modes,
         )
 
     def reload_required(self) -> bool:
@@ -106,9 +116,13 @@ class Operations:
         self.agent = agent
         self.view = view
 
-    async def new_session(self, cwd: str | None, default_cwd: str | None) -> str:
-        """Create a session in ``cwd`` (absolute, existing) or the server's default."""
-        return await self.agent.new_session(cwd=directory(cwd) if cwd else default_cwd)
+    async def new_session(self, cwd: str | None, default_cwd: str | None, *,
+                          history: Any = None) -> str:
+        """Create a session in ``cwd`` (absolute, existing) or the server's default,
+        optionally seeded with a copy of another conversation (``history``)."""
+        seeded = {} if history is None else {"history": history}
+        return await self.agent.new_session(cwd=directory(cwd) if cwd else default_cwd,
+                                            **seeded)
 
     async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
         """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
@@ -137,6 +151,34 @@ class Operations:
     def config(self) -> Mapping[str, Any]:
         """The effective tree, no secret values."""
         return self.view.config()
+
+    def mode(self, session_id: str) -> dict[str, Any]:
+        """``{mode, availableModes}`` of a live session."""
+        modes = self._modes()
+        self.agent.get_cwd(session_id)  # unknown session: -32602
+        return {"mode": modes.get(session_id), "availableModes": modes.state(session_id)[
+            "availableModes"]}
+
+    def set_mode(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Put a live session in ``mode`` (``default`` or ``plan``); answers ``{mode}``."""
+        modes = self._modes()
+        self.agent.get_cwd(session_id)
+        before = modes.get(session_id)
+        try:
+            mode = modes.set(session_id, mode)
+        except ValueError as exc:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+        if mode != before:
+            # In the session's log like the agent's own switch, so a replay shows it too.
+            self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})
+        return {"mode": mode}
+
+    def _modes(self) -> Any:
+        modes = self.view.modes()
+        if modes is None:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this profile has no session modes "
+                               "(add a tools-plan row)", {"code": "no-modes"})
+        return modes
 
     def status(self, state: str) -> dict[str, Any]:
         """Readiness, and whether a layer file changed since boot (a restart applies it)."""

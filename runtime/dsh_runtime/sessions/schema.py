@@ -11,6 +11,9 @@ a future version adds a migration step here rather than scattering ``ALTER TABLE
 * ``workspaces`` / ``workspace_refs``: a workspace directory and who holds it; ``refs``
   always equals the number of ``workspace_refs`` rows (updated in the same transaction),
   so acquiring twice for one session counts once.
+* ``goals`` (version 2): each session's goals (``g-1``, ``g-2`` ... in ``number`` order).
+  ``revision`` counts the model's changes, for compare-and-set updates; ``rounds_used``
+  counts the turns the goal was active, which the runtime bumps without a new revision.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sqlite3
 
 from dsh.errors import PluginError
 
-VERSION = 1
+VERSION = 2
 
 _V1 = """
 CREATE TABLE sessions (
@@ -58,12 +61,33 @@ CREATE TABLE workspace_refs (
 ) WITHOUT ROWID;
 """
 
+_V2 = """
+CREATE TABLE goals (
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    objective TEXT NOT NULL,
+    status TEXT NOT NULL,
+    max_rounds INTEGER NOT NULL,
+    rounds_used INTEGER NOT NULL DEFAULT 0,
+    blocked_reason TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, id)
+) WITHOUT ROWID;
+"""
+
+_STEPS = ((1, _V1), (2, _V2))
+"""Each version's statements, applied in order to a file at any older version."""
+
 
 def migrate(conn: sqlite3.Connection, path: str) -> None:
     """Bring the database at ``path`` to :data:`VERSION`; a newer file is refused.
 
     Runs in one immediate transaction, so two runtimes opening a fresh home at once
-    create the schema once.
+    create the schema once. An older file gets the missing steps of :data:`_STEPS`, so a
+    home made by an earlier dsh keeps its sessions and gains the new tables.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -71,10 +95,12 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
         if found > VERSION:
             raise PluginError(f"{path} has schema version {found}, newer than this dsh "
                               f"supports ({VERSION})", hint="upgrade dsh or use another home")
-        if found == 0:
-            for statement in _V1.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+        for version, script in _STEPS:
+            if found < version:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        if found < VERSION:
             conn.execute(f"PRAGMA user_version = {VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -64,6 +64,7 @@ async function select(sessionId) {
   state.bubbles.clear();
   state.calls.clear();
   $("log").replaceChildren();
+  renderPlan([]);
   $("session-title").textContent = sessionId;
   const url = `/api/sessions/${encodeURIComponent(sessionId)}/events?since=0&token=` +
     encodeURIComponent(token);
@@ -154,9 +155,33 @@ function onEvent(event) {
     case "error":
       append(el("div", "msg error", data.message));
       break;
+    case "plan/update":
+      renderPlan(data.entries || []);
+      break;
+    case "mode/update":
+      append(el("div", "turn-end", `mode: ${data.mode}`));
+      break;
     default:
       break;
   }
+}
+
+// The session's task list (todo_write): each plan/update replaces it whole.
+const PLAN_MARKS = { pending: "\u25cb", in_progress: "\u25d0", completed: "\u25cf" };
+
+function renderPlan(entries) {
+  const box = $("plan");
+  box.replaceChildren();
+  box.hidden = entries.length === 0;
+  if (!entries.length) return;
+  box.append(el("strong", "", "Plan"));
+  const list = el("ul");
+  for (const entry of entries) {
+    const item = el("li", entry.status, `${PLAN_MARKS[entry.status] || "\u25cb"} ${entry.content}`);
+    if (entry.priority) item.append(el("span", "priority", ` ${entry.priority}`));
+    list.append(item);
+  }
+  box.append(list);
 }
 
 async function send(event) {

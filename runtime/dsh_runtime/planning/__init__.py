@@ -1,0 +1,1 @@
+"""Planning and goals: the session task list, plan mode, and persistent goals."""
