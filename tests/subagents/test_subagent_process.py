@@ -24,7 +24,8 @@ GUARD = 60.0
 
 PARENT_SCRIPT = """\
 - text: "delegating"
-  tool_calls: [{name: subagent, arguments: {task: "report the environment"}}]
+  tool_calls: [{name: subagent,
+                arguments: {description: "env report", prompt: "report the environment"}}]
 - text: "parent done"
 """
 CHILD_SCRIPT = """\
@@ -65,6 +66,11 @@ def parent_config(home: Path, patch: Path, env: dict[str, str]) -> ClientConfig:
                         env=env, initialize_timeout=GUARD, request_timeout=GUARD)
 
 
+def ends(note: Any) -> bool:
+    """The start and end notifications of sub-agents (not their status changes)."""
+    return note.method in ("subagent.started", "subagent.finished")
+
+
 def child_homes(home: Path, parent: str) -> list[Path]:
     return sorted((home / "workspaces" / parent / "subagents").glob("*/home"))
 
@@ -89,7 +95,7 @@ def test_parent_runs_a_child_in_an_isolated_home_with_a_scrubbed_env(
 
     async def scenario() -> tuple[Any, list[Any], list[Path], list[str]]:
         async with AsyncDshClient(parent_config(dsh_home, patch, env)) as client:
-            with client.subscribe(lambda n: n.method.startswith("subagent.")) as sub:
+            with client.subscribe(ends) as sub:
                 session = await client.new_session()
                 result = await asyncio.wait_for(session.run("go"), GUARD)
                 notes = [await asyncio.wait_for(sub.__anext__(), GUARD) for _ in range(2)]
@@ -111,7 +117,9 @@ def test_parent_runs_a_child_in_an_isolated_home_with_a_scrubbed_env(
     assert started.method == "subagent.started"
     assert finished.method == "subagent.finished"
     child = started.params["childSessionId"]
-    assert started.params == {"parentSessionId": result.session_id, "childSessionId": child}
+    assert started.params == {"parentSessionId": result.session_id, "childSessionId": child,
+                              "agentId": started.params["agentId"]}
+    assert started.params["agentId"].startswith("agent-")
     assert finished.params == {**started.params, "status": "completed"}
 
     assert len(homes) == 1 and homes[0].is_absolute()
@@ -133,7 +141,7 @@ def test_cancelling_the_parent_turn_kills_the_child(tmp_path: Path, dsh_home: Pa
 
     async def scenario() -> tuple[int, list[Any], list[str]]:
         async with AsyncDshClient(parent_config(dsh_home, patch, {})) as client:
-            with client.subscribe(lambda n: n.method.startswith("subagent.")) as sub:
+            with client.subscribe(ends) as sub:
                 session = await client.new_session()
                 run = asyncio.ensure_future(session.run("go"))
                 started = await asyncio.wait_for(sub.__anext__(), GUARD)

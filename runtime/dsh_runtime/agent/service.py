@@ -26,7 +26,7 @@ from typing import Any
 
 from dsh.errors import BusyError, JsonRpcError, PluginError
 
-from dsh_runtime.agent import compaction, events, recovery
+from dsh_runtime.agent import compaction, events, recovery, seeding
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
 from dsh_runtime.agent.store import MemorySessionStore, SessionStore
@@ -198,14 +198,32 @@ class Agent:
         ``subagent.finished``) to every listener, as the servers forward them."""
         self._notify(method, params)
 
+    def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
+        """Log event ``type`` on a live session, as a plugin reporting outside a tool call
+        (an MCP server that died, a mode a client set); False when no such session runs."""
+        session = self._sessions.get(session_id)
+        if session is None or self._closed:
+            return False
+        session.emit(type, data)
+        return True
+
     # -- sessions -------------------------------------------------------------------------
 
-    async def new_session(self, *, cwd: str | None = None, session_id: str | None = None) -> str:
-        """Create a session now; an id already in use is JsonRpcError(-32602)."""
+    async def new_session(self, *, cwd: str | None = None, session_id: str | None = None,
+                          history: Any = None) -> str:
+        """Create a session now; an id already in use is JsonRpcError(-32602).
+
+        ``history`` (a forked sub-agent's start) seeds the conversation with a copy of
+        another one, checked first (:mod:`.seeding`): a bad one creates nothing.
+        """
         self._check_open()
         if session_id is not None and session_id in self._sessions:
             raise JsonRpcError(INVALID_PARAMS, f"session '{session_id}' already exists")
+        messages = None if history is None else seeding.check_history(history)
         session = await self._create(session_id or events.new_id(), cwd)
+        if messages:
+            seeding.seed(session, messages)
+            self._store.save(session.record)
         return session.id
 
     async def prompt(self, session_id: str, content_blocks: Sequence[Mapping[str, Any]], *,

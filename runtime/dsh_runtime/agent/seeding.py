@@ -1,0 +1,89 @@
+"""Starting a session from another conversation (``session/new {history}``).
+
+A forked sub-agent begins with a copy of its parent's conversation. The copy arrives over
+the wire, so it is checked here before any of it reaches a session: a list of messages
+whose roles are ``user``, ``assistant`` or ``tool``, each with a content list of typed
+blocks, and every assistant tool call answered by a tool message before the next
+non-tool message and by the end. A history a provider would refuse is refused now
+(-32602 naming the message index), not at the child's first model request.
+
+Seeded messages are logged as the events a turn would have logged for them
+(``user/message``, ``assistant/message``, ``tool/result``) with ``turn: 0`` and ``step: 0``
+("before this session's first turn"), so the session's log stays the true record of what
+its model is sent, and a session store that rebuilds history from events (as
+``sessions-sqlite`` does) restores the seeded conversation on ``resume``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from dsh.errors import JsonRpcError
+
+from dsh_runtime.agent import events
+from dsh_runtime.agent.session import Session
+
+INVALID_PARAMS = -32602
+ROLES = ("user", "assistant", "tool")
+
+
+def _bad(index: int, what: str) -> JsonRpcError:
+    return JsonRpcError(INVALID_PARAMS, f'"history"[{index}]: {what}')
+
+
+def check_history(value: Any) -> list[dict[str, Any]]:
+    """``value`` as a list of seedable messages (deep copies), or JsonRpcError(-32602)."""
+    if not isinstance(value, list):
+        raise JsonRpcError(INVALID_PARAMS, '"history" must be an array of messages')
+    messages: list[dict[str, Any]] = []
+    open_calls: set[str] = set()
+    for index, message in enumerate(value):
+        if not isinstance(message, Mapping):
+            raise _bad(index, "must be an object")
+        role = message.get("role")
+        if role not in ROLES:
+            raise _bad(index, f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        content = message.get("content")
+        if not isinstance(content, list) or not all(
+                isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in content):
+            raise _bad(index, "content must be an array of {type, ...} blocks")
+        if role == "tool":
+            call_id = message.get("toolCallId")
+            if call_id not in open_calls:
+                raise _bad(index, f"tool result for {call_id!r}, which no earlier "
+                                  "assistant message left unanswered")
+            open_calls.discard(call_id)
+        elif open_calls:
+            raise _bad(index, f"tool call {sorted(open_calls)[0]!r} has no result before "
+                              "this message")
+        if role == "assistant":
+            for block in content:
+                if block["type"] != "tool-call":
+                    continue
+                if not all(isinstance(block.get(k), str) for k in ("id", "name", "arguments")):
+                    raise _bad(index, "a tool-call block needs string id, name and arguments")
+                open_calls.add(block["id"])
+        seeded = copy.deepcopy(dict(message))
+        if not isinstance(seeded.get("id"), str):
+            seeded["id"] = events.new_id()
+        messages.append(seeded)
+    if open_calls:
+        raise JsonRpcError(INVALID_PARAMS, f'"history": tool call {sorted(open_calls)[0]!r} '
+                                           "has no result")
+    return messages
+
+
+def seed(session: Session, messages: list[dict[str, Any]]) -> None:
+    """Append checked ``messages`` to a new session's history, logging each as its event."""
+    for message in messages:
+        session.messages.append(message)
+        role = message["role"]
+        if role == "user":
+            session.emit(events.USER_MESSAGE, message, events.APPEND)
+        elif role == "assistant":
+            session.emit(events.ASSISTANT_MESSAGE, events.placed(0, 0, message), events.APPEND)
+        else:
+            session.emit(events.TOOL_RESULT, events.placed(0, 0, message), events.APPEND)
+    session.record.context_shown = events.shown_sections(session.messages)

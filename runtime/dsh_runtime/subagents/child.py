@@ -1,0 +1,256 @@
+"""One sub-agent: a nested dsh runtime, its one session, and what is known about it.
+
+A :class:`Child` owns an SDK client (:class:`dsh.sdk.AsyncDshClient`) and a watcher task
+that reads every notification of the child's session, in order, and keeps the facts the
+tools report: the status, the last answer, how the last turn ended. The watcher also keeps
+the connection flowing (an unread subscription would pause it), and notices a child
+runtime that dies: its status becomes ``failed``.
+
+Status, as ``list_agents`` shows it:
+
+``starting``  the runtime is being spawned (only visible to a concurrent call);
+``running``   its session is working through its queued messages;
+``idle``      every message answered; the runtime lives on and ``send_message`` wakes it;
+``finished``  its runtime was closed (its work done, or cut short by the parent);
+``failed``    it did not start, its runtime died, or its last turn ended in an error.
+
+"Done" is counted by inbox receipts: a message is done at the first ``session.status idle``
+after its receipt (``agent/inbox/spliced``), which the runtime sends only once its whole
+queue is drained. The receipt precedes the ``session/prompt`` answer on the wire, so
+:meth:`Child.prompt` waits until the watcher has read it; an ``idle`` read after that is
+the right one, never a stale one from an earlier run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("dsh.subagent")
+
+SESSION_METHODS = ("session.event", "session.status")
+NESTED = ("subagent.started", "subagent.finished")
+
+
+class Status(str, enum.Enum):
+    """A sub-agent's lifecycle, in the order it is met (see the module docstring)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    IDLE = "idle"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+LIVE = (Status.STARTING, Status.RUNNING, Status.IDLE)
+
+
+@dataclass
+class Grandchild:
+    """A sub-agent of a sub-agent, as its ``subagent.*`` notifications report it."""
+
+    session_id: str
+    status: str = "running"
+
+
+@dataclass(eq=False)
+class Child:
+    """One sub-agent of a parent session (``agent-N``), from spawn to close."""
+
+    id: str
+    parent: str
+    description: str
+    cwd: str
+    background: bool
+    forked: bool
+    status: Status = Status.STARTING
+    session_id: str | None = None
+    last_text: str = ""
+    stop_reason: str | None = None
+    error: str = ""
+    runs: int = 0
+    pid: int | None = None
+    grandchildren: dict[str, Grandchild] = field(default_factory=dict)
+    on_settled: Callable[[Child], None] | None = None
+    on_status: Callable[[Child], None] | None = None
+    _client: Any = None
+    _watcher: asyncio.Task[None] | None = None
+    _receipts: set[str] = field(default_factory=set)
+    _received: int = 0
+    _done: int = 0
+    _turn_running: bool = False
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _closing: bool = False
+
+    # -- starting -------------------------------------------------------------------------
+
+    async def start(self, client: Any, *, history: list[dict[str, Any]] | None) -> None:
+        """Spawn the runtime and open the session (seeded with ``history`` for a fork).
+
+        Raises what the SDK raised; the caller closes the child then.
+        """
+        self._client = client
+        await client.start()
+        self.pid = client.pid
+        session = await client.new_session(cwd=self.cwd, history=history)
+        self.session_id = session.id
+        subscription = client.subscribe(self._mine)
+        self._watcher = asyncio.create_task(self._watch(subscription),
+                                            name=f"dsh-subagent-{self.id}")
+
+    async def prompt(self, text: str, *, bound: float) -> int:
+        """Queue ``text`` on the child's session; returns the receipt count to wait for.
+
+        Returns once the watcher has read the message's receipt and, when no turn was
+        running, the turn it starts (so an ``interrupt_agent`` right after finds it).
+        """
+        answer = await self._client.request("session/prompt", {
+            "sessionId": self.session_id, "contentBlocks": [{"type": "text", "text": text}]})
+        message_id = answer["messageId"]
+        await self._until(lambda: message_id in self._receipts or self._gone(), bound)
+        target = self._received
+        await self._until(lambda: self._turn_running or self._done >= target or self._gone(),
+                          bound)
+        return target
+
+    async def settled(self, target: int) -> None:
+        """Wait (unbounded: the caller's turn bounds it) until receipt ``target`` is done."""
+        await self._until(lambda: self._done >= target or self._gone(), None)
+
+    async def cancel(self) -> bool:
+        """Cancel the running turn (``session/cancel``); False when none was running."""
+        answer = await self._client.request("session/cancel", {"sessionId": self.session_id})
+        return bool(answer.get("cancelled")) if isinstance(answer, Mapping) else False
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def close(self) -> str:
+        """Close the runtime (its whole process group goes); returns the outcome.
+
+        The outcome is what ``subagent.finished`` reports: how its last turn ended when it
+        was idle, ``cancelled`` when it was cut short, ``error`` when it never started or
+        its runtime had died. Call once (the registry does).
+        """
+        if self.status is Status.IDLE:
+            outcome = self.stop_reason or "completed"
+        elif self.status is Status.FAILED or self.session_id is None:
+            outcome = "error"
+        else:
+            outcome = "cancelled"
+        self._closing = True
+        try:
+            if self._client is not None:
+                await self._client.close()
+        finally:
+            if self._watcher is not None:
+                self._watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._watcher
+            if self.status in LIVE:
+                self.status = Status.FAILED if outcome == "error" else Status.FINISHED
+        return outcome
+
+    # -- watching -------------------------------------------------------------------------
+
+    def _mine(self, note: Any) -> bool:
+        params = note.params
+        if note.method in NESTED:
+            return True
+        return (note.method in SESSION_METHODS and isinstance(params, dict)
+                and params.get("sessionId") == self.session_id)
+
+    def _gone(self) -> bool:
+        return self.status not in LIVE
+
+    async def _until(self, ready: Callable[[], bool], bound: float | None) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(ready), bound)
+
+    async def _watch(self, subscription: Any) -> None:
+        with subscription:
+            try:
+                async for note in subscription:
+                    self._read(note.method, note.params if isinstance(note.params, dict)
+                               else {})
+                    async with self._changed:
+                        self._changed.notify_all()
+            except Exception as exc:
+                if not self._closing:
+                    logger.warning("sub-agent %s lost its runtime: %s", self.id, exc)
+                    self.error = f"its runtime ended unexpectedly: {exc}"
+                    self._set(Status.FAILED)
+                    self._report()
+            finally:
+                async with self._changed:
+                    self._changed.notify_all()
+
+    def _read(self, method: str, params: dict[str, Any]) -> None:
+        if method in NESTED:
+            child = params.get("childSessionId")
+            if params.get("parentSessionId") == self.session_id and isinstance(child, str):
+                known = self.grandchildren.setdefault(child, Grandchild(child))
+                if method == NESTED[1]:
+                    known.status = str(params.get("status", "error"))
+            return
+        if method == "session.status":
+            if params.get("status") == "running":
+                self._set(Status.RUNNING)
+            elif params.get("status") == "idle" and self._received > self._done:
+                self._done = self._received
+                self.runs += 1
+                self._set(Status.IDLE)
+                self._report()
+            return
+        event = params.get("event")
+        if not isinstance(event, dict):
+            return
+        kind, data = event.get("type"), event.get("data")
+        data = data if isinstance(data, dict) else {}
+        if kind == "agent/inbox/spliced":
+            for item in data.get("inserted") or ():
+                if isinstance(item, dict) and isinstance(item.get("id"), str):
+                    self._receipts.add(item["id"])
+                    self._received += 1
+        elif kind == "turn/start":
+            self._turn_running = True
+            self.error = ""
+        elif kind == "assistant/message":
+            self.last_text = _text(data.get("message"))
+        elif kind == "turn/end":
+            self._turn_running = False
+            reason = data.get("reason") if isinstance(data.get("reason"), dict) else {}
+            self.stop_reason = str(reason.get("kind", "error"))
+            problem = reason.get("error") if isinstance(reason.get("error"), dict) else {}
+            self.error = str(problem.get("message", ""))
+
+    def _set(self, status: Status) -> None:
+        """Change the status; a live change is told to ``on_status``."""
+        if status is self.status:
+            return
+        self.status = status
+        if self.on_status is not None:
+            try:
+                self.on_status(self)
+            except Exception:
+                logger.exception("sub-agent %s: status listener failed", self.id)
+
+    def _report(self) -> None:
+        if self.on_settled is not None:
+            try:
+                self.on_settled(self)
+            except Exception:
+                logger.exception("sub-agent %s: report failed", self.id)
+
+
+def _text(message: Any) -> str:
+    """The joined text blocks of an ``assistant/message``'s message."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(b.get("text") or "") for b in content
+                   if isinstance(b, dict) and b.get("type") == "text")
