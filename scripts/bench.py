@@ -812,6 +812,108 @@ def plugin_add_local(opts: Options) -> Result:
     return result("plugin_add_local", _ms(statistics.median(figures)), "ms", 10000, runs=runs)
 
 
+# -- shell_sandbox_start --------------------------------------------------------------------
+
+
+@benchmark("shell_sandbox_start")
+def shell_sandbox_start(opts: Options) -> Result:
+    """``true`` through the shell tool's argv, in the workspace-write sandbox and plain."""
+    from dsh_runtime.tools.sandbox import Policy, probe
+    from dsh_runtime.tools.shell import command_argv
+
+    sandbox = {"mode": "workspace-write", "network": False, "required": False}
+    found = probe(Policy.from_config(sandbox))
+    if not found.usable:
+        return result("shell_sandbox_start", 0, "ms", 100, skipped=found.reason)
+    runs = opts.reps(41, 9)
+    environ = _clean_environ()
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        argvs = {mode: command_argv({"shell": "", "sandbox": {**sandbox, "mode": mode}},
+                                    "true", tmp, home=tmp, env=environ)
+                 for mode in ("off", "workspace-write")}
+        times: dict[str, list[float]] = {mode: [] for mode in argvs}
+        for _ in range(runs + 1):
+            for mode, argv in argvs.items():
+                times[mode].append(_wall(argv, environ, tmp))
+    plain, boxed = (_ms(statistics.median(times[m][1:])) for m in ("off", "workspace-write"))
+    return result("shell_sandbox_start", boxed, "ms", 100, runs=runs, unsandboxed_ms=plain,
+                  overhead_ms=round(boxed - plain, 2), ratio=round(boxed / plain, 2),
+                  command="bash -c true, bwrap --unshare-net --unshare-pid ... vs plain")
+
+
+# -- mcp_tool_overhead ---------------------------------------------------------------------
+
+MCP_CALLS = 50
+
+
+async def _tool_call_times(tmp: str, script: str) -> dict[str, list[float]]:
+    """Seconds from each ``tool/call`` event to its ``tool/result``, by tool name."""
+    import asyncio
+
+    from dsh_runtime.kernel import Kernel
+
+    server = {"name": "bench", "command": sys.executable,
+              "args": [str(OFFLINE_PATCH.parents[2] / "tests" / "fixtures" / "mcp_test_server.py")]}
+    rows = [*_agent_rows(script, sessions=False),
+            {"id": "mcp", "name": "mcp-servers", "config": {"servers": [server]}}]
+    rows[0]["config"]["max_steps"] = 2 * MCP_CALLS + 1
+    kernel = Kernel(rows, profile="bench", home=tmp, cwd=tmp, env=dict(os.environ))
+    kernel.load()
+    await kernel.start()
+    try:
+        agent = kernel.context.service("agent")
+        started: dict[str, tuple[str, float]] = {}
+        times: dict[str, list[float]] = {}
+        idle = asyncio.Event()
+
+        def listen(method: str, params: dict[str, Any]) -> None:
+            now = time.perf_counter()
+            if method == "session.status" and params["status"] == "idle":
+                idle.set()
+            if method != "session.event":
+                return
+            event = params["event"]
+            if event["type"] == "tool/call":
+                started[event["data"]["callId"]] = (event["data"]["name"], now)
+            elif event["type"] == "tool/result":
+                name, t0 = started.pop(event["data"]["message"]["toolCallId"])
+                times.setdefault(name, []).append(now - t0)
+
+        agent.add_listener(listen)
+        await agent.prompt("bench", [{"type": "text", "text": "go"}])
+        await idle.wait()
+        errors = [e for e in agent.history("bench") if e["type"] == "tool/result"
+                  and e["data"]["message"]["isError"]]
+        assert not errors, errors[:1]
+        return times
+    finally:
+        await kernel.dispose()
+
+
+@benchmark("mcp_tool_overhead")
+def mcp_tool_overhead(opts: Options) -> Result:
+    """An MCP tool call (stdio test server) beside a built-in tool call, in one session."""
+    import asyncio
+
+    calls = opts.reps(MCP_CALLS, 10)
+    builtin = {"tool_calls": [{"name": "working_directory", "arguments": {}}]}
+    mcp = {"tool_calls": [{"name": "mcp__bench__add", "arguments": {"a": 2, "b": 3}}]}
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        script = os.path.join(tmp, "calls.jsonl")
+        with open(script, "w", encoding="utf-8") as f:
+            for item in [builtin, mcp] * calls + [{"text": "done"}]:
+                f.write(json.dumps(item) + "\n")
+        times = asyncio.run(_tool_call_times(tmp, script))
+    # The first call of each kind pays one-time costs (imports, the server's first answer).
+    plain, remote = (_ms(statistics.median(times[n][1:]))
+                     for n in ("working_directory", "mcp__bench__add"))
+    return result("mcp_tool_overhead", round(remote - plain, 2), "ms", 10, calls=calls,
+                  mcp_call_ms=remote, builtin_call_ms=plain,
+                  first_mcp_call_ms=_ms(times["mcp__bench__add"][0]),
+                  measured="in-process kernel; tool/call to tool/result; MCP over stdio "
+                           "to tests/fixtures/mcp_test_server.py")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected benchmarks and print one JSON document; exit 1 if a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -58,8 +58,10 @@ class Doctor:
             resolved = self.check_profile()
             if resolved is not None:
                 self.check_plugins_and_env(resolved)
+                self.check_instructions()
                 if live:
                     self.check_live()
+                    self.check_mcp(resolved)
         self.check_carriers()
         checks = sorted(self.checks, key=lambda c: c.id)
         failed = [c for c in checks if c.status == "fail" or (self.strict and c.status == "warn")]
@@ -137,6 +139,9 @@ class Doctor:
             self.add("tools.grep", "ok", {"companion": "ripgrep (the runtime's companion)",
                                           "path": "ripgrep (on PATH)"}.get(
                 kind, "python fallback (no ripgrep found; slower on large trees)"))
+        for row, off in resolved.tree.walk():
+            if row.name == "tools-shell" and not off:
+                self.check_sandbox(row, env)
         for name, rows in sorted(required.items()):
             present = env is not None and bool(env.get(name))
             origin = env.origin(name) if present and env is not None else None
@@ -144,6 +149,76 @@ class Doctor:
                      f"set ({origin if origin in ('environment', 'default') else '.env'})"
                      if present else f"not set; needed by {', '.join(rows)} "
                      f"(export {name}=... or add it to $DSH_HOME/.env)")
+
+    def check_instructions(self) -> None:
+        """The AGENTS.md files and skills a session of this profile would see in the cwd."""
+        from dsh import instructions, skills
+
+        files = instructions.load(str(self.home), str(self.cwd))
+        for item in files:
+            check_id = f"agents-md.{self.where(item.path)}"
+            if item.problem is not None:
+                self.add(check_id, "warn", f"skipped: {item.problem}")
+            elif item.truncated:
+                self.add(check_id, "warn", f"{item.scope}: {item.shown} of {item.size} bytes "
+                         f"shown ({item.cap} cap)")
+            else:
+                self.add(check_id, "ok", f"{item.scope}: {item.size} bytes")
+        if not files:
+            self.add("agents-md", "ok", "none in $DSH_HOME nor from $CWD up to the project root")
+        found = skills.discover(str(self.home), self.profile, str(self.cwd))
+        for name, entry in found.skills.items():
+            where = self.where(entry.path) + "".join(
+                f" (overrides {self.where(p)})" for p in entry.overrides)
+            if entry.problem is not None:
+                self.add(f"skill.{name}", "warn", f"{where}: {entry.problem}")
+            else:
+                self.add(f"skill.{name}", "ok", f"{where}: {entry.description}")
+        if not found.skills:
+            self.add("skills", "ok", "none in $DSH_HOME/skills, the profile's skills nor the "
+                     "project's .dsh/skills")
+        for folder, problem in found.notes:
+            self.add(f"skills.{self.where(folder)}", "warn", problem)
+
+    def where(self, path: str) -> str:
+        """``path`` relative to the home or the cwd, never absolute (ancestors as ``..``)."""
+        shown = display_path(Path(path), self.home, self.cwd)
+        if shown.startswith("<outside>/"):
+            shown = "$CWD/" + Path(os.path.relpath(path, self.cwd)).as_posix()
+        return shown
+
+    def check_sandbox(self, row: Any, env: Any) -> None:
+        """The shell row's sandbox policy, and whether bubblewrap really runs here.
+
+        Unusable is a warning when commands then run unsandboxed (each result says so), and
+        a failure when the row requires the sandbox, since every command would be refused.
+        """
+        from dsh_runtime.schema import validate
+        from dsh_runtime.tools.sandbox import Policy, probe
+        from dsh_runtime.tools.shell import ShellTools
+
+        from dsh import tags
+
+        check_id = f"sandbox.{row.id}"
+        try:
+            config = tags.resolve(row.values.get("config") or {}, env or {}, self.home)
+            config = validate(ShellTools.manifest.config_schema or {}, config, row_id=row.id)
+            policy = Policy.from_config(config["sandbox"], row_id=row.id)
+        except DshError as exc:
+            self.add(check_id, "fail", self.scrub(str(exc)))
+            return
+        if policy.mode == "off":
+            self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
+            return
+        found = probe(policy)
+        if found.usable:
+            self.add(check_id, "ok", f"{policy.describe()}; bubblewrap works here")
+        elif policy.required:
+            self.add(check_id, "fail", self.scrub(f"{policy.describe()}, but {found.reason}: "
+                                                  "every command will be refused"))
+        else:
+            self.add(check_id, "warn", self.scrub(f"{policy.describe()}, but {found.reason}: "
+                                                  "commands run unsandboxed"))
 
     def check_live(self) -> None:
         import subprocess
@@ -164,6 +239,47 @@ class Doctor:
         else:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
+
+    def check_mcp(self, resolved: Any) -> None:
+        """``--live``: connect to every MCP server the profile configures, bounded.
+
+        Each server is started, initialized and asked for its tools, then closed, exactly
+        as a session would (the runtime's own connection code), so "reachable" here means
+        a session will get its tools.
+        """
+        import asyncio
+
+        from dsh import tags
+        from dsh.envsnapshot import snapshot
+
+        rows = [row for row, off in resolved.tree.walk()
+                if row.name == "mcp-servers" and not off and row.children is None]
+        if not rows:
+            return
+        from dsh_runtime.mcp.config import from_row
+        from dsh_runtime.mcp.connection import probe
+        from dsh_runtime.mcp.plugin import McpServers
+        from dsh_runtime.schema import validate
+
+        try:
+            env = snapshot(self.home, self.cwd)
+        except DshError:
+            env = {}  # check_plugins_and_env already reported the broken .env
+        for row in rows:
+            try:
+                config = tags.resolve(row.values.get("config") or {}, env, self.home)
+                config = validate(McpServers.manifest.config_schema or {}, config,
+                                  row_id=row.id)
+                specs = from_row(row.id, config)
+            except DshError as exc:
+                self.add(f"mcp.{row.id}", "fail", self.scrub(str(exc)))
+                continue
+            if not specs:
+                self.add(f"mcp.{row.id}", "ok", "no servers configured")
+            for spec in specs:
+                ok, message = asyncio.run(probe(spec, env, str(self.cwd)))
+                self.add(f"mcp.{row.id}.{spec.name}", "ok" if ok else "fail",
+                         self.scrub(message))
 
     def check_carriers(self) -> None:
         for carrier in carriers.describe():

@@ -112,3 +112,42 @@ def test_unknown_profile_exits_with_the_runtimes_own_words(
                for line in caught.value.stderr_tail)
     assert "has no SDK server row" not in str(caught.value)
     assert_gone(client.pid)
+
+
+def test_sessions_take_mcp_servers_a_history_and_modes(
+        real: Callable[..., ClientConfig], tmp_path: Path) -> None:
+    """The client's session options reach the runtime: a per-session MCP server's tool is
+    called, a seeded history is what the model sees first, and plan mode switches."""
+    import json
+    import sys
+
+    server = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_test_server.py"
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"tool_calls": [
+        {"name": "mcp__mine__add", "arguments": {"a": 2, "b": 3}}]}) + "\n"
+        + json.dumps({"text": "added"}) + "\n")
+    patch = tmp_path / "patch.yml"
+    patch.write_text("- insert:\n    - {id: llm-scripted, name: llm-scripted, config: "
+                     f"{{script: {json.dumps(str(script))}}}}}\n"
+                     "- id: agent\n  merge: {config: {default_route: scripted}}\n")
+    seeded = [{"role": "user", "content": [{"type": "text", "text": "remember 42"}]},
+              {"role": "assistant", "content": [{"type": "text", "text": "noted"}]}]
+    mine = {"name": "mine", "command": sys.executable, "args": [str(server)], "env": []}
+    with DshClient(real("sdk", patches=[patch])) as client:
+        session = client.new_session(mcp_servers=[mine], history=seeded)
+        result = session.run("add two and three")
+        answers = [e.data["message"] for e in result.events if e.type == "tool/result"]
+        assert [a["content"][0]["text"] for a in answers] == ["5"], answers
+        assert result.final_text == "added"
+        assert session.mode() == "default"
+        assert session.set_mode("plan") == "plan" and session.mode() == "plan"
+        with pytest.raises(JsonRpcError, match="unknown mode 'yolo'"):
+            session.set_mode("yolo")
+        other = client.new_session()  # the server was this session's only
+        with pytest.raises(JsonRpcError, match=r"mcpServers\[0\].command must be a non-empty"):
+            client.new_session(mcp_servers=[{"name": "mine", "command": ""}])
+        assert other.mode() == "default"
+        history = client.request("session/history", {"sessionId": session.id})["events"]
+    texts = [e["data"].get("content", [{}])[0].get("text") for e in history
+             if e["type"] == "user/message"]
+    assert texts[0] == "remember 42"

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -194,11 +194,23 @@ class AsyncDshClient:
         """
         return self._usable("subscribe").subscribe(predicate)
 
-    async def new_session(self, *, cwd: str | os.PathLike[str] | None = None) -> AsyncSession:
-        """Create a session (``session/new``); ``cwd`` defaults to the runtime's."""
+    async def new_session(self, *, cwd: str | os.PathLike[str] | None = None,
+                          mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+                          history: Sequence[Mapping[str, Any]] | None = None) -> AsyncSession:
+        """Create a session (``session/new``); ``cwd`` defaults to the runtime's.
+
+        ``mcp_servers`` connects MCP servers for this session only (ACP's shape:
+        ``{name, command, args, env: [{name, value}]}`` or ``{type: "http", name, url,
+        headers: [{name, value}]}``; the profile needs an ``mcp-servers`` row);
+        ``history`` starts the session from a copy of another conversation's messages.
+        """
         from dsh.sdk._session import AsyncSession
 
-        params = {} if cwd is None else {"cwd": os.path.abspath(os.fspath(cwd))}
+        params: dict[str, Any] = {} if cwd is None else {"cwd": os.path.abspath(os.fspath(cwd))}
+        if mcp_servers is not None:
+            params["mcpServers"] = [dict(server) for server in mcp_servers]
+        if history is not None:
+            params["history"] = [dict(message) for message in history]
         return AsyncSession(self, session_id(await self.request("session/new", params)))
 
     async def resume_session(self, session_id: str) -> AsyncSession:

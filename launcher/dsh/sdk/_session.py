@@ -88,6 +88,18 @@ class AsyncSession:
         answer = await self._client.request("session/cancel", {"sessionId": self._id})
         return bool(answer.get("cancelled")) if isinstance(answer, dict) else False
 
+    async def mode(self) -> str:
+        """The session's mode (``session/mode/get``): ``default`` or ``plan``."""
+        answer = await self._client.request("session/mode/get", {"sessionId": self._id})
+        return str(answer["mode"])
+
+    async def set_mode(self, mode: str) -> str:
+        """Switch to ``plan`` (tools that change files are refused until the model's plan
+        is approved) or back to ``default`` (``session/mode/set``); returns the mode."""
+        answer = await self._client.request("session/mode/set",
+                                            {"sessionId": self._id, "mode": mode})
+        return str(answer["mode"])
+
     def _mine(self, notification: Notification) -> bool:
         params = notification.params
         return (notification.method in _SESSION_METHODS and isinstance(params, dict)

@@ -18,7 +18,7 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from dsh.errors import ClientClosedError, DshError
@@ -190,9 +190,12 @@ class DshClient:
         return Subscription(self._engine,
                             self._run(_call(self._async.subscribe, predicate), "subscribe"))
 
-    def new_session(self, *, cwd: str | os.PathLike[str] | None = None) -> Session:
-        """Create a session; ``cwd`` defaults to the runtime's."""
-        return Session(self._engine, self._run(self._async.new_session(cwd=cwd), "session"))
+    def new_session(self, *, cwd: str | os.PathLike[str] | None = None,
+                    mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+                    history: Sequence[Mapping[str, Any]] | None = None) -> Session:
+        """Create a session (see :meth:`AsyncDshClient.new_session`)."""
+        return Session(self._engine, self._run(self._async.new_session(
+            cwd=cwd, mcp_servers=mcp_servers, history=history), "session"))
 
     def resume_session(self, session_id: str) -> Session:
         """Restore a persisted session; missing or busy ones fail."""
@@ -246,6 +249,14 @@ class Session:
     def cancel(self) -> bool:
         """Cancel the running turn; ``True`` if one was cancelled."""
         return self._engine.run(self._async.cancel(), "cancel")
+
+    def mode(self) -> str:
+        """The session's mode: ``default`` or ``plan``."""
+        return self._engine.run(self._async.mode(), "mode")
+
+    def set_mode(self, mode: str) -> str:
+        """Switch between ``default`` and ``plan``; returns the mode."""
+        return self._engine.run(self._async.set_mode(mode), "mode")
 
 
 class Subscription:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import DshError, JsonRpcError, UsageError
+from dsh.errors import DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
@@ -41,16 +41,21 @@ client -> server requests
   initialize {cwd, provider?, model?, reasoningEffort?, maxTokens?, clientInfo?,
               capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
   session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
-  session/new {cwd?} -> {sessionId}          session/cancel {sessionId} -> {cancelled}
+  session/new {cwd?, history?} -> {sessionId}  (history: messages the session starts with)
+      mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
+      url, headers: [{name, value}]}]  (ACP's shape; needs an mcp-servers row)
+  session/cancel {sessionId} -> {cancelled}
   session/resume {sessionId} -> {}           session/list -> {sessions}
   session/history {sessionId} -> {events}    session/working-directory/get {sessionId}
   session/compact {sessionId} -> {compacted, removedCount, keptCount, tokensBefore, ...}
   session/working-directory/set {sessionId, path} -> {cwd}
+  session/mode/get {sessionId} -> {mode, availableModes}
+  session/mode/set {sessionId, mode: "default" | "plan"} -> {mode}   (with a tools-plan row)
   tools/list -> {tools}   config/get -> {config}   runtime/status -> {state, ...}
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
-                 subagent.started, subagent.finished,
+                 subagent.started, subagent.status, subagent.finished,
                  config.reloaded {diff}, config.reload_failed {file?, message}
                  (live profiles, when the profile's or the home's patch.yml changes)
   request: approval/request {sessionId, toolCall} -> {decision: "allow" | "deny"}
@@ -128,7 +133,8 @@ class SdkServer(Plugin):
         )
         timeout = float(self.config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S))
         protocol = SdkProtocol(peer, rt.service("agent"), view, timeout,
-                               config_state=getattr(rt, "config_state", None))
+                               config_state=getattr(rt, "config_state", None),
+                               services=rt.service)
         peer.methods(protocol.table())
         try:
             await peer.serve()
@@ -137,14 +143,20 @@ class SdkServer(Plugin):
         return 0
 
 
+def _no_services(name: str) -> Any:
+    raise PluginError(f"no service '{name}'")
+
+
 class SdkProtocol:
     """The SDK methods of one connection, each a thin call on the ``agent`` service."""
 
     def __init__(
         self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float,
-        *, config_state: Any = None,
+        *, config_state: Any = None, services: Callable[[str], Any] | None = None,
     ) -> None:
         self._peer = peer
+        # Looked up only for a session/new with mcpServers (the mcp-servers row's service).
+        self._services = services
         # Live reload events (dsh_runtime.configstate) are forwarded once initialized.
         self._config_state = config_state
         self._agent = agent
@@ -172,6 +184,8 @@ class SdkProtocol:
             "session/list": self.list_sessions,
             "session/history": self.history,
             "session/compact": self.compact,
+            "session/mode/get": self.get_mode,
+            "session/mode/set": self.set_mode,
             "tools/list": self.tools,
             "config/get": self.config,
         }
@@ -252,9 +266,18 @@ class SdkProtocol:
         return {"messageId": message_id}
 
     async def new_session(self, params: Params | None) -> dict[str, Any]:
-        """Create a session now (``session/prompt`` also creates one on first use)."""
-        cwd = _str(_object(params), "cwd", required=False)
-        session_id = await self._ops.new_session(cwd, self._cwd)
+        """Create a session now (``session/prompt`` also creates one on first use);
+        ``history`` seeds it with a copy of another conversation (a forked sub-agent)."""
+        p = _object(params)
+        cwd = _str(p, "cwd", required=False)
+        attach = None
+        if p.get("mcpServers") is not None:
+            from dsh_runtime.mcp.plugin import attach_servers
+
+            attach = attach_servers(self._services or _no_services, p["mcpServers"])
+        session_id = await self._ops.new_session(cwd, self._cwd, history=p.get("history"))
+        if attach is not None:
+            attach(session_id, self._agent.get_cwd(session_id))
         return {"sessionId": session_id}
 
     async def resume(self, params: Params | None) -> dict[str, Any]:
@@ -283,6 +306,15 @@ class SdkProtocol:
     async def compact(self, params: Params | None) -> dict[str, Any]:
         """Summarise the session's older history now (idle sessions only)."""
         return await self._agent.compact(_session_id(params))
+
+    async def get_mode(self, params: Params | None) -> dict[str, Any]:
+        """The session's mode and the modes there are."""
+        return self._ops.mode(_session_id(params))
+
+    async def set_mode(self, params: Params | None) -> dict[str, Any]:
+        """Switch the session between ``default`` and ``plan`` (read-only until approved)."""
+        p = _object(params)
+        return self._ops.set_mode(_session_id(p), _str(p, "mode"))
 
     async def history(self, params: Params | None) -> dict[str, Any]:
         """The session's events so far."""
