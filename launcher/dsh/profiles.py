@@ -106,16 +106,40 @@ def _string_list(value: Any, path: Path, field_name: str) -> list[str]:
 def seed_template(home: Path, name: str) -> bool:
     """Copy the shipped template ``name`` into the home unless a profile is already there.
 
-    Returns True when this call created it. Concurrent seeders race on one ``rename``;
-    the loser discards its copy.
+    A profile is there when its ``profile.toml`` is. A folder without one (a user who
+    made ``profiles/sdk/skills/`` before first use) gets the template's missing files
+    beside its own, never replacing any. Returns True when this call created the
+    ``profile.toml``. Concurrent seeders race on one ``rename`` (a new folder) or one
+    ``link`` (a file into an existing folder); the loser discards its copy.
     """
     target = profiles_dir(home) / name
     source = shipped.template_dir(name)
-    if target.exists() or not (source / PROFILE_FILE).is_file():
+    if (target / PROFILE_FILE).exists() or not (source / PROFILE_FILE).is_file():
         return False
     ensure_dir(home)  # first, so the home itself is private (parents=True would not be)
     ensure_dir(profiles_dir(home))
+    if target.is_dir():
+        return _fill_dir(source, target)
     return _install_dir(source, target)
+
+
+def _fill_dir(source: Path, target: Path) -> bool:
+    """Add ``source``'s files that ``target`` lacks, ``profile.toml`` last (so a folder
+    cut short is seen as unseeded and completed next time); True if it was added here."""
+    files = sorted((f for f in source.iterdir() if f.is_file()),
+                   key=lambda f: f.name == PROFILE_FILE)
+    created = False
+    for item in files:
+        staging = Path(tempfile.mkstemp(prefix=f".{item.name}.", dir=target)[1])
+        try:
+            shutil.copyfile(item, staging)
+            os.link(staging, target / item.name)  # never replaces an existing file
+            created = item.name == PROFILE_FILE
+        except FileExistsError:
+            pass
+        finally:
+            staging.unlink(missing_ok=True)
+    return created
 
 
 def _install_dir(source: Path, target: Path) -> bool:

@@ -79,15 +79,20 @@ def test_seeding_never_overwrites_a_user_edit(dsh_home: Path) -> None:
     assert (folder / "profile.toml").read_text(encoding="utf-8") == edited
 
 
-def test_seeding_leaves_an_existing_folder_alone_even_without_profile_toml(
+def test_seeding_fills_a_folder_made_before_first_use_keeping_its_files(
         dsh_home: Path) -> None:
+    """A user who adds skills or a patch before the first run still gets the profile."""
     folder = dsh_home / "profiles" / "acp"
-    folder.mkdir(parents=True)
+    (folder / "skills" / "mine").mkdir(parents=True)
+    (folder / "skills" / "mine" / "SKILL.md").write_text("---\ndescription: x\n---\n")
     (folder / "patch.yml").write_text("[]\n", encoding="utf-8")
+    assert profiles.seed_template(dsh_home, "acp") is True
     assert profiles.seed_template(dsh_home, "acp") is False
-    with pytest.raises(ProfileNotFoundError):
-        profiles.load_profile(dsh_home, "acp")
-    assert sorted(p.name for p in folder.iterdir()) == ["patch.yml"]
+    profile = profiles.load_profile(dsh_home, "acp")
+    assert (profile.bundles, profile.patch_reload) == SHIPPED["acp"]
+    assert sorted(p.name for p in folder.iterdir()) == ["patch.yml", "profile.toml", "skills"]
+    assert (folder / "patch.yml").read_text(encoding="utf-8") == "[]\n"
+    assert (folder / "skills" / "mine" / "SKILL.md").is_file()
 
 
 def test_unknown_profile_has_a_hint_and_writes_nothing(dsh_home: Path) -> None:
