@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 AGENTS_FILE = "AGENTS.md"
 PROJECT_MARKERS = (".git", ".dsh")
@@ -34,8 +34,7 @@ class Unreadable(Exception):
     """A file that exists but cannot be used; the message says why, for a note."""
 
 
-@dataclass(frozen=True)
-class Capped:
+class Capped(NamedTuple):
     """The first bytes of a file, decoded, and how much of it there was."""
 
     text: str
@@ -48,8 +47,7 @@ class Capped:
         return self.shown < self.size
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(NamedTuple):
     """One ``AGENTS.md`` as the model sees it.
 
     ``scope`` is ``home`` or ``project``. ``shown`` of ``size`` bytes made it into

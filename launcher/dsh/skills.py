@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.instructions import Unreadable, project_root, read_capped
 
@@ -45,8 +44,7 @@ class SkillFormatError(ValueError):
     """What is wrong with a ``SKILL.md``; the message is written for a person or model."""
 
 
-@dataclass(frozen=True)
-class SkillEntry:
+class SkillEntry(NamedTuple):
     """A skill found on disk (``path`` is its ``SKILL.md``), usable or not.
 
     ``scope``: ``home``, ``profile`` or ``project``. ``problem`` is None for a usable
@@ -66,8 +64,7 @@ class SkillEntry:
         return os.path.dirname(self.path)
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """What a search found: skills by name (sorted), and ``(folder, problem)`` of places
     that could not be read whole."""
 

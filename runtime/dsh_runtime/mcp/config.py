@@ -18,14 +18,16 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from dsh.errors import ConfigError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 TOOL_NAME_MAX = 64
 """The longest tool name the model routes accept (OpenAI-style ``^[a-zA-Z0-9_-]{1,64}$``)."""
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 DEFAULTS = {"startup_timeout_s": 8.0, "call_timeout_s": 60.0, "max_result_chars": 50_000}
 """Row-level defaults; each server may override them. ``startup_timeout_s`` stays under
@@ -35,8 +37,7 @@ _SERVER_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "heade
                           *DEFAULTS})
 
 
-@dataclass(frozen=True)
-class ServerSpec:
+class ServerSpec(NamedTuple):
     """One server to connect: stdio (``command``) or streamable HTTP (``url``).
 
     ``env_names`` / ``header_envs`` are read from the environment snapshot at connect time;
@@ -47,11 +48,11 @@ class ServerSpec:
     command: str | None = None
     args: tuple[str, ...] = ()
     env_names: tuple[str, ...] = ()
-    env_values: Mapping[str, str] = field(default_factory=dict)
+    env_values: Mapping[str, str] = _EMPTY
     cwd: str | None = None
     url: str | None = None
-    header_envs: Mapping[str, str] = field(default_factory=dict)
-    header_values: Mapping[str, str] = field(default_factory=dict)
+    header_envs: Mapping[str, str] = _EMPTY
+    header_values: Mapping[str, str] = _EMPTY
     startup_timeout_s: float = DEFAULTS["startup_timeout_s"]
     call_timeout_s: float = DEFAULTS["call_timeout_s"]
     max_result_chars: int = int(DEFAULTS["max_result_chars"])

@@ -28,15 +28,18 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh import jsonrpc
 from dsh._version import __version__
 from dsh.errors import JsonRpcError, PluginError
 
 from dsh_runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
-from dsh_runtime.mcp.connection import Connection, State
 from dsh_runtime.plugin import Capability, ContextRequest, Manifest, Plugin, Registrar
+
+if TYPE_CHECKING:
+    # Imported where a connection is made: a tree without servers never needs it.
+    from dsh_runtime.mcp.connection import Connection
 
 DISPOSE_BOUND = 4.5
 """Seconds ``dispose`` waits for servers to stop (under the kernel's 5 s per row)."""
@@ -141,6 +144,8 @@ class McpServers(Plugin):
         record = self._sessions.get(session_id)
         if record is None:
             return _NO_TOOLS
+        from dsh_runtime.mcp.connection import State
+
         tools: dict[str, Any] = {}
         for connection in record.servers.values():
             if connection.state is State.READY:
@@ -152,6 +157,8 @@ class McpServers(Plugin):
         record = self._sessions.get(request.session_id)
         if record is None:
             return None
+        from dsh_runtime.mcp.connection import State
+
         starting = [c for c in record.servers.values() if c.state is State.STARTING]
         if not starting and not record.reports:
             return None
@@ -180,6 +187,8 @@ class McpServers(Plugin):
     # -- internals ---------------------------------------------------------------------
 
     def _connect(self, record: _Session, specs: list[ServerSpec]) -> None:
+        from dsh_runtime.mcp.connection import Connection, State
+
         def report(connection: Connection, message: str) -> None:
             if connection.state is State.FAILED:
                 message += "; its tools are removed"

@@ -14,11 +14,9 @@ end with the runtime.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import time
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dsh_runtime.sessions.workspaces import transaction
 
@@ -33,8 +31,7 @@ class GoalError(Exception):
     """A goal request the model must fix; the message is written for the model."""
 
 
-@dataclass(frozen=True)
-class Goal:
+class Goal(NamedTuple):
     """One goal of one session, as stored."""
 
     session_id: str
@@ -101,7 +98,7 @@ def change(goal: Goal, action: str, *, revision: int, objective: str | None = No
         fields = {"status": ACTIVE, "blocked_reason": None}
     else:
         fields = {"status": COMPLETED if action == "complete" else ABANDONED}
-    return dataclasses.replace(goal, revision=goal.revision + 1, **fields)
+    return goal._replace(revision=goal.revision + 1, **fields)
 
 
 class GoalTable(Protocol):
@@ -169,7 +166,7 @@ class MemoryGoals:
             if goal.id == old.id:
                 if goal.revision != old.revision:
                     return False
-                goals[index] = dataclasses.replace(new, rounds_used=goal.rounds_used)
+                goals[index] = new._replace(rounds_used=goal.rounds_used)
                 return True
         return False
 
@@ -178,7 +175,7 @@ class MemoryGoals:
         current = self.find(goal.session_id, goal.id) or goal
         if current.status != ACTIVE or current.rounds_used >= current.max_rounds:
             return current
-        bumped = dataclasses.replace(current, rounds_used=current.rounds_used + 1)
+        bumped = current._replace(rounds_used=current.rounds_used + 1)
         goals = self._goals[goal.session_id]
         goals[goals.index(current)] = bumped
         return bumped
@@ -229,7 +226,7 @@ class SqliteGoals:
             self._conn.execute(
                 f"INSERT INTO goals ({_COLUMNS}, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*dataclasses.astuple(goal), now, now))
+                (*goal, now, now))
         return goal
 
     def replace(self, old: Goal, new: Goal) -> bool:

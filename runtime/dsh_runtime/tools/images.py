@@ -22,8 +22,7 @@ import io
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsh._version import __version__
 
@@ -48,8 +47,7 @@ class ImageError(Exception):
     """The image cannot be sent; the message is written for the model."""
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """An image ready to send, and what to tell the model about it."""
 
     media_type: str

@@ -47,8 +47,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.errors import ConfigError
 
@@ -90,8 +89,7 @@ class SandboxUnavailable(Exception):
     """A required sandbox cannot run; the message is written for the model."""
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     """One shell row's sandbox settings, checked."""
 
     mode: str = OFF
@@ -140,8 +138,7 @@ class Policy:
                 f"{', required' if self.required else ''}")
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """Whether bubblewrap can sandbox commands here; ``reason`` says why not."""
 
     usable: bool

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh import skills
 from dsh._version import __version__
@@ -33,8 +32,7 @@ from dsh_runtime.plugin import (
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
 
-@dataclass(frozen=True)
-class Available:
+class Available(NamedTuple):
     """One skill as the model may see it: from a file (``entry``) or a plugin (``body``)."""
 
     name: str

@@ -20,8 +20,7 @@ import asyncio
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urljoin
 
 from dsh._version import __version__
@@ -52,8 +51,7 @@ class FetchError(Exception):
     """The fetch failed; the message is written for the model."""
 
 
-@dataclass(frozen=True)
-class Page:
+class Page(NamedTuple):
     """What a fetch brought back: the final URL, its media type and the (bounded) body."""
 
     url: str
