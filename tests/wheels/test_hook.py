@@ -226,3 +226,32 @@ class TestProjectFiles:
         assert config["build"] == "cp312-*"
         assert "scripts/smoke_runtime_wheel.py --wheel {wheel}" in config["test-command"]
         assert "earn_tag.py --check-platforms" in config["linux"]["repair-wheel-command"]
+
+
+class TestMaterializeLinks:
+    """Links in the frozen tree become the files they name, packed once."""
+
+    def test_a_link_becomes_its_target_moved(self, hook: ModuleType, tmp_path: Path) -> None:
+        (tmp_path / "pillow.libs").mkdir()
+        (tmp_path / "pillow.libs" / "libwebp.so").write_bytes(b"\x7fELF webp")
+        (tmp_path / "libwebp.so").symlink_to("pillow.libs/libwebp.so")
+        hook.materialize_links(tmp_path)
+        assert not (tmp_path / "libwebp.so").is_symlink()
+        assert (tmp_path / "libwebp.so").read_bytes() == b"\x7fELF webp"
+        assert hook.relative_files(tmp_path) == {"libwebp.so"}
+
+    def test_a_link_out_of_the_payload_is_refused(self, hook: ModuleType,
+                                                  tmp_path: Path) -> None:
+        (tmp_path / "outside.so").write_bytes(b"x")
+        (tmp_path / "payload").mkdir()
+        (tmp_path / "payload" / "lib.so").symlink_to(tmp_path / "outside.so")
+        with pytest.raises(hook.BuildError, match="lib.so links outside the payload"):
+            hook.materialize_links(tmp_path / "payload")
+
+    def test_two_links_to_one_file_are_refused(self, hook: ModuleType, tmp_path: Path) -> None:
+        (tmp_path / "real.so").write_bytes(b"x")
+        (tmp_path / "a.so").symlink_to("real.so")
+        (tmp_path / "b.so").symlink_to("real.so")
+        with pytest.raises(hook.BuildError, match="both link to real.so"):
+            hook.materialize_links(tmp_path)
+        assert (tmp_path / "real.so").is_file()  # nothing moved
