@@ -27,6 +27,7 @@ _NETWORK = re.compile(
     re.IGNORECASE,
 )
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_START = re.compile(r"[A-Za-z0-9_]*")
 
 
 class EnvSnapshot(Mapping[str, str]):
@@ -98,7 +99,11 @@ def read_env_file(path: Path, *, is_home: bool) -> dict[str, str]:
             continue
         name = binding.key
         if not _NAME.match(name):
-            raise EnvFileError(f"{path}:{line}: invalid variable name {name!r}")
+            # Only the name-like start is shown: python-dotenv reads "API_KEY:sk-..." (a
+            # mistyped "=") as one long key, whose rest is the value.
+            start = _NAME_START.match(name).group()
+            raise EnvFileError(f"{path}:{line}: invalid variable name (it starts {start!r}; "
+                               "expected NAME=value, NAME of letters, digits and _)")
         if _BOOTSTRAP.match(name) or (_NETWORK.match(name) and not is_home):
             where = "any .env" if _BOOTSTRAP.match(name) else "a project .env (home .env only)"
             raise EnvFileError(

@@ -53,9 +53,15 @@ def decide(mode: str, call: ToolCall) -> tuple[Decision, str]:
 
 
 def _inside(cwd: str, path: str) -> bool:
-    """Whether ``path`` (relative to ``cwd``) stays under ``cwd``, symlinks resolved."""
+    """Whether ``path`` (relative to ``cwd``) stays under ``cwd``, symlinks resolved.
+
+    A leading ``~`` is expanded as the file tools expand it (``confine.resolve``): judged
+    literally, ``~/../x`` looked inside while the tool went to the home's parent. For a
+    tool that does not expand it (``bash``'s ``workdir``) this only asks more often.
+    """
     root = os.path.realpath(cwd)
-    target = os.path.realpath(os.path.join(cwd, path))
+    target = os.path.realpath(os.path.join(cwd, os.path.expanduser(path) if path.startswith("~")
+                                           else path))
     try:
         return os.path.commonpath([root, target]) == root
     except ValueError:  # different drives (Windows)
