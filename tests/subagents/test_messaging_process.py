@@ -28,11 +28,14 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process g
 
 GUARD = 60.0
 WAIT_FOR_GO = "echo $$ > loop.pid; while [ ! -f go ]; do sleep 0.05; done"
+# The child's shell is unsandboxed here (the row's patches override the sandbox the parent
+# hands down): these tests check host pids the child's bash reports with ``$$``.
 CHILD_PATCH = """\
 - insert:
     - {id: llm-scripted, name: llm-scripted, config: {script: !path child.jsonl}}
 - {id: agent, merge: {config: {default_route: scripted}}}
 - {id: policy, config: {mode: allow-all}}
+- {id: tools:shell, merge: {config: {sandbox: {mode: "off"}}}}
 """
 PARENT_PATCH = """\
 - insert:

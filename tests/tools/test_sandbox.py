@@ -139,6 +139,17 @@ def test_toolchains_on_path_in_the_home_stay_runnable(
 
 
 @needs_bwrap
+def test_hide_covers_more_paths_like_the_homes(ctx: ToolContext, outside: Path) -> None:
+    other = outside / "parent-home"  # not under /tmp, which every sandbox replaces
+    other.mkdir()
+    (other / ".env").write_text("PARENT_SECRET=s3cret\n")
+    command = f"cat {other}/.env; ls -A {other}; echo end"
+    assert "s3cret" in run(shell(mode="workspace-write"), ctx, command=command).text
+    result = run(shell(mode="workspace-write", hide=[str(other)]), ctx, command=command)
+    assert "s3cret" not in result.text and "No such file" in result.text, result.text
+
+
+@needs_bwrap
 def test_the_dsh_home_env_stays_hidden_when_it_is_the_working_directory(
         tmp_path: Path, dsh_home: Path) -> None:
     """The whole dsh home is the workspace here, but its ``.env`` cannot be read and the

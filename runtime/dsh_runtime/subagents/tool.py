@@ -48,6 +48,7 @@ with it (the SDK's parent-death signal).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -307,7 +308,32 @@ class SubagentPlugin(Plugin):
         # os.urandom rather than uuid or secrets: neither may load at boot.
         home = workspace / "subagents" / os.urandom(6).hex() / "home"
         os.makedirs(home, mode=0o700)
+        self._confine(rt, home)
         return home.resolve()
+
+    @staticmethod
+    def _confine(rt: RuntimeContext, home: Path) -> None:
+        """Give the child's shell no more reach than the parent's: the child home's patch.
+
+        The parent's ``bash`` sandbox policy is the child's too, with the parent's home
+        hidden as well (the child's home lies inside it, so ``$DSH_HOME/../..`` would reach
+        the parent's ``.env``); a parent without ``bash`` gets a child without one. The
+        row's own ``patches`` come later in the child's layers, so explicit config wins.
+        """
+        bash = rt.tools.get("bash")
+        if bash is None:
+            operation: dict[str, Any] = {"id": "tools:shell", "disabled": True}
+        else:
+            policy = getattr(bash, "sandbox", None)
+            if policy is None:  # a shell of another plugin: nothing to inherit
+                return
+            sandbox = policy.to_config()
+            sandbox["hide"] = [*sandbox["hide"], os.path.realpath(rt.home)]
+            operation = {"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}}
+        staging = home / ".patch.yml.tmp"
+        staging.write_text("# Written by the parent runtime: the sub-agent's confinement.\n"
+                           + json.dumps([operation]) + "\n", encoding="utf-8")
+        os.replace(staging, home / "patch.yml")
 
     def _client_config(self, cwd: str, env: Mapping[str, str], home: Path) -> Any:
         from dsh.carriers import running_frozen

@@ -14,6 +14,8 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
   result says so in one line.
 - ``readable``: paths shown read-only although they lie in a hidden home (toolchains such
   as ``~/.cargo`` or a virtualenv kept in the home).
+- ``hide``: more paths covered by an empty tmpfs like the homes (a sub-agent's shell
+  gets its parent's dsh home here, since the child's own home lies inside it).
 - ``path_toolchains`` (default true): every ``PATH`` entry inside a hidden home is shown
   read-only too, with its toolchain root when the entry is a ``bin`` or ``shims`` folder
   (``~/.pyenv/shims`` shows ``~/.pyenv``), so a sandboxed ``python3`` or ``cargo`` is the
@@ -71,6 +73,8 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "readable": {"type": "array", "items": {"type": "string"}, "default": [],
                      "description": "Absolute or ~/ paths shown read-only inside a "
                                     "hidden home."},
+        "hide": {"type": "array", "items": {"type": "string"}, "default": [],
+                 "description": "Absolute or ~/ paths hidden like the homes."},
         "path_toolchains": {"type": "boolean", "default": True,
                             "description": "Show PATH entries inside a hidden home (and "
                                            "their bin/shims parent) read-only."},
@@ -98,6 +102,7 @@ class Policy(NamedTuple):
     readable: tuple[str, ...] = ()
     bwrap: str = ""
     path_toolchains: bool = True
+    hide: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, *, row_id: str = "shell") -> Policy:
@@ -110,15 +115,15 @@ class Policy(NamedTuple):
         if config.get("required") and mode == OFF:
             raise ConfigError(f"{where}.required: true needs mode read-only or "
                               "workspace-write, not off")
-        readable = []
-        for index, path in enumerate(config.get("readable", ())):
-            full = os.path.expanduser(path)
-            if not os.path.isabs(full):
-                raise ConfigError(f"{where}.readable[{index}]: expected an absolute or ~/ path")
-            readable.append(full)
         return cls(mode, bool(config.get("network")), bool(config.get("required")),
-                   tuple(readable), config.get("bwrap", ""),
-                   bool(config.get("path_toolchains", True)))
+                   _paths(config, "readable", where), config.get("bwrap", ""),
+                   bool(config.get("path_toolchains", True)), _paths(config, "hide", where))
+
+    def to_config(self) -> dict[str, Any]:
+        """The ``sandbox`` config that gives this policy (what a sub-agent's shell inherits)."""
+        return {"mode": self.mode, "network": self.network, "required": self.required,
+                "readable": list(self.readable), "bwrap": self.bwrap,
+                "path_toolchains": self.path_toolchains, "hide": list(self.hide)}
 
     def sentence(self) -> str:
         """What the model is told about the sandbox in the tool description ('' when off)."""
@@ -226,7 +231,7 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     shown = [] if _inside(real_cwd, root) else [real_cwd]
     secrets = os.path.join(home, ".env") if home else None
     masked = [os.path.realpath(secrets)] if secrets and os.path.isfile(secrets) else []
-    hidden = _hidden_dirs(home)
+    hidden = _hidden_dirs(home, policy.hide)
     readable = [*policy.readable, *shown]
     if policy.path_toolchains:
         search = (env if env is not None else os.environ).get("PATH", "")
@@ -261,6 +266,17 @@ def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None)
     return found
 
 
+def _paths(config: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """The ``key`` list of absolute (or ``~/``) paths, expanded; ConfigError naming a bad one."""
+    found = []
+    for index, path in enumerate(config.get(key, ())):
+        full = os.path.expanduser(path)
+        if not os.path.isabs(full):
+            raise ConfigError(f"{where}.{key}[{index}]: expected an absolute or ~/ path")
+        found.append(full)
+    return tuple(found)
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -278,9 +294,9 @@ def note(policy: Policy) -> str:
     return f"[Not sandboxed: {found.reason}; this command ran without the {policy.mode} sandbox]"
 
 
-def _hidden_dirs(home: str | None) -> list[str]:
-    """The user's home and the dsh home, as real existing directories other than ``/``."""
-    candidates = [os.path.expanduser("~"), os.environ.get("HOME", ""), home or ""]
+def _hidden_dirs(home: str | None, more: Sequence[str] = ()) -> list[str]:
+    """The user's home, the dsh home and ``more``, as real existing directories but ``/``."""
+    candidates = [os.path.expanduser("~"), os.environ.get("HOME", ""), home or "", *more]
     if hasattr(os, "getuid"):
         import pwd
 

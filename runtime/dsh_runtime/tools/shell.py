@@ -117,6 +117,11 @@ class Bash:
         self._plugin = plugin
 
     @property
+    def sandbox(self) -> Policy:
+        """The row's sandbox policy now (a sub-agent's shell is given the same)."""
+        return Policy.from_config(self._plugin.config.get("sandbox"))
+
+    @property
     def description(self) -> str:
         """The description the model sees: the base text plus the row's sandbox, if any."""
         sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
