@@ -4,9 +4,12 @@ A profile's plugins live in ``profiles/<name>/plugins/``, a ``pip install --targ
 directory the runtime appends to its import path. Every change reinstalls *all* the
 profile's requirements into a fresh directory beside it and swaps it in by rename only
 after the install succeeded, so a failed install changes nothing: neither the directory
-nor ``profile.toml``. ``profile.toml`` is edited with tomlkit, keeping the user's comments
-and layout. A file lock per profile makes two ``dsh plugin`` commands run one after the
-other instead of interleaving.
+nor ``profile.toml``. A command killed part-way leaves at worst an unused staging folder,
+or, between the swap's two renames, the old directory set aside: the next profile load
+puts it back (:func:`restore_interrupted_swap`) and the next change clears the rest.
+``profile.toml`` is edited with tomlkit, keeping the user's comments and layout. A file
+lock per profile makes two ``dsh plugin`` commands run one after the other instead of
+interleaving.
 
 Bundles: every installed distribution declaring a ``dsh.bundles`` entry point adds its
 bundles to the profile's list, in requirement order; bundles of distributions no longer
@@ -43,6 +46,9 @@ patch-reload = "live"
 requirements = []  # managed by `dsh plugin --profile NAME`
 """
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_OS_ERROR = re.compile(r"\[Errno \d+\] [^:'\"\]]+")
+MESSAGE_LIMIT = 300
+"""Characters of an installer's last line quoted when it names no clearer cause."""
 
 
 def _note(text: str) -> None:
@@ -242,6 +248,7 @@ class PluginManager:
 
     def _apply(self, profile: Profile, requirements: list[str], announce: list[str]) -> Profile:
         """Install ``requirements`` fresh, then swap the directory and write the toml."""
+        self._clear_leftovers()
         staging = Path(tempfile.mkdtemp(prefix=".plugins.", dir=self.path))
         try:
             if requirements:
@@ -278,6 +285,15 @@ class PluginManager:
                     new.append(name)
         kept = [b for b in current if _shipped(b) or b not in old or b in new]
         return kept + [b for b in new if b not in kept]
+
+    def _clear_leftovers(self) -> None:
+        """What killed commands left (holding the lock, so no live command owns any of
+        it): restore a plugin directory set aside, drop staging folders and temp files."""
+        _restore(self.path)
+        for leftover in (*self.path.glob(".plugins.*"), *self.path.glob(".plugins-old.*")):
+            shutil.rmtree(leftover, ignore_errors=True)
+        for temp in self.path.glob(f".{PROFILE_FILE}.*"):
+            temp.unlink(missing_ok=True)
 
     def _swap(self, staging: Path) -> None:
         """Put ``staging`` in place of the plugin directory (renames only)."""
@@ -318,6 +334,37 @@ class PluginManager:
             raise ConfigError(f"{self.file}: cannot write ({exc})") from exc
 
 
+def restore_interrupted_swap(profile_dir: Path) -> bool:
+    """Put back the plugin directory of a ``dsh plugin`` killed in the middle of its swap.
+
+    ``_swap`` moves the old directory into ``.plugins-old.*/`` and then the new one in
+    place; killed between the two renames, it leaves a profile whose bundles no longer
+    resolve. The old directory is complete (it was in use), so it goes back. Skipped
+    while another ``dsh plugin`` holds the profile's lock: that one is swapping right
+    now and finishes it. True when a directory was restored.
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(profile_dir.parent / f".{profile_dir.name}.plugins.lock"), timeout=0)
+    try:
+        with lock:
+            return _restore(profile_dir)
+    except (Timeout, OSError):  # busy, or a home nobody may write: leave it as it is
+        return False
+
+
+def _restore(profile_dir: Path) -> bool:
+    plugin_dir = profile_dir / "plugins"
+    if plugin_dir.exists():
+        return False
+    for retired in sorted(profile_dir.glob(".plugins-old.*/plugins")):
+        os.rename(retired, plugin_dir)
+        _note(f"restored {plugin_dir} (a `dsh plugin` command was killed while "
+              "swapping it)")
+        return True
+    return False
+
+
 def _shipped(bundle: str) -> bool:
     return (shipped.bundle_dir(bundle) / "patch.yml").is_file()
 
@@ -342,5 +389,8 @@ def _install(requirements: list[str], target: Path) -> None:
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         why = next((line for line in lines if "ERROR" in line), lines[-1] if lines else "")
+        if why.strip() == "ERROR: Exception:":  # pip itself crashed (a full disk, say):
+            causes = _OS_ERROR.findall(result.stderr)  # the last OS error is the cause
+            why = causes[-1] if causes else lines[-1][:MESSAGE_LIMIT]
         raise PluginError(f"installing {' '.join(requirements)} failed: {why.strip()} "
                           "(nothing was changed)")

@@ -13,9 +13,8 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh import shipped
 from dsh.errors import ConfigError, ProfileNotFoundError, UsageError
@@ -31,15 +30,14 @@ PROFILE_FILE = "profile.toml"
 PATCH_FILE = "patch.yml"
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """A parsed profile: its ordered bundles, reload policy and plugin requirements."""
 
     name: str
     path: Path
     bundles: tuple[str, ...]
     patch_reload: str
-    requirements: tuple[str, ...] = field(default=())
+    requirements: tuple[str, ...] = ()
 
     @property
     def patch_file(self) -> Path:
@@ -118,9 +116,13 @@ def seed_template(home: Path, name: str) -> bool:
         return False
     ensure_dir(home)  # first, so the home itself is private (parents=True would not be)
     ensure_dir(profiles_dir(home))
-    if target.is_dir():
-        return _fill_dir(source, target)
-    return _install_dir(source, target)
+    try:
+        if target.is_dir():
+            return _fill_dir(source, target)
+        return _install_dir(source, target)
+    except OSError as exc:  # a full or read-only home: bad setup (exit 2), not a crash
+        raise ConfigError(f"{target}: cannot seed profile {name!r} from its template "
+                          f"({exc.strerror or exc})") from exc
 
 
 def _fill_dir(source: Path, target: Path) -> bool:
@@ -172,7 +174,13 @@ def load_profile(home: Path, name: str) -> Profile:
             hint=f"create it with `dsh plugin --profile {name} add ...` or "
             f"`dsh --profile {name} --from-default-profile sdk`",
         )
-    return parse_profile_toml(path, name)
+    profile = parse_profile_toml(path, name)
+    if profile.requirements and not profile.plugin_dir.exists():
+        # only after a crash, so a normal load never imports the plugin manager
+        from dsh.plugins import restore_interrupted_swap
+
+        restore_interrupted_swap(profile.path)
+    return profile
 
 
 def create_from_template(home: Path, name: str, template: str) -> Profile:

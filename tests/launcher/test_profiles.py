@@ -12,6 +12,7 @@ from dsh import profiles, shipped
 from dsh.bundles import find_bundle
 from dsh.errors import ConfigError, ProfileNotFoundError, UsageError
 from dsh.home import ensure_dir, resolve_home
+from dsh.profiles import Profile
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -158,9 +159,9 @@ def test_list_profiles_reads_without_seeding(write_profile: Callable[..., Path],
     (broken / "profile.toml").write_text("nope nope\n", encoding="utf-8")
     (dsh_home / "profiles" / ".staging").mkdir()
     listed = profiles.list_profiles(dsh_home)
-    names = [item[0] if isinstance(item, tuple) else item.name for item in listed]
+    names = [item.name if isinstance(item, Profile) else item[0] for item in listed]
     assert names == ["acp", "broken", "headless", "mine", "sdk", "sdk-minimal", "web"]
-    errors = [item for item in listed if isinstance(item, tuple)]
+    errors = [item for item in listed if not isinstance(item, Profile)]
     assert [(name, type(error)) for name, error in errors] == [("broken", ConfigError)]
     assert sorted(p.name for p in (dsh_home / "profiles").iterdir()) == [
         ".staging", "broken", "mine"]

@@ -21,8 +21,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.errors import BusyError, JsonRpcError, PluginError
 
@@ -46,8 +45,7 @@ Listener = Callable[[str, dict[str, Any]], None]
 logger = logging.getLogger("dsh.agent")
 
 
-@dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(NamedTuple):
     """The ``agent-core`` row's config (defaults here; the manifest's schema reuses them)."""
 
     default_route: str = "deepseek-official"
@@ -61,7 +59,7 @@ class AgentConfig:
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
         """Build from a validated row config (unknown keys were rejected by the schema)."""
-        return cls(**{k: config[k] for k in cls.__dataclass_fields__ if k in config})
+        return cls(**{k: config[k] for k in cls._fields if k in config})
 
 
 class Agent:
@@ -361,7 +359,7 @@ class Agent:
             for task in late:
                 task.cancel()
         for session in sessions:
-            self._store.save(session.record)
+            self._save(session.record)
         self._unhook()
 
     # -- internals ------------------------------------------------------------------------
@@ -375,6 +373,16 @@ class Agent:
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         return session
+
+    def _save(self, record: SessionRecord) -> None:
+        """Save after a turn or at close. A failure (a full disk) is logged, not raised:
+        raised, it would end the session's runner, dropping its queued prompts, or stop
+        ``close`` before the other sessions are saved; the next save that succeeds writes
+        every event still missing."""
+        try:
+            self._store.save(record)
+        except Exception:
+            logger.exception("could not save session %s", record.session_id)
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "session.event":
@@ -463,7 +471,7 @@ class Agent:
         turn.close(outcome)
         session.turn = session.turn_task = None
         session.cancel_requested = False
-        self._store.save(record)
+        self._save(record)
         await self.fire(session, "after_turn", turn=turn.number, message=outcome.kind,
                         payload={"turn": turn.number, "kind": outcome.kind,
                                  "error": outcome.error})

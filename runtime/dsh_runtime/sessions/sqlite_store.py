@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsh.errors import PluginError
+from dsh.errors import EXIT_USAGE, PluginError
 
 from dsh_runtime.agent import compaction, events
 from dsh_runtime.agent.session import SessionRecord
@@ -70,7 +70,9 @@ class SqliteSessionStore:
             self._conn = sqlite3.connect(self.path, isolation_level=None,
                                          timeout=busy_timeout_ms / 1000)
         except (OSError, sqlite3.Error) as exc:
-            raise PluginError(f"cannot open {self.path}: {exc}") from exc
+            # the home cannot hold the file (read-only, full, not ours): bad setup, exit 2
+            raise PluginError(f"cannot open {self.path}: {exc}",
+                              exit_code=EXIT_USAGE) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._conn.execute("PRAGMA journal_mode = WAL")
@@ -78,7 +80,7 @@ class SqliteSessionStore:
             schema.migrate(self._conn, str(self.path))
         except sqlite3.Error as exc:
             self._conn.close()
-            raise PluginError(f"cannot use {self.path}: {exc}") from exc
+            raise PluginError(f"cannot use {self.path}: {exc}", exit_code=EXIT_USAGE) from exc
         except BaseException:
             self._conn.close()
             raise
@@ -117,10 +119,16 @@ class SqliteSessionStore:
         self._next_seq[record.session_id] = max(start, len(record.events))
 
     def append(self, session_id: str, event: dict[str, Any]) -> None:
-        """Write one event now, in its own transaction (autocommit: one INSERT)."""
+        """Write one event now, in its own transaction (autocommit: one INSERT).
+
+        The first seq not yet stored moves past this event only when it *was* that seq:
+        after a failed append (a full disk) later appends may succeed, and moving past
+        them would make ``save`` skip the missed events for good, a gap in the log.
+        """
         self._conn.execute("INSERT OR IGNORE INTO events (session_id, seq, type, time, body) "
                            "VALUES (?, ?, ?, ?, ?)", self._row(session_id, event))
-        self._next_seq[session_id] = max(self._next_seq.get(session_id, 0), event["seq"] + 1)
+        if self._next(session_id) == event["seq"]:
+            self._next_seq[session_id] = event["seq"] + 1
 
     def load(self, session_id: str) -> SessionRecord | None:
         """Rebuild the record from the session row and its event log; None if unknown."""
