@@ -12,9 +12,8 @@ which is what ``--dump-config`` shows next to the value.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh import tags
 from dsh.patchfile import Operation, PatchLayer, RowSpec
@@ -83,8 +82,7 @@ class Provenance(Mapping[str, str]):
         return repr(dict(self))
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """A composed row: values, provenance per key, children for a group row."""
 
     id: str
@@ -117,8 +115,7 @@ class Row:
         return out
 
 
-@dataclass(frozen=True)
-class ComposedTree:
+class ComposedTree(NamedTuple):
     """The result of composition: rows in order, the layers used, and warnings."""
 
     layers: tuple[PatchLayer, ...]

@@ -26,7 +26,7 @@ def collect(home: Path, explicit_home: str | None) -> dict[str, Any]:
     """The ``data`` of ``dsh info``: deterministic, no absolute paths."""
     rows = []
     for item in profiles.list_profiles(home):
-        if isinstance(item, tuple):
+        if not isinstance(item, profiles.Profile):  # a Profile is a tuple too
             name, error = item
             rows.append({"id": name, "error": str(error).replace(str(home), "$DSH_HOME")})
             continue

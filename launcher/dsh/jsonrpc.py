@@ -29,8 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from dsh.errors import (
     DshError,
@@ -142,16 +141,14 @@ def error(id: RequestId, code: int, message: str, data: Any = None) -> dict[str,
 # -- framing ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
     """One decoded line: a JSON object, not yet checked for JSON-RPC shape."""
 
     message: dict[str, Any]
     size: int
 
 
-@dataclass(frozen=True, eq=False)
-class FrameFault:
+class FrameFault(NamedTuple):
     """One line that could not become a :class:`Frame`; the stream goes on after it.
 
     ``error`` is the typed exception a transport may log or raise; :meth:`response` is the
@@ -278,8 +275,7 @@ def _decode_line(line: bytes) -> Decoded:
 # -- messages --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A call that expects a :class:`Response` with the same ``id``."""
 
     id: RequestId
@@ -287,16 +283,14 @@ class Request:
     params: Params | None = None
 
 
-@dataclass(frozen=True)
-class Notification:
+class Notification(NamedTuple):
     """A one-way message: no id, never answered."""
 
     method: str
     params: Params | None = None
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     """The answer to a request: ``error`` (the wire object) is ``None`` on success."""
 
     id: RequestId

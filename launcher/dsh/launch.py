@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.compose import ComposedTree, compose
 from dsh.envsnapshot import EnvSnapshot
@@ -28,8 +27,7 @@ from dsh.patchfile import PatchLayer
 from dsh.profiles import Profile, load_profile, validate_name
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(NamedTuple):
     """A profile resolved for one process.
 
     ``rows`` is the flat list the kernel boots: leaf rows in tree order with full ids
@@ -54,12 +52,11 @@ class Launch:
     layer_files: tuple[Path, ...] = ()
     watch_files: tuple[Path, ...] = ()
     plugin_dir: Path | None = None
-    recompose: Callable[[], tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]] | None = (
-        field(default=None, compare=False)
-    )
+    recompose: Callable[[], tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]] | None = None
 
 
-_SECRET_KEY = re.compile(r"(key|token|secret|password|credential)", re.IGNORECASE)
+# ``auth`` catches HTTP headers such as ``Authorization: Bearer ...`` and ``X-Auth-...``.
+_SECRET_KEY = re.compile(r"(key|token|secret|password|credential|auth|cookie)", re.IGNORECASE)
 # ``*_env`` keys hold the NAME of a variable (``api_key_env: DEEPSEEK_API_KEY``), not a value.
 _NAMES_A_VARIABLE = re.compile(r"_env$", re.IGNORECASE)
 
@@ -85,8 +82,7 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """Everything the launcher resolved from files before a runtime exists."""
 
     home: Path

@@ -6,8 +6,8 @@ layers parsed at boot and re-read only the user layers that changed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from dsh.bundles import find_bundle
 from dsh.errors import PatchError
@@ -17,8 +17,7 @@ from dsh.profiles import PATCH_FILE, Profile
 HOME_PATCH = PATCH_FILE
 
 
-@dataclass(frozen=True)
-class LayerFiles:
+class LayerFiles(NamedTuple):
     """Where each layer of a launch comes from, in application order."""
 
     bundles: tuple[tuple[str, Path], ...]

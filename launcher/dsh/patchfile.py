@@ -11,9 +11,8 @@ must become :mod:`dsh.tags` references instead of code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.errors import PatchError
 from dsh.tags import KNOWN_TAGS, EnvRef, HomeRef, PathRef
@@ -25,8 +24,7 @@ ASSIGN_KEYS = frozenset({"name", "config", "disabled", "group", "inject"})
 Lines = dict[str, int]
 
 
-@dataclass(frozen=True)
-class RowSpec:
+class RowSpec(NamedTuple):
     """A row to insert: its values, the line of each key, and child rows for groups."""
 
     values: dict[str, Any]
@@ -34,8 +32,7 @@ class RowSpec:
     children: tuple[RowSpec, ...] | None
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     """One patch operation.
 
     ``target`` is the row id (None for a root insert); ``guard`` the optional ``name``
@@ -54,8 +51,7 @@ class Operation:
     group_children: tuple[RowSpec, ...] | None = None
 
 
-@dataclass(frozen=True)
-class PatchLayer:
+class PatchLayer(NamedTuple):
     """A parsed patch file: ``kind`` (bundle/profile/home/patch), ``source`` label, ops."""
 
     kind: str

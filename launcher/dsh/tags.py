@@ -15,6 +15,9 @@ from typing import Any
 
 KNOWN_TAGS = ("!env", "!home", "!path")
 
+# The references stay dataclasses, unlike the launcher's other records: they sit among
+# config values, where a tuple would read as a list (and HomeRef("a") == PathRef("a")).
+
 
 @dataclass(frozen=True)
 class EnvRef:

@@ -22,8 +22,7 @@ they were written as, and tags the patch format does not know are left to the fu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_DEPTH = 64  # deeper documents go to the full loader, which owns the depth error
 
@@ -41,8 +40,7 @@ class Unsupported(Exception):
     """The document needs the full loader (it is invalid, or uses what this reader skips)."""
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """A read document: its root value and the lines it was written on (1-based).
 
     ``key_lines`` is keyed by ``id()`` of each mapping in ``root`` (valid while ``root``

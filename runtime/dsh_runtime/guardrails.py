@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dsh_runtime.hooks import BudgetExceeded, run_bounded
@@ -35,8 +34,7 @@ class Verdict(NamedTuple):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Guardrail:
+class Guardrail(NamedTuple):
     """A registered guardrail of row ``row_id``.
 
     ``fn(call)`` gets the agent's tool-call description (opaque here) and returns a

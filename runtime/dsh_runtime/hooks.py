@@ -18,7 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 EVENTS: tuple[str, ...] = (
     "session_start",
@@ -87,8 +87,7 @@ class Hook:
         object.__setattr__(self, "is_async", is_async)
 
 
-@dataclass(frozen=True, slots=True)
-class HookError:
+class HookError(NamedTuple):
     """A hook call that raised or overran its budget; what error listeners receive.
 
     ``exception`` is None for an overrun. ``message`` names hook and event and is safe to

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class _Stamp:
+class _Stamp(NamedTuple):
     size: int
     mtime_ns: int
     content: bytes  # layer files are small; keeping them beats importing hashlib at boot

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from dsh_runtime.guardrails import GuardrailChain
@@ -45,8 +45,7 @@ class Capability(str, enum.Enum):
     SERVICE = "service"
 
 
-@dataclass(frozen=True)
-class EnvVar:
+class EnvVar(NamedTuple):
     """An environment name a plugin reads; ``dsh doctor`` checks required ones by name."""
 
     required: bool = False
@@ -55,8 +54,7 @@ class EnvVar:
     description: str = ""
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     """Static facts about a plugin, readable without instantiating it.
 
     ``config_schema`` is a JSON Schema (the subset :mod:`dsh_runtime.schema` checks) for the
@@ -71,11 +69,10 @@ class Manifest:
     config_schema: Mapping[str, Any] | None = None
     provides: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
-    env: Mapping[str, EnvVar] = field(default_factory=dict)
+    env: Mapping[str, EnvVar] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """An application entry a protocol/app plugin registers (``main`` starts the app).
 
     ``run`` receives the runtime context and the application's argv (everything after
@@ -142,8 +139,7 @@ class Registrar:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class ContextRequest:
+class ContextRequest(NamedTuple):
     """What a context section is asked with: whose turn, where it works, which turn."""
 
     session_id: str

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from dsh.errors import CapabilityError, PluginError
 
@@ -28,8 +29,7 @@ from dsh_runtime.plugin import Capability, Command, Manifest, Registrar
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class Prompt:
+class Prompt(NamedTuple):
     """A system-prompt fragment registered by row ``row_id``."""
 
     row_id: str
@@ -37,8 +37,7 @@ class Prompt:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
+class Skill(NamedTuple):
     """A skill the model can load on demand, registered by row ``row_id``."""
 
     row_id: str
@@ -47,8 +46,7 @@ class Skill:
     body: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSource:
+class ToolSource(NamedTuple):
     """Tools row ``row_id`` offers per session, found only at run time (MCP servers).
 
     ``tools_for(session_id)`` answers name → tool; it is asked whenever a turn needs the
@@ -60,8 +58,7 @@ class ToolSource:
     tools_for: Callable[[str], Mapping[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class ContextSource:
+class ContextSource(NamedTuple):
     """A per-turn context section row ``row_id`` contributes (goals, instructions).
 
     ``fn(request)`` (sync or async) gets a :class:`~dsh_runtime.plugin.ContextRequest` and
@@ -227,8 +224,7 @@ class NamedRegistry(Mapping[str, _T], Generic[_T]):
         self._items = items
 
 
-@dataclass(frozen=True)
-class Merged:
+class Merged(NamedTuple):
     """A whole tree's registrations, checked for clashes; what :meth:`Registries.install` takes."""
 
     tools: dict[str, Any]
@@ -237,8 +233,8 @@ class Merged:
     skills: dict[str, Skill]
     hooks: tuple[Hook, ...]
     guardrails: tuple[Guardrail, ...]
-    tool_sources: dict[str, ToolSource] = field(default_factory=dict)
-    contexts: dict[str, ContextSource] = field(default_factory=dict)
+    tool_sources: Mapping[str, ToolSource] = MappingProxyType({})
+    contexts: Mapping[str, ContextSource] = MappingProxyType({})
 
 
 def merge(registrations: Iterable[Registration]) -> Merged:

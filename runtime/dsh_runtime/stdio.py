@@ -25,8 +25,7 @@ import stat
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Unread output beyond this means the peer stopped reading: the transport gives up on
 # it rather than buffering without bound. Raised to several maximum frames when large
@@ -36,8 +35,7 @@ _HIGH_WATER = 1024 * 1024
 _READ_CHUNK = 256 * 1024
 
 
-@dataclass(frozen=True)
-class AppStdio:
+class AppStdio(NamedTuple):
     """The process's original stdin and stdout, kept for the application alone."""
 
     read_fd: int

@@ -7,14 +7,13 @@ start, update, replace and dispose can be tested on plain values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from dsh.errors import ConfigError
 
 
-@dataclass(frozen=True)
-class RowSpec:
+class RowSpec(NamedTuple):
     """One row of the flat tree the launcher hands over, checked for shape."""
 
     id: str
@@ -46,8 +45,7 @@ class RowSpec:
         return cls(row_id, name, config, disabled, tuple(inject))
 
 
-@dataclass(frozen=True)
-class RowDiff:
+class RowDiff(NamedTuple):
     """How a new tree differs from the running one, by row id (enabled rows only)."""
 
     kept: frozenset[str] = frozenset()
@@ -87,12 +85,11 @@ def parse_rows(rows: Iterable[Any]) -> tuple[RowSpec, ...]:
     return specs
 
 
-@dataclass(frozen=True)
-class StartPlan:
+class StartPlan(NamedTuple):
     """Start order (providers first) and, per row, the rows whose services it needs."""
 
     order: tuple[str, ...] = ()
-    deps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    deps: Mapping[str, frozenset[str]] = MappingProxyType({})
 
     def dependents(self, roots: Iterable[str]) -> set[str]:
         """Rows that need, directly or transitively, a service of a row in ``roots``."""

@@ -11,6 +11,15 @@ def test_literal_secret_values_are_masked_at_any_depth() -> None:
                                             "nested": {"token": "***", "password": "***"}}}
 
 
+def test_authorization_headers_and_cookies_are_masked() -> None:
+    doc = {"config": {"extra_headers": {"Authorization": "Bearer sk-canary",
+                                        "X-Auth-Token": "t", "Cookie": "session=1",
+                                        "Accept": "application/json"}}}
+    assert mask_secrets(doc) == {"config": {"extra_headers": {
+        "Authorization": "***", "X-Auth-Token": "***", "Cookie": "***",
+        "Accept": "application/json"}}}
+
+
 def test_variable_names_tags_and_provenance_stay_visible() -> None:
     doc = {
         "config": {"api_key_env": "DEEPSEEK_API_KEY", "api_key": {"!env": "DEEPSEEK_API_KEY"},

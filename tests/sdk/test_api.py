@@ -76,7 +76,9 @@ SIGNATURES = {
                "timeout: 'float | None' = None) -> 'Any'",
     "notify": "(self, method: 'str', params: 'Params | None' = None) -> 'None'",
     "subscribe": "(self, predicate: 'Predicate | None' = None)",
-    "new_session": "(self, *, cwd: 'str | os.PathLike[str] | None' = None)",
+    "new_session": "(self, *, cwd: 'str | os.PathLike[str] | None' = None, "
+                   "mcp_servers: 'Sequence[Mapping[str, Any]] | None' = None, "
+                   "history: 'Sequence[Mapping[str, Any]] | None' = None)",
     "resume_session": "(self, session_id: 'str')",
 }
 

@@ -5,7 +5,6 @@ caps, refusals, and one real ``dsh --profile sdk`` session in which the image re
 from __future__ import annotations
 
 import base64
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -22,7 +21,7 @@ from sdksession import session, text_of
 @pytest.fixture
 def seeing(ctx: ToolContext) -> ToolContext:
     """The session context of a route that takes images."""
-    return dataclasses.replace(ctx, images_supported=True)
+    return ctx._replace(images_supported=True)
 
 
 def reader(**config: Any) -> Any:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh_runtime.agent import events
 from dsh_runtime.agent.assembly import Assembly
@@ -138,8 +137,7 @@ async def summarise(provider: Provider, *, session_id: str, model: str,
     return text.strip()
 
 
-@dataclass(frozen=True)
-class Compaction:
+class Compaction(NamedTuple):
     """What one compaction did (the event's data, less the summary message)."""
 
     reason: str

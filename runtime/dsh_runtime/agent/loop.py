@@ -16,8 +16,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dsh_runtime.agent import events
 from dsh_runtime.agent.assembly import Assembly
@@ -30,8 +29,7 @@ from dsh_runtime.tools.base import Tool, ToolContext, ToolResult
 logger = logging.getLogger("dsh.agent")
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """What one turn uses, fixed when it starts (a config change applies to the next)."""
 
     route: str
@@ -43,8 +41,7 @@ class Plan:
     reasoning_effort: str | None = None
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """How a turn ended: ``turn/end.data.reason``."""
 
     kind: str

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh_runtime.guardrails import Decision, GuardrailChain
 from dsh_runtime.tools.base import (
@@ -36,8 +35,7 @@ Approver = Callable[[str, dict[str, Any]], Awaitable[str]]
 logger = logging.getLogger("dsh.agent")
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """A call's result and, when the agent refused or failed it, the ``{name, code}`` why."""
 
     result: ToolResult

@@ -22,16 +22,14 @@ are raised as :class:`ModelError`, whose ``code`` reaches the client in
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from dsh.errors import DshError
 
 FinishReason = Literal["stop", "length", "tool-calls"]
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(NamedTuple):
     """What the model is told about one tool: its name, purpose and JSON-schema arguments."""
 
     name: str
@@ -39,8 +37,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
-class ModelRequest:
+class ModelRequest(NamedTuple):
     """One model call: the whole conversation so far plus the tools on offer.
 
     ``session_id`` lets stateful test providers keep per-session positions; real providers
@@ -55,15 +52,13 @@ class ModelRequest:
     reasoning_effort: str | None = None
 
 
-@dataclass(frozen=True)
-class TextDelta:
+class TextDelta(NamedTuple):
     """A fragment of the assistant's visible text."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class ToolCallDelta:
+class ToolCallDelta(NamedTuple):
     """A fragment of tool call number ``index`` (0-based within one response).
 
     ``id`` and ``name`` arrive once (usually first); ``arguments`` fragments are
@@ -76,8 +71,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     """Token counts for one response."""
 
     input_tokens: int
@@ -89,8 +83,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True)
-class Finish:
+class Finish(NamedTuple):
     """Why the model stopped: ``stop``, ``length`` (token limit) or ``tool-calls``."""
 
     reason: FinishReason

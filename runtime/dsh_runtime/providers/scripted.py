@@ -30,8 +30,7 @@ import json
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh._version import __version__
 from dsh.errors import ConfigError
@@ -53,8 +52,7 @@ _KEYS = ("text", "tool_calls", "usage", "finish", "error", "delay_ms")
 _CALL_KEYS = ("name", "arguments", "id")
 
 
-@dataclass(frozen=True)
-class ScriptedCall:
+class ScriptedCall(NamedTuple):
     """A tool call the script makes; ``arguments`` is JSON text, as a model sends it."""
 
     name: str
@@ -62,8 +60,7 @@ class ScriptedCall:
     id: str | None = None
 
 
-@dataclass(frozen=True)
-class ScriptedResponse:
+class ScriptedResponse(NamedTuple):
     """One scripted model answer (or failure, when ``error`` is set)."""
 
     text: str = ""

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh import jsonrpc
 from dsh.errors import JsonRpcError, PluginError
@@ -43,8 +42,7 @@ def content_blocks(value: Any) -> list[dict[str, Any]]:
     return value
 
 
-@dataclass(frozen=True)
-class RuntimeView:
+class RuntimeView(NamedTuple):
     """What the introspection operations report: the launch's facts, read once when
     serving starts (the layer fingerprint is boot's baseline), and the live tool registry.
 

@@ -19,24 +19,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dsh.errors import ConfigError
 
 from dsh_runtime.schema import validate
 
 
-@dataclass(frozen=True)
-class Image:
+class Image(NamedTuple):
     """An image a tool hands the model: ``data`` is base64, ``mime_type`` e.g. image/png."""
 
     mime_type: str
     data: str
 
 
-@dataclass(frozen=True)
-class ToolResult:
+class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
@@ -56,8 +53,7 @@ def _no_history() -> list[dict[str, Any]]:
     return []
 
 
-@dataclass(frozen=True)
-class ToolContext:
+class ToolContext(NamedTuple):
     """A running call's view of its session.
 
     ``cancelled`` is set when the client cancels the turn; the call's task is cancelled
@@ -104,8 +100,7 @@ class Tool(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     """One call as guardrails and approvers see it, before it runs.
 
     ``can_ask`` says whether someone can be asked: a guardrail that would answer ``ask``

@@ -25,8 +25,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh._version import __version__
 
@@ -37,8 +36,7 @@ from dsh_runtime.tools.confine import PathEscapeError, escape_result, real_root,
 BACKENDS = ("auto", "rg", "python")
 
 
-@dataclass(frozen=True)
-class Backend:
+class Backend(NamedTuple):
     """The chosen search engine: ``kind`` is ``companion``, ``path`` or ``python``."""
 
     kind: str
