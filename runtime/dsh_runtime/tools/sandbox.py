@@ -217,14 +217,14 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     is unusable and required.
     """
     if policy.mode == OFF:
-        return list(argv)
+        return tied_to_parent(argv)
     found = probe(policy)
     if not found.usable:
         if policy.required:
             raise SandboxUnavailable(
                 f"Refused: this profile requires the {policy.mode} sandbox for shell "
                 f"commands, but {found.reason}. The command was not run.")
-        return list(argv)
+        return tied_to_parent(argv)
     exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
     real_cwd = os.path.realpath(cwd)
     root = os.path.realpath(workspace or cwd)
@@ -264,6 +264,19 @@ def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None)
         if real not in found:
             found.append(real)
     return found
+
+
+def tied_to_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` killed with the runtime even when the runtime is killed outright (Linux).
+
+    An unsandboxed command runs in a session of its own, so only the runtime's cleanup
+    kills it; a SIGKILLed runtime runs none. ``setpriv --pdeathsig KILL`` (util-linux) has
+    the kernel kill it when the runtime dies, and the setting survives the shell's
+    ``exec`` of a lone command. What a shell forks is not covered (bubblewrap's pid
+    namespace covers that for sandboxed commands). Unchanged where setpriv is missing.
+    """
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
 
 def _paths(config: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
