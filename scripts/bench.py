@@ -1,67 +1,38 @@
-"""Launcher benchmarks, run by hand (not part of the test suite); one JSON document on stdout.
+"""dsh benchmarks, run by hand (not part of the test suite); one JSON document on stdout.
 
-    python scripts/bench.py                  # every benchmark
-    python scripts/bench.py --quick          # fewer repetitions, for a smoke run
+    python scripts/bench.py --quick          # < 1 min; the table also goes to stderr
+    python scripts/bench.py --with-anchors --json docs/benchmarks/results.json \
+        --markdown docs/benchmarks.md        # the full run behind docs/benchmarks.md
+    python scripts/bench.py --render docs/benchmarks/results.json --markdown docs/benchmarks.md
     python scripts/bench.py --only compose_100x50 [--only ...]
     python scripts/bench.py --list
 
 Each benchmark is a function registered with :func:`benchmark`; it takes the run's
-:class:`Options` and returns one result ``{"name", "value", "unit", "target", "ok", ...}``
-(extra keys are details). Add a benchmark by writing one more decorated function.
+:class:`Options` and returns one result row ``{"name", "median", "unit", "target", "ok",
+"runs", ...}`` (extra keys are details; ``anchors`` and ``ratios`` where the same figure was
+taken of the anchor SDKs). Add a benchmark by writing one more decorated function; a scaling
+series registers with ``full_only=True`` and is left out of ``--quick``.
 Figures are medians of interleaved repetitions, so a busy machine slows every side alike.
-Stdlib and dsh only.
+The benchmarks need the stdlib and dsh only; ``benchlib/`` renders the report (matplotlib,
+when installed, for the plots) and measures the anchors in a venv of their own.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-Result = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Options:
-    """What every benchmark may read: whether this is a quick run."""
-
-    quick: bool
-
-    def reps(self, full: int, quick: int) -> int:
-        """The number of repetitions for this run."""
-        return quick if self.quick else full
-
-
-BENCHMARKS: dict[str, Callable[[Options], Result]] = {}
-
-
-def benchmark(name: str) -> Callable[[Callable[[Options], Result]], Callable[[Options], Result]]:
-    """Register a benchmark function under ``name`` (the ``--only`` key)."""
-
-    def register(func: Callable[[Options], Result]) -> Callable[[Options], Result]:
-        if name in BENCHMARKS:
-            raise ValueError(f"benchmark {name!r} registered twice")
-        BENCHMARKS[name] = func
-        return func
-
-    return register
-
-
-def result(name: str, value: float, unit: str, target: float, **details: Any) -> Result:
-    """A result row; ``ok`` is ``value < target``."""
-    return {"name": name, "value": round(value, 2), "unit": unit, "target": target,
-            "ok": value < target, **details}
+from benchlib import anchors as anchor_probes
+from benchlib.cli import main
+from benchlib.registry import Options, Result, benchmark, result
 
 
 def _ms(seconds: float) -> float:
@@ -202,16 +173,21 @@ def _sdk_environ(tmp: str) -> dict[str, str]:
     return environ
 
 
-def _timed_python(code: str, environ: dict[str, str], cwd: str) -> dict[str, float]:
+def _timed_python(code: str, environ: dict[str, str], cwd: str,
+                  python: str = sys.executable) -> dict[str, float]:
     """Run ``code`` in a fresh interpreter; it prints one JSON object of timings."""
-    out = subprocess.run([sys.executable, "-c", code], env=environ, cwd=cwd,
+    out = subprocess.run([python, "-c", code], env=environ, cwd=cwd,
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _anchor_modules() -> dict[str, str]:
-    """``{distribution: top-level module}`` for the installed anchors."""
+def _anchor_modules(opts: Options | None = None) -> dict[str, str]:
+    """``{distribution: top-level module}`` for the anchors: all of them in the anchors'
+    venv (``--with-anchors``), else those installed beside dsh."""
     from importlib.metadata import packages_distributions
+
+    if opts is not None and opts.anchors is not None:
+        return dict(anchor_probes.SDK_MODULES)
 
     wanted = {name.replace("_", "-").lower(): name for name in SDK_ANCHORS}
     found: dict[str, str] = {}
@@ -231,16 +207,18 @@ _IMPORT = ("import time, json; t0 = time.perf_counter(); import {module}; "
 @benchmark("sdk_import")
 def sdk_import(opts: Options) -> Result:
     """``import dsh.sdk`` in a fresh interpreter, beside the installed anchor SDKs."""
-    runs = opts.reps(31, 7)
-    anchors = _anchor_modules()
+    runs = opts.reps(31, 5)
+    anchors = _anchor_modules(opts)
+    python = sys.executable if opts.anchors is None else opts.anchors.python
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = _sdk_environ(tmp)
         ours = _IMPORT.format(module="dsh.sdk",
                               more="from dsh.sdk import AsyncDshClient, DshClient; ")
         codes = {name: _IMPORT.format(module=module, more="") for name, module in
                  anchors.items()}
-        for code in (ours, *codes.values()):
-            _timed_python(code, environ, tmp)  # writes bytecode; not counted
+        _timed_python(ours, environ, tmp)  # writes bytecode; not counted
+        for code in codes.values():
+            _timed_python(code, environ, tmp, python)
         sdk, clients = [], []
         theirs: dict[str, list[float]] = {name: [] for name in codes}
         for _ in range(runs):
@@ -248,7 +226,7 @@ def sdk_import(opts: Options) -> Result:
             sdk.append(timing["import"])
             clients.append(timing["more"])
             for name, code in codes.items():
-                theirs[name].append(_timed_python(code, environ, tmp)["import"])
+                theirs[name].append(_timed_python(code, environ, tmp, python)["import"])
     return result(
         "sdk_import", _ms(statistics.median(sdk)), "ms", 30, runs=runs,
         min_ms=_ms(min(sdk)), clients_ms=_ms(statistics.median(clients)),
@@ -293,29 +271,32 @@ def sdk_start_to_ready(opts: Options) -> Result:
     # the same runtime (its initialize only, as it has no tools/list).
     import shutil
 
-    runs = opts.reps(15, 5)
+    runs = opts.reps(15, 3)
     dsh_bin = shutil.which("dsh", path=str(Path(sys.executable).parent))
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = _sdk_environ(tmp)
         patch = str(OFFLINE_PATCH)
         sides = {"sdk": ["-c", _READY, "sdk", patch],
                  "sdk-minimal": ["-c", _READY, "sdk-minimal", patch]}
-        if "deepseek-harness-sdk" in _anchor_modules() and dsh_bin is not None:
+        if "deepseek-harness-sdk" in _anchor_modules(opts) and dsh_bin is not None:
             sides["deepseek-harness-sdk"] = ["-c", _DEEPSEEK_READY, "sdk", patch, dsh_bin]
+        python = {name: sys.executable for name in sides}
+        if opts.anchors is not None:
+            python["deepseek-harness-sdk"] = opts.anchors.python
         times: dict[str, list[float]] = {name: [] for name in sides}
         closes: list[float] = []
 
-        def once(argv: list[str]) -> dict[str, float]:
-            out = subprocess.run([sys.executable, *argv], env=environ, cwd=tmp,
+        def once(name: str) -> dict[str, float]:
+            out = subprocess.run([python[name], *sides[name]], env=environ, cwd=tmp,
                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                  check=True)
             return json.loads(out.stdout.strip().splitlines()[-1])
 
-        for argv in sides.values():
-            once(argv)  # seeds the profiles and writes bytecode; not counted
+        for name in sides:
+            once(name)  # seeds the profiles and writes bytecode; not counted
         for _ in range(runs):
-            for name, argv in sides.items():
-                timing = once(argv)
+            for name in sides:
+                timing = once(name)
                 times[name].append(timing["ready"])
                 if name == "sdk":
                     closes.append(timing["close"])
@@ -339,8 +320,10 @@ class _Rpc:
     """A bare JSON-RPC peer on a spawned runtime's pipes: the fewest moving parts between
     the clock and the runtime, so the figures are the runtime's, not a client's."""
 
-    def __init__(self, profile: str, environ: dict[str, str], cwd: str) -> None:
-        argv = [sys.executable, "-m", "dsh", "--profile", profile, "--patch", str(OFFLINE_PATCH)]
+    def __init__(self, profile: str, environ: dict[str, str], cwd: str,
+                 runtime: list[str] | None = None) -> None:
+        argv = [*(runtime or [sys.executable, "-m", "dsh"]), "--profile", profile,
+                "--patch", str(OFFLINE_PATCH)]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(argv, env=environ, cwd=cwd, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -388,62 +371,167 @@ def _rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def _exe_carrier() -> list[str] | None:
+    """The frozen runtime (exe carrier): ``DSH_RUNTIME_BIN`` as the SDK reads it (a local
+    freeze, not installed), else the installed ``dsh-runtime-bin`` wheel's, else none."""
+    if os.environ.get("DSH_RUNTIME_BIN", "").strip():
+        return [os.path.abspath(os.environ["DSH_RUNTIME_BIN"])]
+    try:
+        import dsh_runtime_bin  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return [os.fspath(dsh_runtime_bin.runtime_path())]
+
+
+# The anchors' runtimes' resident memory as sdk_initialize's probes found it, so
+# runtime_idle_rss need not start them again in the same run.
+_ANCHOR_RSS: dict[str, list[float]] = {}
+
+
+def _anchor_runtime(opts: Options, name: str, tmp: str) -> float:
+    """Start anchor ``name``'s runtime to its initialize answer (seconds); keeps its RSS."""
+    assert opts.anchors is not None
+    figure = opts.anchors.run(["-c", anchor_probes.READY_PROBES[name], tmp], cwd=tmp)
+    _ANCHOR_RSS.setdefault(name, []).append(figure["rss_mb"])
+    return figure["ready"]
+
+
+def _no_anchors(opts: Options) -> dict[str, Any]:
+    """The anchors column when the anchors' venv was not asked for."""
+    return {name: "needs --with-anchors" for name in anchor_probes.SDK_MODULES}
+
+
 @benchmark("sdk_initialize")
 def sdk_initialize(opts: Options) -> Result:
-    """Spawn ``dsh --profile sdk|sdk-minimal`` (python carrier) to the initialize answer."""
+    """Spawn ``dsh --profile sdk|sdk-minimal`` (each carrier) to the initialize answer,
+    beside each anchor's runtime started to its own initialize answer (no key needed)."""
     runs = opts.reps(21, 5)
-    figures: dict[str, list[float]] = {"sdk": [], "sdk-minimal": [], "python -c pass": []}
+    sides: dict[str, tuple[str, list[str] | None]] = {
+        "sdk (python)": ("sdk", None), "sdk-minimal (python)": ("sdk-minimal", None)}
+    exe = _exe_carrier()
+    if exe is not None:
+        sides.update({"sdk (exe)": ("sdk", exe), "sdk-minimal (exe)": ("sdk-minimal", exe)})
+    anchors = [] if opts.anchors is None else list(anchor_probes.READY_PROBES)
+    figures: dict[str, list[float]] = {name: [] for name in [*sides, "python -c pass",
+                                                              *anchors]}
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = _sdk_environ(tmp)
         for _ in range(runs + 1):  # the first round seeds profiles and bytecode
             figures["python -c pass"].append(_wall([sys.executable, "-c", "pass"], environ, tmp))
-            for profile in ("sdk", "sdk-minimal"):
-                rpc = _Rpc(profile, environ, tmp)
+            for name, (profile, runtime) in sides.items():
+                rpc = _Rpc(profile, environ, tmp, runtime)
                 answer = rpc.call("initialize", {"cwd": tmp})
-                figures[profile].append(time.perf_counter() - rpc.t0)
+                figures[name].append(time.perf_counter() - rpc.t0)
                 rpc.close()
                 assert "result" in answer, answer
+            for name in anchors:
+                figures[name].append(_anchor_runtime(opts, name, tmp))
     medians = {k: _ms(statistics.median(v[1:])) for k, v in figures.items()}
-    return result("sdk_initialize", medians["sdk"], "ms", 150, runs=runs,
-                  sdk_minimal_ms=medians["sdk-minimal"], python_pass_ms=medians["python -c pass"],
-                  anchors_measured_elsewhere={"deepseek-harness sdk": 900,
-                                              "deepseek-harness sdk-minimal": 400,
-                                              "codex app-server": 110})
+    return result(
+        "sdk_initialize", medians["sdk (python)"], "ms", 150, runs=runs,
+        sdk_minimal_ms=medians["sdk-minimal (python)"], python_pass_ms=medians["python -c pass"],
+        **({"exe_ms": medians["sdk (exe)"], "exe_sdk_minimal_ms": medians["sdk-minimal (exe)"],
+            "exe": exe[0]} if exe is not None else {"exe": "dsh-runtime-bin not installed"}),
+        anchors={name: medians[name] for name in anchors} if anchors else _no_anchors(opts),
+        samples_ms={name: [_ms(t) for t in v[1:]] for name, v in figures.items()},
+        anchor_runtimes=anchor_probes.RUNTIMES,
+        note="anchors: each SDK's own runtime, spawned to its initialize answer, no API key",
+    )
 
 
 @benchmark("runtime_idle_rss")
 def runtime_idle_rss(opts: Options) -> Result:
-    """Resident memory of an initialized, idle ``dsh --profile sdk`` runtime."""
+    """Resident memory of an initialized, idle ``dsh --profile sdk`` runtime, beside each
+    anchor's initialized runtime (with any processes it started)."""
+    runs = opts.reps(5, 3)
+    figures = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
-        rpc.call("initialize", {"cwd": tmp})
-        rpc.call("tools/list")
-        time.sleep(0.5)
-        rss = _rss_mb(rpc.proc.pid)
-        rpc.close()
-    return result("runtime_idle_rss", rss, "MB", 40, profile="sdk")
+        for _ in range(runs):
+            rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
+            rpc.call("initialize", {"cwd": tmp})
+            rpc.call("tools/list")
+            time.sleep(0.5)
+            figures.append(_rss_mb(rpc.proc.pid))
+            rpc.close()
+        anchors: dict[str, Any] = _no_anchors(opts)
+        if opts.anchors is not None:
+            for name in anchor_probes.READY_PROBES:
+                while len(_ANCHOR_RSS.get(name, ())) < runs:
+                    _anchor_runtime(opts, name, tmp)
+            anchors = {name: round(statistics.median(_ANCHOR_RSS[name]), 1)
+                       for name in anchor_probes.READY_PROBES}
+    return result("runtime_idle_rss", statistics.median(figures), "MB", 40, runs=runs,
+                  profile="sdk", carrier="python", anchors=anchors)
+
+
+@benchmark("install_size")
+def install_size(opts: Options) -> Result:
+    """Installed size of dsh (its wheel's files, and dsh-runtime-bin's when installed),
+    beside each anchor SDK with the runtime it needs (own files; shared dependencies left
+    out on both sides)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    root = Path(__file__).resolve().parents[1]
+    size = sum(f.stat().st_size for top in ("launcher/dsh", "runtime/dsh_runtime", "profiles")
+               for f in (root / top).rglob("*")
+               if f.is_file() and "__pycache__" not in f.parts)
+    exe = _exe_carrier()
+    try:
+        runtime_bin: int | str = sum(f.size or 0 for f in distribution("dsh-runtime-bin").files
+                                     or ())
+    except PackageNotFoundError:
+        runtime_bin = "not installed"
+        if exe is not None:  # DSH_RUNTIME_BIN: the freeze's folder is what the wheel holds
+            runtime_bin = sum(f.stat().st_size for f in Path(exe[0]).parent.rglob("*")
+                              if f.is_file())
+    if isinstance(runtime_bin, int):
+        size += runtime_bin
+    anchors = _no_anchors(opts)
+    if opts.anchors is not None:
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+            anchors = {name: round(b / 2**20, 1)
+                       for name, b in anchor_probes.product_sizes(opts.anchors, tmp).items()}
+    # No contract sets a size; 100 MB is under a third of the smallest anchor (~300 MB).
+    return result("install_size", size / 2**20, "MB", 100, anchors=anchors,
+                  dsh_runtime_bin=runtime_bin,
+                  measured="dsh: the pure wheel's files (launcher, runtime, profiles) plus "
+                           "dsh-runtime-bin's (its RECORD, or the DSH_RUNTIME_BIN freeze's "
+                           "folder); anchors: the RECORD sizes of each SDK's distributions "
+                           "with its runtime's; unpacked bytes, target set here")
 
 
 @benchmark("sdk_throughput")
 def sdk_throughput(opts: Options) -> Result:
     """Small pipelined requests (``runtime/status``) answered per second, round trip."""
+    import threading
+
     count = opts.reps(20000, 5000)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         rpc = _Rpc("sdk-minimal", _sdk_environ(tmp), tmp)
-        rpc.call("initialize", {"cwd": tmp})
-        t0 = time.perf_counter()
-        for _ in range(count):
-            rpc.send("runtime/status")
-        rpc.flush()
-        answered = 0
-        while answered < count:
-            if "id" in rpc.read():
-                answered += 1
-        elapsed = time.perf_counter() - t0
-        rpc.close()
+        try:
+            rpc.call("initialize", {"cwd": tmp})
+
+            def drain() -> None:
+                answered = 0
+                while answered < count:
+                    if "id" in rpc.read():
+                        answered += 1
+
+            # Answers are read while requests are still being written: the runtime bounds
+            # its unsent output and stops reading when a peer does not read (backpressure).
+            reader = threading.Thread(target=drain, daemon=True)
+            t0 = time.perf_counter()
+            reader.start()
+            for _ in range(count):
+                rpc.send("runtime/status")
+            rpc.flush()
+            reader.join()
+            elapsed = time.perf_counter() - t0
+        finally:
+            rpc.close()
     rate = count / elapsed
-    return {**result("sdk_throughput", rate, "requests/s", 10000, requests=count),
-            "ok": rate >= 10000}
+    return result("sdk_throughput", rate, "requests/s", 10000, higher_is_better=True,
+                  requests=count)
 
 
 @benchmark("big_frame")
@@ -587,13 +675,13 @@ def _bench_event(seq: int) -> dict[str, Any]:
 @benchmark("sessions_db_scaling")
 def sessions_db_scaling(opts: Options) -> Result:
     """1,000 sessions x 100 events through SqliteSessionStore: append and resume times at
-    10%, 50% and 100% of the fill; value is the worse last/first ratio (flat means ~1)."""
+    each tenth of the fill; value is the worse 100%/10% ratio (flat means ~1)."""
     from dsh_runtime.agent.session import SessionRecord
     from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 
     count = opts.reps(1000, 200)
     per_session = 100
-    marks = {max(1, count // 10): "10%", count // 2: "50%", count: "100%"}
+    marks = {max(1, count * k // 10): f"{k * 10}%" for k in range(1, 11)}  # a plotted curve
     window = max(1, count // 30)  # sessions whose appends make one figure (a median)
     points: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
@@ -629,6 +717,137 @@ def sessions_db_scaling(opts: Options) -> Result:
     return result("sessions_db_scaling", max(append_ratio, resume_ratio), "ratio", 2,
                   sessions=count, events=count * per_session, points=points,
                   append_ratio=round(append_ratio, 2), resume_ratio=round(resume_ratio, 2))
+
+# -- scaling series (full run only) ----------------------------------------------------------
+
+COMPOSE_LAYERS = (1, 10, 100, 1000)
+SESSION_COUNTS = (1, 4, 16, 64)
+CLIENT_COUNTS = (1, 5, 10, 25, 50)
+
+
+@benchmark("compose_scaling", full_only=True)
+def compose_scaling(opts: Options) -> Result:
+    """compose_100x50's parse and compose at 1, 10, 100 and 1,000 layers of 50 rows; value:
+    the per-layer cost at 1,000 layers over that at 100 (linear growth means ~1)."""
+    from dsh.compose import compose
+    from dsh.patchfile import load_layer
+
+    points = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        files = []
+        for index in range(max(COMPOSE_LAYERS)):
+            path = Path(tmp, f"layer{index:04d}.yml")
+            path.write_text(_layer_text(index), encoding="utf-8")
+            files.append(path)
+        for layers in COMPOSE_LAYERS:
+            runs = max(3, min(21, 2100 // layers))
+            times = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                tree = compose([load_layer(path, kind="patch") for path in files[:layers]])
+                times.append(time.perf_counter() - t0)
+            points.append({"layers": layers, "rows": sum(1 for _ in tree.walk()),
+                           "ms": _ms(statistics.median(times)), "runs": runs})
+    per_layer = {p["layers"]: p["ms"] / p["layers"] for p in points}
+    return result("compose_scaling", per_layer[1000] / per_layer[100], "ratio", 2,
+                  runs=points[-1]["runs"], points=points,
+                  ms_at_1000_layers=points[-1]["ms"])
+
+
+def _turns(rpc: _Rpc, sessions: int) -> float:
+    """Prompt ``sessions`` fresh sessions at once and wait until every turn completed;
+    the seconds from the first prompt sent to the last session idle."""
+    blocks = [{"type": "text", "text": "where am I?"}]
+    ids = [rpc.call("session/new")["result"]["sessionId"] for _ in range(sessions)]
+    busy = set(ids)
+    t0 = time.perf_counter()
+    for session in ids:
+        rpc.send("session/prompt", {"sessionId": session, "contentBlocks": blocks})
+    rpc.flush()
+    while busy:
+        frame = rpc.read()
+        params = frame.get("params") or {}
+        event = params.get("event") or {}
+        if event.get("type") == "turn/end" and event["data"]["reason"]["kind"] != "completed":
+            raise RuntimeError(f"a turn ended {event['data']['reason']}")
+        if frame.get("method") == "session.status" and params.get("status") == "idle":
+            busy.discard(params.get("sessionId"))
+    return time.perf_counter() - t0
+
+
+@benchmark("sdk_sessions_throughput", full_only=True)
+def sdk_sessions_throughput(opts: Options) -> Result:
+    """Turns completed per second by one runtime (sdk profile, the offline script: three
+    model calls and two tool calls a turn) with 1, 4, 16 and 64 sessions prompted at once;
+    value: the rate at 64 sessions over the rate at 1 (higher is better)."""
+    points = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
+        try:
+            assert "result" in rpc.call("initialize", {"cwd": tmp})
+            _turns(rpc, 4)  # imports and first-use costs; not counted
+            for sessions in SESSION_COUNTS:
+                rounds = max(3, 64 // sessions)
+                rates = [sessions / _turns(rpc, sessions) for _ in range(rounds)]
+                points.append({"sessions": sessions, "turns_per_s": round(
+                    statistics.median(rates), 1), "rounds": rounds})
+        finally:
+            rpc.close()
+    rate = {p["sessions"]: p["turns_per_s"] for p in points}
+    return result("sdk_sessions_throughput", rate[64] / rate[1], "ratio", 0.8,
+                  higher_is_better=True, runs=points[-1]["rounds"], points=points)
+
+
+async def _start_clients(count: int, tmp: str) -> tuple[list[float], list[float]]:
+    """Start ``count`` SDK clients at once, each spawning its runtime (python carrier, one
+    shared home); each one's start-to-ready seconds and its runtime's RSS once all are up."""
+    import asyncio
+
+    from dsh.sdk import AsyncDshClient, ClientConfig
+
+    config = ClientConfig(dsh_home=str(Path(tmp, "home")), cwd=tmp,
+                          patches=(str(OFFLINE_PATCH),), env=_sdk_environ(tmp),
+                          inherit_env=False)
+    clients = [AsyncDshClient(config) for _ in range(count)]
+
+    async def start(client: AsyncDshClient) -> float:
+        t0 = time.perf_counter()
+        await client.start()
+        return time.perf_counter() - t0
+
+    try:
+        ready = await asyncio.gather(*(start(client) for client in clients))
+        await asyncio.sleep(0.3)
+        rss = [_rss_mb(client.pid) for client in clients if client.pid is not None]
+    finally:
+        await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
+    return list(ready), rss
+
+
+@benchmark("sdk_clients_scaling", full_only=True)
+def sdk_clients_scaling(opts: Options) -> Result:
+    """1, 5, 10, 25 and 50 SDK clients started at once, each with its own runtime: median
+    start-to-ready and RSS per runtime; value: the median at 50 over the median at 1
+    (on 2 cores, 25 means no worse than starting them one after another per core)."""
+    import asyncio
+
+    points = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        asyncio.run(_start_clients(1, tmp))  # seeds the profile and bytecode; not counted
+        for count in CLIENT_COUNTS:
+            ready: list[float] = []
+            rss: list[float] = []
+            for _ in range(max(1, 5 // count)):
+                more_ready, more_rss = asyncio.run(_start_clients(count, tmp))
+                ready += more_ready
+                rss += more_rss
+            points.append({"clients": count, "ready_ms": _ms(statistics.median(ready)),
+                           "ready_max_ms": _ms(max(ready)),
+                           "rss_mb": round(statistics.median(rss), 1)})
+    by = {p["clients"]: p for p in points}
+    return result("sdk_clients_scaling", by[50]["ready_ms"] / by[1]["ready_ms"], "ratio", 25,
+                  runs=5, points=points, cpus=os.cpu_count())
+
 
 # -- reload_latency, plugin_add_local --------------------------------------------------------
 
@@ -711,7 +930,7 @@ class _Web:
 @benchmark("web_start_to_200")
 def web_start_to_200(opts: Options) -> Result:
     """Spawn ``dsh web --port 0`` (python carrier) to the first 200 on ``GET /api/tools``."""
-    runs = opts.reps(11, 3)
+    runs = opts.reps(11, 2)
     figures = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = _sdk_environ(tmp)
@@ -743,7 +962,7 @@ def _sse_until_delta(response: Any) -> None:
 def web_first_token_overhead(opts: Options) -> Result:
     """First streamed assistant delta after a prompt: web (POST + SSE) minus SDK (stdio),
     same scripted provider and script, a fresh session per prompt."""
-    runs = opts.reps(31, 7)
+    runs = opts.reps(31, 5)
     sdk_times, web_times = [], []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = _sdk_environ(tmp)
@@ -800,7 +1019,7 @@ def web_first_token_overhead(opts: Options) -> Result:
 @benchmark("plugin_add_local")
 def plugin_add_local(opts: Options) -> Result:
     """``dsh plugin --profile p add ./dsh-hello-plugin`` (pip, local path, fresh env)."""
-    runs = opts.reps(5, 2)
+    runs = opts.reps(5, 1)
     fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "dsh-hello-plugin"
     figures = []
     for _ in range(runs):
@@ -907,40 +1126,12 @@ def mcp_tool_overhead(opts: Options) -> Result:
     # The first call of each kind pays one-time costs (imports, the server's first answer).
     plain, remote = (_ms(statistics.median(times[n][1:]))
                      for n in ("working_directory", "mcp__bench__add"))
-    return result("mcp_tool_overhead", round(remote - plain, 2), "ms", 10, calls=calls,
+    return result("mcp_tool_overhead", round(remote - plain, 2), "ms", 10, runs=calls,
+                  calls=calls,
                   mcp_call_ms=remote, builtin_call_ms=plain,
                   first_mcp_call_ms=_ms(times["mcp__bench__add"][0]),
                   measured="in-process kernel; tool/call to tool/result; MCP over stdio "
                            "to tests/fixtures/mcp_test_server.py")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the selected benchmarks and print one JSON document; exit 1 if a target is missed."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=sorted(BENCHMARKS), metavar="NAME",
-                        help="run only this benchmark (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    args = parser.parse_args(argv)
-    if args.list:
-        for name, func in BENCHMARKS.items():
-            print(f"{name}\t{(func.__doc__ or '').strip()}")
-        return 0
-    opts = Options(quick=args.quick)
-    results = [BENCHMARKS[name](opts) for name in BENCHMARKS
-               if not args.only or name in args.only]
-    document = {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": f"{platform.system()}-{platform.machine()}",
-        "cpus": os.cpu_count(),
-        "quick": args.quick,
-        "results": results,
-        "ok": all(r["ok"] for r in results),
-    }
-    json.dump(document, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0 if document["ok"] else 1
 
 
 if __name__ == "__main__":
