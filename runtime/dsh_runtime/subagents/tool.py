@@ -48,13 +48,14 @@ with it (the SDK's parent-death signal).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dsh._version import __version__
 from dsh.errors import DshError
@@ -82,6 +83,8 @@ STARTED = "subagent.started"
 STATUS = "subagent.status"
 FINISHED = "subagent.finished"
 DEFAULT_PROFILE = "sdk-minimal"
+T = TypeVar("T")
+
 SHUTDOWN_TIMEOUT_S = 2.0
 """Each rung of a child's shutdown ladder: small, as closing runs in a budgeted hook."""
 CONTEXT_SECTION = "subagents"
@@ -260,12 +263,13 @@ class SubagentPlugin(Plugin):
             return ToolResult(f"Error: the sub-agent did not start: {exc}", is_error=True)
         rt.service("agent").announce(STARTED, _note(child))
         try:
-            target = await child.prompt(args["prompt"], bound=self.bound())
+            target = await unless_cancelled(child.prompt(args["prompt"], bound=self.bound()),
+                                            ctx.cancelled)
             if background:
                 return ToolResult(f"Started sub-agent {child.id} in the background "
                                   f"(status: {child.status.value}). Its answer comes with "
                                   "your next turn; list_agents shows it meanwhile.")
-            await child.settled(target)
+            await unless_cancelled(child.settled(target), ctx.cancelled)
         except (asyncio.TimeoutError, DshError) as exc:
             await self.registry.close(child)
             logger.warning("sub-agent %s failed", child.id, exc_info=True)
@@ -372,6 +376,29 @@ class SubagentPlugin(Plugin):
         """The parent session ended: close its children."""
         if event.session_id is not None:
             await self.registry.end_session(event.session_id)
+
+
+async def unless_cancelled(awaitable: Awaitable[T], cancelled: asyncio.Event) -> T:
+    """``await awaitable``, but raise CancelledError as soon as the turn is cancelled.
+
+    The turn's cancellation also cancels this task, yet ``asyncio.wait_for`` (inside the
+    child's waits) can swallow a cancellation that lands as its inner wait completes
+    (Python < 3.12); the child's next wait may be its whole turn. The turn's ``cancelled``
+    event cannot be lost that way, so the call ends on whichever comes first.
+    """
+    work = asyncio.ensure_future(awaitable)
+    stop = asyncio.ensure_future(cancelled.wait())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+    if work.cancelled():
+        raise asyncio.CancelledError
+    return work.result()
 
 
 def _note(child: Child) -> dict[str, Any]:
