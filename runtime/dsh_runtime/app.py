@@ -60,7 +60,8 @@ def run(launch: Launch) -> int:
     gc.enable()
     main = kernel.command("main")
     if _HELP_FLAGS.intersection(launch.app_args):
-        sys.stdout.write(main.help if main.help.endswith("\n") else main.help + "\n")
+        text = usage_for(main.help, launch.profile)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio
@@ -81,6 +82,21 @@ def _add_plugin_dir(launch: Launch) -> None:
     from dsh_runtime.loader import entry_point_table
 
     entry_point_table.cache_clear()
+
+
+def usage_for(help_text: str, profile: str) -> str:
+    """``help_text`` with its usage line naming ``profile``, the one it was asked under.
+
+    A command's help is written for its shipped profile (``usage: dsh --profile sdk``);
+    run as ``sdk-minimal`` or a custom profile built on it, the line a user copies must
+    name the profile they actually ran.
+    """
+    first, newline, rest = help_text.partition("\n")
+    words = first.split(" ")
+    if words[:3] == ["usage:", "dsh", "--profile"] and len(words) > 3:
+        words[3] = profile
+        first = " ".join(words)
+    return first + newline + rest
 
 
 def _log_to_stderr(launch: Launch) -> None:
