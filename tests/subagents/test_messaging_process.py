@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process g
 
 GUARD = 60.0
 WAIT_FOR_GO = "echo $$ > loop.pid; while [ ! -f go ]; do sleep 0.05; done"
+WAIT_FOR_PID = "for _ in $(seq 200); do [ -s %s ] && break; sleep 0.05; done"
 # The child's shell is unsandboxed here (the row's patches override the sandbox the parent
 # hands down): these tests check host pids the child's bash reports with ``$$``.
 CHILD_PATCH = """\
@@ -113,6 +114,12 @@ async def status(sub: Any, agent_id: str, wanted: str) -> dict[str, Any]:
             return note.params
 
 
+async def _exists(path: Path) -> None:
+    """Return once ``path`` exists and is not empty (the caller bounds the wait)."""
+    while not (path.exists() and path.stat().st_size):
+        await asyncio.sleep(0.02)
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -176,6 +183,8 @@ def test_interrupt_cancels_the_running_turn_and_queued_messages_still_run(
     patch = setup(tmp_path, [
         call("subagent", description="sleeper", prompt="sleep", run_in_background=True),
         call("send_message", agent_id="agent-1", message="then say something"),
+        # The child's bash has started (its pid is written) before it is interrupted.
+        call("bash", command=WAIT_FOR_PID % "loop.pid"),
         call("interrupt_agent", agent_id="agent-1"),
         {"text": "parent turn 1 done"},
         call("interrupt_agent", agent_id="agent-1"),
@@ -197,7 +206,7 @@ def test_interrupt_cancels_the_running_turn_and_queued_messages_still_run(
             return first, second, log
 
     first, second, log = asyncio.run(scenario())
-    interrupted = results(first)[2]
+    interrupted = results(first)[3]
     assert interrupted == {"text": "Interrupted agent-1's running turn; messages queued for "
                                    "it still run.", "isError": False}
     assert not Path("go").exists()  # turn 1 never finished by itself
@@ -235,6 +244,8 @@ def test_list_agents_and_a_message_to_a_finished_agent(tmp_path: Path, dsh_home:
                 run = await asyncio.wait_for(session.run("go"), GUARD)
                 notes = [(await asyncio.wait_for(sub.__anext__(), GUARD)).params
                          for _ in range(6)]
+                # The background child's bash has started before the parent goes away.
+                await asyncio.wait_for(_exists(Path("sub/loop.pid")), GUARD)
             pid = owner_pid(dsh_home, session.id, notes[4]["childSessionId"])
             assert not gone(pid)
         return run, notes, pid
