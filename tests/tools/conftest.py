@@ -19,6 +19,19 @@ from dsh_runtime.schema import validate
 from dsh_runtime.tools.base import ToolContext, ToolResult, check_arguments
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: ``os.kill(pid, 0)``, a zombie nobody reaped yet counting as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return not os.path.isdir("/proc")  # no /proc to ask (macOS): kill(0) said alive
+
+
 def make_plugin(cls: type[Plugin], **config: Any) -> Plugin:
     """A plugin instance with its config validated and defaults filled, as the kernel does."""
     schema = cls.manifest.config_schema or {}

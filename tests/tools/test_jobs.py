@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_plugin, tools_of
+from conftest import alive, make_plugin, tools_of
 from dsh_runtime.guardrails import Decision
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.policy import decide
@@ -28,19 +28,6 @@ from dsh_runtime.tools.shell import ShellTools
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
 Call = Callable[..., Awaitable[Any]]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie nobody reaped yet counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return sys.platform != "linux"
 
 
 async def gone(pid: int) -> bool:

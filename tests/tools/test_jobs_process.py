@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import alive
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess
@@ -64,19 +65,6 @@ def twenty_jobs(sandbox: str) -> list[dict[str, Any]]:
     calls = [{"name": "bash", "arguments": {"command": LEAK[sandbox].format(n=n),
                                             "run_in_background": True}} for n in range(20)]
     return [{"tool_calls": calls}, {"text": "Twenty jobs running."}]
-
-
-def alive(pid: int) -> bool:
-    """``os.kill(pid, 0)``; a zombie waiting for a reaper that is not us counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def named(prefix: str) -> dict[str, int]:
