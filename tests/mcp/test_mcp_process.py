@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tests" / "fixtures" / "mcp_test_server.py"
 
@@ -122,21 +124,92 @@ def test_stdio_tools_errors_caps_guardrail_and_bad_servers(run_dsh: Run, tmp_pat
     assert live_with(str(server)) == []
 
 
-def test_streamable_http_server_on_localhost(run_dsh: Run, tmp_path: Path) -> None:
-    with subprocess.Popen([sys.executable, str(SERVER), "--http", "0"], stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True) as server:
-        try:
-            assert server.stdout is not None
-            port = int(server.stdout.readline().split()[1])
-            servers = [{"name": "web", "url": f"http://127.0.0.1:{port}/mcp",
-                        "headers": {"X-Test-Token": "MCP_TEST_TOKEN"}}]
-            calls = [{"id": "add", "name": "mcp__web__add", "arguments": {"a": 20, "b": 22}}]
-            found = events(run_dsh("--profile", "headless", *patches(tmp_path, calls, servers),
-                                   "--json", "add", env={"MCP_TEST_TOKEN": "secret"}))
-        finally:
-            server.terminate()
+class HttpServer:
+    """The test server over streamable HTTP on 127.0.0.1, for the length of a ``with``."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--http", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+
+    def __enter__(self) -> str:
+        assert self.proc.stdout is not None
+        return f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}/mcp"
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.mark.parametrize("answers", ["event-stream", "json"])
+def test_streamable_http_server_on_localhost(run_dsh: Run, tmp_path: Path, answers: str) -> None:
+    """Both answer forms of the spec; the header's value comes from the environment."""
+    mode = ["--json-response"] if answers == "json" else []
+    with HttpServer("--require", "X-Test-Token=secret", *mode) as url:
+        servers = [{"name": "web", "url": url, "headers": {"X-Test-Token": "MCP_TEST_TOKEN"}}]
+        calls = [{"id": "add", "name": "mcp__web__add", "arguments": {"a": 20, "b": 22}},
+                 {"id": "fail", "name": "mcp__web__fail", "arguments": {}}]
+        found = events(run_dsh("--profile", "headless", *patches(tmp_path, calls, servers),
+                               "--json", "add", env={"MCP_TEST_TOKEN": "secret"}))
     assert text(results(found)["add"]) == "42"
+    assert results(found)["fail"]["isError"]
+    assert "this tool always fails" in text(results(found)["fail"])
     assert [e for e in found if e["type"] == "error"] == []
+
+
+def test_http_server_refusing_the_client_is_reported(run_dsh: Run, tmp_path: Path) -> None:
+    with HttpServer("--require", "X-Test-Token=secret") as url:
+        servers = [{"name": "web", "url": url, "headers": {"X-Test-Token": "MCP_TEST_TOKEN"}}]
+        found = events(run_dsh("--profile", "headless", *patches(tmp_path, [], servers),
+                               "--json", "hi", env={"MCP_TEST_TOKEN": "wrong"}))
+    errors = [e["data"]["message"] for e in found if e["type"] == "error"]
+    assert errors == [f"MCP server 'web' failed to start: {url} answered HTTP 401 "
+                      "(missing token) (code -32000); its tools are removed"]
+
+
+def test_an_mcp_session_loads_no_mcp_sdk(run_dsh: Run, tmp_path: Path) -> None:
+    """dsh's own client: neither the mcp package nor pydantic or cryptography is imported."""
+    servers = [{"name": "test", "command": sys.executable, "args": [str(SERVER)]}]
+    calls = [{"id": "add", "name": "mcp__test__add", "arguments": {"a": 1, "b": 2}}]
+    proc = run_dsh("--profile", "headless", *patches(tmp_path, calls, servers), "--json",
+                   "add", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert text(results(events(proc))["add"]) == "3"
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "dsh_runtime.mcp.stdio" in imported
+    heavy = ("mcp", "mcp_types", "pydantic", "pydantic_core", "cryptography", "httpx2")
+    assert sorted(m for m in imported if m.split(".")[0] in heavy) == []
+
+
+def test_a_killed_runtime_leaves_no_server(tmp_path: Path) -> None:
+    """The server is tied to the runtime: SIGKILL runs no cleanup, the kernel does it.
+
+    The server is one that outlives its stdin's end (``--hang``), as a busy one may.
+    """
+    server = tmp_path / "mcp_server_orphan.py"
+    shutil.copy(SERVER, server)
+    mine = {"name": "mine", "command": sys.executable, "args": [str(server), "--hang"],
+            "env": []}
+    client = Sdk(tmp_path, [])
+    try:
+        assert "result" in client.request("initialize", {"cwd": os.getcwd()})
+        assert "result" in client.request("session/new", {"mcpServers": [mine]})
+        deadline = time.monotonic() + 10
+        while not live_with(str(server)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert live_with(str(server)), "the server never started"
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=10)
+        for pipe in (client.proc.stdin, client.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+    deadline = time.monotonic() + 5
+    while live_with(str(server)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert live_with(str(server)) == []
 
 
 def test_header_from_unset_variable_is_reported(run_dsh: Run, tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from dsh import jsonrpc
 from dsh._version import __version__
 from dsh.errors import BusyError, DshError, JsonRpcError, UsageError
 
+from dsh_runtime.agent import events
 from dsh_runtime.headless.options import HELP, Options, parse
 from dsh_runtime.headless.progress import Progress, has_tool_calls, message_text
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
@@ -104,13 +105,15 @@ class HeadlessTask:
     async def run(self, task: str) -> int:
         """Run ``task`` and return the exit code; usage errors are raised."""
         self._configure()
-        session_id = await self._open_session()
-        if not self._options.json:
-            self._err(f"dsh: session {session_id}")
+        # Listening before the session exists: its first events (an MCP server failing at
+        # once, say) come while it is being created.
         unsubscribe = self._agent.add_listener(self._on_notification)
         if self._options.approval is not None:
             self._agent.set_approver(_approver(self._options.approval))
         try:
+            session_id = await self._open_session()
+            if not self._options.json:
+                self._err(f"dsh: session {session_id}")
             if self._options.compact:  # after subscribing: --json streams its event too
                 await self._compact(session_id)
             await self._agent.prompt(session_id, [{"type": "text", "text": task}], cwd=self._cwd)
@@ -145,8 +148,9 @@ class HeadlessTask:
         """A new session in the launch's cwd, or the persisted one ``--session-id`` names."""
         session_id = self._options.session_id
         if session_id is None:
-            self._session_id = await self._agent.new_session(cwd=self._cwd)
-            return self._session_id
+            self._session_id = events.new_id()
+            return await self._agent.new_session(cwd=self._cwd, session_id=self._session_id)
+        self._session_id = session_id
         try:
             await self._agent.resume(session_id)
         except BusyError as exc:
@@ -155,7 +159,6 @@ class HeadlessTask:
             if exc.code == jsonrpc.INVALID_PARAMS:
                 raise UsageError(exc.message) from exc
             raise DshError(exc.message) from exc
-        self._session_id = session_id
         return session_id
 
     async def _wait_for_end(self, session_id: str) -> None:

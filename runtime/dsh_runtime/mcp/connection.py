@@ -1,23 +1,14 @@
 """One MCP server's client session, from spawn (or first request) to close.
 
-Each :class:`Connection` runs in one long-lived asyncio task: the ``mcp`` package's
-transport and :class:`mcp.ClientSession` are anyio context managers whose cancel scopes
-must be left by the task that entered them, so everything is entered, used for
-``initialize`` and ``tools/list``, held open and left inside :meth:`Connection._run`.
-Tool calls from turns only send requests over the open session.
+Each :class:`Connection` runs in one long-lived asyncio task that opens the transport
+(:mod:`.stdio` or :mod:`.streamable_http`), runs ``initialize`` and ``tools/list`` through
+a :class:`~dsh_runtime.mcp.session.ClientSession`, holds it open and closes it. Tool calls
+from turns only send requests over the open session.
 
 States: ``starting`` → ``ready`` (tools published) → ``closed`` when asked to stop, or
 ``failed`` from either (spawn error, garbage on stdout, no answer within
 ``startup_timeout_s``, the server exiting or the connection dropping). A failure is
 handed once to ``report``; its tools vanish with it.
-
-Between the transport and the session sits a relay: it is how the connection notices a
-server that exits while idle (the transport's stream ends) and a server that writes
-something that is not JSON-RPC (the transport yields an exception), which the session
-alone would only log.
-
-``mcp`` is imported inside the task, so loading the plugin costs nothing until a server
-actually connects.
 """
 
 from __future__ import annotations
@@ -25,22 +16,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import importlib
-import logging
 import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from dsh._version import __version__
 
 from dsh_runtime.mcp.config import ServerSpec, tool_name
+from dsh_runtime.mcp.session import (
+    ClientSession,
+    ConnectionClosed,
+    McpError,
+    ProtocolError,
+    RequestTimeout,
+    Transport,
+)
 from dsh_runtime.mcp.tools import McpTool, SchemaError, parameters
 
 _STDERR_TAIL = 300
-_CONNECTION_CLOSED = -32000  # mcp_types.CONNECTION_CLOSED, without importing mcp
-STDIN_GRACE_S = 0.5
-"""Seconds a stdio server has to exit after its stdin closes, before SIGTERM."""
 _MAX_PAGES = 50
 
 
@@ -78,8 +71,7 @@ class Connection:
         self._settled = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._protocol_error: BaseException | None = None
-        self._session: Any = None
+        self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -100,7 +92,7 @@ class Connection:
         """Ask the connection to close (the server process is stopped); returns at once.
 
         A connection still starting is cancelled: its startup may be waiting out a hung
-        server, and the transport's shutdown (shielded) still stops the process.
+        server, and the session's close (shielded) still stops the process.
         """
         self._stopping = True
         self._wake.set()
@@ -112,27 +104,24 @@ class Connection:
         if self._task is not None:
             await asyncio.wait({self._task})
 
-    async def call(self, remote: str, arguments: dict[str, Any]) -> Any:
+    async def call(self, remote: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """``tools/call`` on the open session, bounded by ``call_timeout_s``."""
         session = self._session
         if self.state is not State.READY or session is None:
             raise ConnectionError(self.failure or f"MCP server '{self.name}' is not connected")
-        return await session.call_tool(remote, arguments,
-                                       read_timeout_seconds=self.spec.call_timeout_s)
+        return await session.call_tool(remote, arguments, self.spec.call_timeout_s)
 
     def describe_call_failure(self, exc: BaseException) -> str:
         """What the model reads when a call raised instead of answering."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
-        code = getattr(getattr(exc, "error", None), "code", None)
-        if isinstance(exc, MCPError) and code == REQUEST_TIMEOUT:
+        if isinstance(exc, RequestTimeout):
             return (f"MCP server '{self.name}' did not answer within "
                     f"{float(self.spec.call_timeout_s)} s (call_timeout_s)")
-        if isinstance(exc, MCPError) and code == CONNECTION_CLOSED:
+        if isinstance(exc, ConnectionClosed):
             return f"MCP server '{self.name}' closed the connection during the call"
         if isinstance(exc, ConnectionError):
             return str(exc)
+        if isinstance(exc, McpError):
+            return f"MCP server '{self.name}' call failed: {exc.message} (code {exc.code})"
         return f"MCP server '{self.name}' call failed: {type(exc).__name__}: {exc}"
 
     # -- the connection's task ------------------------------------------------------------
@@ -159,85 +148,52 @@ class Connection:
 
     async def _serve(self, errlog: IO[bytes] | None) -> str | None:
         """Connect, list, publish, hold open; the reason if the server went away by itself."""
-        await load_sdk()
-        import anyio
-        from mcp import ClientSession
-        from mcp_types import Implementation
-
-        # Every failure becomes one report of ours; the SDK's own tracebacks (a garbage
-        # line, a dropped stream) would only repeat it on the runtime's stderr.
-        logging.getLogger("mcp").setLevel(logging.CRITICAL)
-
-        async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(await self._transport(stack, errlog))
-            send, relayed = anyio.create_memory_object_stream[Any](0)
-            group = await stack.enter_async_context(anyio.create_task_group())
-            group.start_soon(self._relay, read, send)
-            session = await stack.enter_async_context(ClientSession(
-                relayed, write, client_info=Implementation(name="dsh", version=__version__)))
-            with anyio.fail_after(self.spec.startup_timeout_s):
-                await session.initialize()
-                listed = await _list_tools(session)
-            self._publish(session, listed)
+        session = ClientSession(self._transport(errlog),
+                                {"name": "dsh", "version": __version__}, self._wake.set)
+        try:
+            await asyncio.wait_for(self._handshake(session), self.spec.startup_timeout_s)
             await self._wake.wait()
-            group.cancel_scope.cancel()
+        finally:
+            # Shielded: a second stop() while starting must not leave the process running.
+            await asyncio.shield(session.close())
         if self._stopping:
             return None
-        if self._protocol_error is not None:
+        if isinstance(session.failure, ProtocolError):
             return "it wrote output that is not MCP JSON-RPC"
         return "the connection closed (the server exited or dropped it)"
 
-    async def _transport(self, stack: contextlib.AsyncExitStack,
-                         errlog: IO[bytes] | None) -> Any:
+    async def _handshake(self, session: ClientSession) -> None:
+        await session.transport.open()
+        session.start()
+        await session.initialize()
+        listed = await session.list_tools(_MAX_PAGES)
+        self._publish(session, listed)
+
+    def _transport(self, errlog: IO[bytes] | None) -> Transport:
         spec = self.spec
         if spec.transport == "stdio":
-            import mcp.client.stdio as stdio
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from dsh_runtime.mcp.stdio import StdioTransport
 
-            # The SDK waits 2 s after closing a server's stdin before SIGTERM; a server
-            # still importing never reads that EOF, and the runtime must exit within the
-            # bound its clients allow (ACP's client kills after 2 s). Well-behaved servers
-            # exit on EOF in milliseconds, and SIGTERM still lets the rest clean up.
-            stdio.PROCESS_TERMINATION_TIMEOUT = STDIN_GRACE_S
+            return StdioTransport(spec.command or "", list(spec.args),
+                                  spec.resolved_env(self._env), spec.cwd or self._cwd, errlog)
+        from dsh_runtime.mcp.streamable_http import StreamableHttpTransport
 
-            params = StdioServerParameters(command=spec.command or "", args=list(spec.args),
-                                           env=spec.resolved_env(self._env),
-                                           cwd=spec.cwd or self._cwd)
-            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
+        return StreamableHttpTransport(spec.url or "", spec.resolved_headers(self._env))
 
-        client = await stack.enter_async_context(httpx2.AsyncClient(
-            headers=spec.resolved_headers(self._env),
-            timeout=httpx2.Timeout(30.0, read=300.0)))
-        return streamable_http_client(spec.url or "", http_client=client)
-
-    async def _relay(self, read: Any, send: Any) -> None:
-        """Forward the transport's messages to the session; notice garbage and the end."""
-        import anyio
-
-        try:
-            async with send:
-                async for item in read:
-                    if isinstance(item, Exception):
-                        self._protocol_error = item
-                        break
-                    await send.send(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        finally:
-            self._wake.set()
-
-    def _publish(self, session: Any, listed: list[Any]) -> None:
+    def _publish(self, session: ClientSession, listed: list[Any]) -> None:
         """Adapt the listed tools (skipping invalid schemas), then become ready."""
         taken: set[str] = set()
         for remote in listed:
-            try:
-                params = parameters(remote.input_schema)
-            except SchemaError as exc:
-                self.skipped.append(f"tool '{remote.name}' skipped: {exc}")
+            remote_name = remote.get("name") if isinstance(remote, dict) else None
+            if not isinstance(remote_name, str) or not remote_name:
+                self.skipped.append("a listed tool without a name was skipped")
                 continue
-            name = tool_name(self.name, remote.name, taken)
+            try:
+                params = parameters(remote.get("inputSchema"))
+            except SchemaError as exc:
+                self.skipped.append(f"tool '{remote_name}' skipped: {exc}")
+                continue
+            name = tool_name(self.name, remote_name, taken)
             taken.add(name)
             self.tools[name] = McpTool(name, remote, params, self.name, self.call,
                                        self.spec.max_result_chars, self.describe_call_failure)
@@ -257,22 +213,25 @@ class Connection:
             self._report(self, self.failure)
 
     def _explain(self, exc: BaseException, errlog: IO[bytes] | None) -> str:
-        leaf = _leaf(exc)
-        if self._protocol_error is not None:
+        if isinstance(exc, ProtocolError):
             reason = "it wrote output that is not MCP JSON-RPC"
-        elif getattr(getattr(leaf, "error", None), "code", None) == _CONNECTION_CLOSED:
+            if "speaks MCP" in str(exc):
+                reason = str(exc)
+        elif isinstance(exc, ConnectionClosed):
             reason = "it exited or closed the connection before answering"
-        elif isinstance(leaf, TimeoutError):
+        elif isinstance(exc, asyncio.TimeoutError):
             reason = (f"no answer to initialize and tools/list within "
                       f"{float(self.spec.startup_timeout_s)} s (startup_timeout_s)")
-        elif isinstance(leaf, FileNotFoundError) and self.spec.transport == "stdio":
+        elif isinstance(exc, FileNotFoundError) and self.spec.transport == "stdio":
             reason = f"command not found: {self.spec.command}"
-        elif isinstance(leaf, OSError) and self.spec.transport == "stdio":
-            reason = f"could not run {self.spec.command}: {leaf.strerror or leaf}"
-        elif isinstance(leaf, ValueError) and "environment variable" in str(leaf):
-            reason = str(leaf)
+        elif isinstance(exc, OSError) and self.spec.transport == "stdio":
+            reason = f"could not run {self.spec.command}: {exc.strerror or exc}"
+        elif isinstance(exc, McpError):
+            reason = f"{exc.message} (code {exc.code})"
+        elif isinstance(exc, ValueError) and "environment variable" in str(exc):
+            reason = str(exc)
         else:
-            reason = _short(leaf)
+            reason = _short(exc)
         return reason + self._tail(errlog)
 
     def _tail(self, errlog: IO[bytes] | None) -> str:
@@ -289,74 +248,8 @@ class Connection:
         return f"; stderr: {lines[-1][-_STDERR_TAIL:]}" if lines else ""
 
 
-_SDK_MODULES = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "httpx2")
-_sdk_loaded = threading.Event()
-_sdk_lock = threading.Lock()
-
-
-async def load_sdk() -> None:
-    """Import the ``mcp`` package without blocking the event loop.
-
-    It takes seconds (pydantic models of every protocol revision); imported inline it
-    would stall every session and protocol frame meanwhile. A daemon thread, not the
-    loop's executor, so a runtime exiting mid-import is not held until it finishes.
-    """
-    if _sdk_loaded.is_set():
-        return
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def work() -> None:
-        error: BaseException | None = None
-        try:
-            with _sdk_lock:
-                for name in _SDK_MODULES:
-                    importlib.import_module(name)
-            _sdk_loaded.set()
-        except BaseException as exc:
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop closed while we imported
-            loop.call_soon_threadsafe(_settle, done, error)
-
-    threading.Thread(target=work, name="dsh-mcp-import", daemon=True).start()
-    await done
-
-
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)
-
-
-async def _list_tools(session: Any) -> list[Any]:
-    """Every page of ``tools/list`` (bounded, so a server cannot page forever)."""
-    from mcp_types import PaginatedRequestParams
-
-    tools: list[Any] = []
-    cursor = None
-    for _ in range(_MAX_PAGES):
-        params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
-        result = await session.list_tools(params=params)
-        tools.extend(result.tools)
-        cursor = result.next_cursor
-        if not cursor:
-            break
-    return tools
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside anyio's exception groups."""
-    while inner := getattr(exc, "exceptions", None):
-        exc = inner[0]
-    return exc
-
-
 def _short(exc: BaseException) -> str:
-    message = getattr(exc, "message", None)  # MCPError's str() is its args tuple
-    text = " ".join((message if isinstance(message, str) else str(exc)).split())
+    text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 

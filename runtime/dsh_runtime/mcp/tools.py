@@ -79,22 +79,24 @@ def _node(schema: Any, where: str) -> dict[str, Any]:
 
 
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
-"""``call(tool_name, arguments)`` → the server's ``CallToolResult`` (raises on failure)."""
+"""``call(tool_name, arguments)`` → the server's ``CallToolResult`` object (raises on failure)."""
 
 
 class McpTool:
     """A server's tool under its dsh name; ``call`` goes through ``caller``."""
 
-    def __init__(self, name: str, remote: Any, params: dict[str, Any], server: str,
-                 caller: Caller, max_chars: int,
+    def __init__(self, name: str, remote: Mapping[str, Any], params: dict[str, Any],
+                 server: str, caller: Caller, max_chars: int,
                  describe_failure: Callable[[BaseException], str]) -> None:
         self.name = name
-        self.remote_name: str = remote.name
+        self.remote_name: str = remote["name"]
         self.server = server
-        annotations = remote.annotations
-        self.mutating = not (annotations is not None and annotations.read_only_hint is True)
+        annotations = remote.get("annotations")
+        self.mutating = not (isinstance(annotations, dict)
+                             and annotations.get("readOnlyHint") is True)
         title = f"[MCP server {server}] "
-        self.description = title + (remote.description or remote.title or remote.name)
+        about = remote.get("description") or remote.get("title")
+        self.description = title + (about if isinstance(about, str) else self.remote_name)
         self.parameters = params
         self._caller = caller
         self._max_chars = max_chars
@@ -109,27 +111,38 @@ class McpTool:
         return convert(result, images_ok=ctx.images_supported, max_chars=self._max_chars)
 
 
-def convert(result: Any, *, images_ok: bool, max_chars: int) -> ToolResult:
-    """An MCP ``CallToolResult`` as a :class:`ToolResult` within ``max_chars``."""
+def convert(result: Mapping[str, Any], *, images_ok: bool, max_chars: int) -> ToolResult:
+    """An MCP ``CallToolResult`` as a :class:`ToolResult` within ``max_chars``.
+
+    Blocks of a kind (or shape) this does not know are skipped, as the spec asks of
+    clients meeting content types from a newer revision.
+    """
     parts: list[str] = []
     images: list[Image] = []
-    for block in result.content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "image" and images_ok:
-            images.append(Image(block.mime_type, block.data))
+    content = result.get("content")
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        mime = block.get("mimeType")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "image" and images_ok and isinstance(block.get("data"), str) \
+                and isinstance(mime, str):
+            images.append(Image(mime, block["data"]))
         elif kind in ("image", "audio"):
-            parts.append(f"[{kind} ({block.mime_type}) left out: this model does not take it]")
+            parts.append(f"[{kind} ({mime}) left out: this model does not take it]")
         elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}" + (f" ({block.name})]" if block.name else "]"))
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            parts.append(text if text is not None else
-                         f"[binary resource {resource.uri} left out]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+            name = block.get("name")
+            parts.append(f"[resource {block.get('uri')}" + (f" ({name})]" if name else "]"))
+        elif kind == "resource" and isinstance(block.get("resource"), dict):
+            resource = block["resource"]
+            text = resource.get("text")
+            parts.append(text if isinstance(text, str) else
+                         f"[binary resource {resource.get('uri')} left out]")
+    structured = result.get("structuredContent")
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured, ensure_ascii=False))
     text = "\n".join(parts)
     budget = max_chars - sum(len(i.data) for i in images)
     if budget < 0:
@@ -141,4 +154,4 @@ def convert(result: Any, *, images_ok: bool, max_chars: int) -> ToolResult:
                 f"the cap is max_result_chars = {max_chars}]")
     if not text and not images:
         text = "(no output)"
-    return ToolResult(text, is_error=bool(result.is_error), images=tuple(images))
+    return ToolResult(text, is_error=result.get("isError") is True, images=tuple(images))

@@ -1,0 +1,126 @@
+"""The stdio transport: a server process, one JSON-RPC message per line each way.
+
+The child gets the few variables a program needs to run (``HOME``, ``PATH``, ``USER``...,
+as the MCP SDKs pass them) plus the server's own, never the runtime's whole environment:
+credentials meant for dsh's model provider stay in dsh. It runs in a session of its own
+and is tied to the runtime (``setpriv --pdeathsig``), so a killed runtime leaves no server
+behind; :meth:`StdioTransport.close` closes its stdin, gives it :data:`STDIN_GRACE_S` to
+leave, then signals its whole process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import IO, Any
+
+from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
+from dsh_runtime.tools.sandbox import tied_to_parent
+
+STDIN_GRACE_S = 0.5
+"""Seconds a server has to exit after its stdin closes, before SIGTERM (well-behaved
+servers exit on EOF in milliseconds; the runtime's own clients wait about 2 s for it)."""
+TERM_GRACE_S = 1.0
+"""Seconds after SIGTERM before SIGKILL."""
+MAX_LINE = 64 * 1024 * 1024
+"""The longest message line read; a longer one is a protocol error, not unbounded memory."""
+INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
+"""Variables of the runtime's environment every server gets (when set)."""
+
+
+class StdioTransport:
+    """``command args`` in ``cwd`` with ``env`` added; its stderr goes to ``errlog``."""
+
+    def __init__(self, command: str, args: list[str], env: Mapping[str, str], cwd: str,
+                 errlog: IO[bytes] | None) -> None:
+        self.protocol_version: str | None = None
+        self._command = command
+        self._args = args
+        self._env = env
+        self._cwd = cwd
+        self._errlog = errlog
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def open(self) -> None:
+        """Spawn the server; ``FileNotFoundError`` when its command is not found."""
+        env = {k: os.environ[k] for k in INHERITED
+               if k in os.environ and not os.environ[k].startswith("()")}
+        env.update(self._env)
+        # Resolved here, on the child's PATH: behind setpriv a missing command would only
+        # show as a server that exits at once.
+        found = shutil.which(self._command, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(2, "command not found", self._command)
+        self._proc = await asyncio.create_subprocess_exec(
+            *tied_to_parent([found, *self._args]), env=env, cwd=self._cwd,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=self._errlog if self._errlog is not None else asyncio.subprocess.DEVNULL,
+            start_new_session=sys.platform != "win32", limit=MAX_LINE)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one line; :class:`ConnectionClosed` when the server's stdin is gone."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+            raise ConnectionClosed("the server's stdin is closed")
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            proc.stdin.write(data.encode("utf-8"))
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise ConnectionClosed("the server exited") from exc
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        """Each line the server writes, decoded; ends when its stdout closes."""
+        assert self._proc is not None and self._proc.stdout is not None
+        stdout = self._proc.stdout
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError as exc:  # asyncio's LimitOverrunError, re-raised as ValueError
+                raise ProtocolError(f"a line over {MAX_LINE} bytes") from exc
+            if not line:
+                return
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as exc:
+                raise ProtocolError("a line that is not JSON") from exc
+
+    async def close(self) -> None:
+        """Close stdin, wait a little, then SIGTERM and SIGKILL the server's process group."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        if not await _exited(proc, STDIN_GRACE_S):
+            _signal(proc, signal.SIGTERM)
+            if not await _exited(proc, TERM_GRACE_S):
+                _signal(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
+                await proc.wait()
+        if sys.platform != "win32":  # what the server left running in its group
+            _signal(proc, signal.SIGKILL)
+
+
+async def _exited(proc: asyncio.subprocess.Process, grace: float) -> bool:
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """``sig`` to the server's process group (to the process alone on Windows)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if sys.platform == "win32":
+            proc.send_signal(sig)
+        else:
+            os.killpg(proc.pid, sig)
