@@ -13,6 +13,10 @@ Linux wheel its tag with ``wheels/earn_tag.py``, builds the ``dsh`` wheel, insta
 - ``doctor --profile T --json`` for every shipped template resolves the same plugins in
   both carriers (a plugin the frozen build lacks shows up here);
 - the ripgrep companion runs;
+- what the runtime imports only on first use works frozen: a headless run of the exe
+  whose scripted model reads a PNG, a WebP, a JPEG and a GIF (Pillow, with the formats
+  the build keeps) and calls a tool of tests/fixtures/mcp_test_server.py over stdio (dsh's
+  MCP client; the server runs on this Python, skipped when it lacks the ``mcp`` package);
 - when ``examples/offline/patch.yml`` exists: an SDK session (initialize, a prompt answered
   by the scripted provider with tool calls, events until idle, shutdown) through
   ``dsh.sdk`` with ``carrier="exe"``, which must pick the ``dsh_runtime_bin`` rung.
@@ -27,6 +31,7 @@ Exits 1 on the first failure, naming the check. Needs the network for pip (PyPI)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -120,6 +125,47 @@ def earn_linux_tag(wheel: Path, out: Path) -> Path:
     proc = run([sys.executable, REPO / "wheels/earn_tag.py", "--dest", out, wheel],
                env=os.environ, cwd=out, check="earn the Linux tag (auditwheel show)")
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def frozen_features(exe: Path, env: Mapping[str, str], work: Path) -> None:
+    """Lazily imported features through the exe: read_image on four formats, an MCP call."""
+    from PIL import Image
+
+    work.mkdir()
+    picture = Image.new("RGBA", (2400, 1600), (10, 120, 200, 160))
+    formats = {"png": "PNG", "webp": "WEBP", "jpg": "JPEG", "gif": "GIF"}
+    for ext, fmt in formats.items():
+        (picture.convert("RGB") if fmt == "JPEG" else picture).save(work / f"a.{ext}", fmt)
+    calls = [{"id": ext, "name": "read_image", "arguments": {"file_path": f"a.{ext}"}}
+             for ext in formats]
+    servers = []
+    if importlib.util.find_spec("mcp") is not None:
+        server = REPO / "tests/fixtures/mcp_test_server.py"
+        servers = [{"name": "t", "command": sys.executable, "args": [str(server)]}]
+        calls.append({"id": "mcp", "name": "mcp__t__add", "arguments": {"a": 2, "b": 3}})
+    (work / "script.jsonl").write_text(
+        json.dumps({"tool_calls": calls}) + "\n" + json.dumps({"text": "done"}) + "\n")
+    (work / "patch.yml").write_text(
+        "- insert:\n    - {id: llm-scripted, name: llm-scripted, config: {script: "
+        + json.dumps(str(work / "script.jsonl")) + ", supports_images: true}}\n"
+        "- id: agent\n  merge: {config: {default_route: scripted}}\n"
+        "- id: tools:mcp\n  merge: {config: {servers: " + json.dumps(servers) + "}}\n")
+    out = run([exe, "--profile", "headless", "--patch", work / "patch.yml", "--json", "go"],
+              env=env, cwd=work, check="frozen features (headless run of the exe)").stdout
+    results = {}
+    for line in out.splitlines():
+        event = json.loads(line)
+        if event["type"] == "tool/result":
+            message = event["data"]["message"]
+            results[message["toolCallId"]] = message
+    for ext, fmt in formats.items():
+        kinds = [block["type"] for block in results.get(ext, {}).get("content", [])]
+        if kinds != ["text", "image"]:
+            raise SmokeFailure(f"frozen read_image of a {fmt}: {results.get(ext)}")
+    if servers:
+        blocks = results.get("mcp", {}).get("content", [])
+        if [b.get("text") for b in blocks] != ["5"]:
+            raise SmokeFailure(f"frozen MCP call: {results.get('mcp')}")
 
 
 def poison(folder: Path) -> Path:
@@ -234,6 +280,8 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     rg_version = run([rg, "--version"], env=env, cwd=cwd, check="ripgrep companion").stdout
     if not rg_version.startswith("ripgrep "):
         raise SmokeFailure(f"ripgrep companion printed {rg_version[:200]!r}")
+
+    frozen_features(exe, closed_env, tmp / "features")
 
     sdk: dict[str, Any] | None = None
     example = args.dsh_wheel_from / "examples/offline"

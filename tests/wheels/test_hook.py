@@ -29,7 +29,8 @@ def profile_files() -> set[str]:
 
 
 def frozen_tree(executable: str = "dsh-runtime-linux-x64") -> set[str]:
-    return {executable, "_internal/base_library.zip", "_internal/libpython3.12.so.1.0",
+    return {executable, "_internal/dsh/__init__.pyc", "_internal/dsh_runtime/__init__.pyc",
+            "_internal/libpython3.12.so.1.0",
             *(f"_internal/dsh/_profiles/{p}" for p in profile_files())}
 
 
@@ -102,10 +103,16 @@ class TestPayload:
 
     @pytest.mark.parametrize("intruder", [
         "_internal/tcl8/init.tcl", "_internal/python3.12/lib-dynload/_tkinter.so",
-        "_internal/yaml/__pycache__/x.pyc", "_internal/unittest/x.txt"])
+        "_internal/yaml/__pycache__/x.pyc", "_internal/unittest/x.txt",
+        "_internal/pydoc.pyc", "_internal/PIL/PdfImagePlugin.pyc", "_internal/pip/__init__.pyc"])
     def test_excluded_modules_fail(self, hook: ModuleType, intruder: str) -> None:
         with pytest.raises(hook.BuildError, match="excluded modules"):
             expected(hook, frozen_tree() | {intruder})
+
+    def test_kept_modules_pass(self, hook: ModuleType) -> None:
+        kept = {"_internal/PIL/PngImagePlugin.pyc", "_internal/PIL/__init__.pyc",
+                "_internal/pydoc_helpers.pyc"}
+        assert kept <= expected(hook, frozen_tree() | kept)
 
     def test_package_sources_skip_bytecode(self, hook: ModuleType, tmp_path: Path) -> None:
         (tmp_path / "__pycache__").mkdir()
