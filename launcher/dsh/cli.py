@@ -105,6 +105,7 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
             with contextlib.suppress(OSError):
                 created.path.parent.rmdir()  # the profiles folder, if this made it
         raise
+    resolved.files.cache.save()
     for warning in resolved.tree.warnings:
         sys.stderr.write(f"dsh: warning: {warning}\n")
     if prepared is None:

@@ -121,6 +121,7 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
     def recompose() -> tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]:
         tree = compose([*resolved.bundle_layers, *load_user_layers(files),
                         *resolved.patch_layers])
+        files.cache.save()
         return tree.flat_rows(env, home), mask_secrets(tree.to_json(profile.name,
                                                                     profile.patch_reload))
 

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from dsh.bundles import find_bundle
 from dsh.errors import PatchError
-from dsh.patchfile import PatchLayer, load_layer
+from dsh.layercache import LayerCache
+from dsh.patchfile import PatchLayer
 from dsh.profiles import PATCH_FILE, Profile
 
 HOME_PATCH = PATCH_FILE
@@ -24,6 +25,7 @@ class LayerFiles(NamedTuple):
     profile_patch: Path
     home_patch: Path
     patches: tuple[Path, ...]
+    cache: LayerCache
 
     @property
     def user_files(self) -> tuple[Path, Path]:
@@ -51,24 +53,25 @@ def layer_files(home: Path, profile: Profile, patches: list[str], cwd: Path) -> 
         if not path.is_file():
             raise PatchError(f"--patch {patch}: file not found ({path})")
         resolved.append(path)
-    return LayerFiles(bundles, profile.patch_file, home / HOME_PATCH, tuple(resolved))
+    return LayerFiles(bundles, profile.patch_file, home / HOME_PATCH, tuple(resolved),
+                      LayerCache(home))
 
 
 def load_bundle_layers(files: LayerFiles) -> list[PatchLayer]:
     """Parse the bundle layers (cached across live reloads)."""
-    return [load_layer(path, kind="bundle", source=name) for name, path in files.bundles]
+    return [files.cache.load(path, kind="bundle", source=name) for name, path in files.bundles]
 
 
 def load_user_layers(files: LayerFiles) -> list[PatchLayer]:
     """Parse the profile and home patches, whichever exist."""
     layers = []
     if files.profile_patch.is_file():
-        layers.append(load_layer(files.profile_patch, kind="profile"))
+        layers.append(files.cache.load(files.profile_patch, kind="profile"))
     if files.home_patch.is_file():
-        layers.append(load_layer(files.home_patch, kind="home"))
+        layers.append(files.cache.load(files.home_patch, kind="home"))
     return layers
 
 
 def load_patch_layers(files: LayerFiles) -> list[PatchLayer]:
     """Parse the ``--patch`` files in argv order (cached across live reloads)."""
-    return [load_layer(path, kind="patch") for path in files.patches]
+    return [files.cache.load(path, kind="patch") for path in files.patches]

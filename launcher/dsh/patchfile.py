@@ -68,13 +68,17 @@ def _yaml():
 
 def load_layer(path: Path, *, kind: str, source: str | None = None) -> PatchLayer:
     """Parse patch file ``path``; every error names the file (and line) and exits 2."""
+    return parse_layer(read_layer_text(path), path=path, kind=kind, source=source or str(path))
+
+
+def read_layer_text(path: Path) -> str:
+    """The text of patch file ``path`` (UTF-8); a missing or unreadable file exits 2."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise PatchError(f"{path}: patch file not found") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PatchError(f"{path}: cannot read patch file ({exc})") from exc
-    return parse_layer(text, path=path, kind=kind, source=source or str(path))
 
 
 def parse_layer(text: str, *, path: Path | None, kind: str, source: str) -> PatchLayer:
@@ -201,7 +205,7 @@ class _Reader:
             raise self.fail(node, f"{tag} takes a relative path")
         if tag == "!home":
             return HomeRef(node.value)
-        return PathRef(str((self.base / node.value).resolve()))
+        return PathRef(str((self.base / node.value).resolve()), node.value)
 
     def row(self, node: Any) -> RowSpec:
         if not isinstance(node, self.yaml.MappingNode):
@@ -319,7 +323,7 @@ class _QuickReader:
         if not value:
             raise Unsupported("!path")
         try:
-            return PathRef(str(((self.base or Path.cwd()) / value).resolve()))
+            return PathRef(str(((self.base or Path.cwd()) / value).resolve()), value)
         except Exception as exc:  # the reference meets the same failure in its own order
             raise Unsupported("!path") from exc
 

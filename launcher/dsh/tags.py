@@ -9,7 +9,7 @@ runtime boots. Composition and ``--dump-config`` therefore never read a secret; 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,14 @@ class HomeRef:
 
 @dataclass(frozen=True)
 class PathRef:
-    """``!path rel/path``: already anchored to the folder of the patch file holding it."""
+    """``!path rel/path``: already anchored to the folder of the patch file holding it.
+
+    ``written`` keeps the text as written (not part of equality), so a cached layer can
+    check that it still resolves to ``path`` (see :mod:`dsh.layercache`).
+    """
 
     path: str
+    written: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The dump form (absolute)."""

@@ -38,9 +38,21 @@ def test_version_and_help_stay_light(run_dsh: RunDsh, flag: str) -> None:
 
 
 def test_a_dump_does_import_yaml(run_dsh: RunDsh) -> None:
-    """The control: the same measurement does see yaml when a profile is composed."""
+    """The control: the same measurement does see yaml when a profile is first composed."""
     proc = run_dsh("--profile", "sdk", "--dump-config", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 0
     modules = imported_modules(proc.stderr)
     assert "yaml" in modules
     assert not any(m.split(".")[0] in ("dsh_runtime", "httpx", "asyncio") for m in modules)
+
+
+def test_a_second_dump_reads_the_layer_cache_without_yaml(run_dsh: RunDsh) -> None:
+    """Every layer of an unchanged profile comes from ``cache/layers``: no YAML at all."""
+    first = run_dsh("--profile", "sdk", "--dump-config", "--json")
+    proc = run_dsh("--profile", "sdk", "--dump-config", "--json",
+                   env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0
+    assert proc.stdout == first.stdout
+    modules = imported_modules(proc.stderr)
+    assert "dsh.layercache" in modules
+    assert not any(m.split(".")[0] == "yaml" for m in modules)
