@@ -152,7 +152,7 @@ def dump_config_process(opts: Options) -> Result:
     """``dsh --profile sdk --dump-config`` as a whole process, beside ``python -c pass``."""
     runs = opts.reps(31, 7)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _clean_environ(DSH_HOME=str(Path(tmp, "home")))
+        environ = _installed_environ(tmp)
         dsh = [sys.executable, "-m", "dsh", "--profile", "sdk", "--dump-config"]
         bare = [sys.executable, "-c", "pass"]
         _wall(dsh, environ, tmp)  # seeds the profile and warms caches; not counted
@@ -178,9 +178,9 @@ SDK_ANCHORS = ("deepseek-harness-sdk", "openai-codex", "claude-agent-sdk")
 OFFLINE_PATCH = Path(__file__).resolve().parent.parent / "examples" / "offline" / "patch.yml"
 
 
-def _sdk_environ(tmp: str) -> dict[str, str]:
+def _installed_environ(tmp: str) -> dict[str, str]:
     """A clean environment whose interpreters keep bytecode (in ``tmp``), as an installed
-    wheel does: timing source compilation would measure the checkout, not the SDK."""
+    wheel does: timing source compilation would measure the checkout, not dsh."""
     environ = _clean_environ(DSH_HOME=str(Path(tmp, "home")),
                              PYTHONPYCACHEPREFIX=str(Path(tmp, "pycache")))
     environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -225,7 +225,7 @@ def sdk_import(opts: Options) -> Result:
     anchors = _anchor_modules(opts)
     python = sys.executable if opts.anchors is None else opts.anchors.python
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         ours = _IMPORT.format(module="dsh.sdk",
                               more="from dsh.sdk import AsyncDshClient, DshClient; ")
         codes = {name: _IMPORT.format(module=module, more="") for name, module in
@@ -288,7 +288,7 @@ def sdk_start_to_ready(opts: Options) -> Result:
     runs = opts.reps(15, 3)
     dsh_bin = shutil.which("dsh", path=str(Path(sys.executable).parent))
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         patch = str(OFFLINE_PATCH)
         sides = {"sdk": ["-c", _READY, "sdk", patch],
                  "sdk-minimal": ["-c", _READY, "sdk-minimal", patch]}
@@ -437,7 +437,7 @@ def sdk_initialize(opts: Options) -> Result:
     figures: dict[str, list[float]] = {name: [] for name in [*sides, "python -c pass",
                                                               *anchors]}
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         for _ in range(runs + 1):  # the first round seeds profiles and bytecode
             figures["python -c pass"].append(_wall([sys.executable, "-c", "pass"], environ, tmp))
             for name, (profile, runtime, offline) in sides.items():
@@ -470,7 +470,7 @@ def runtime_idle_rss(opts: Options) -> Result:
     figures = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         for _ in range(runs):
-            rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
+            rpc = _Rpc("sdk", _installed_environ(tmp), tmp)
             rpc.call("initialize", {"cwd": tmp})
             rpc.call("tools/list")
             time.sleep(0.5)
@@ -530,7 +530,7 @@ def sdk_throughput(opts: Options) -> Result:
 
     count = opts.reps(20000, 5000)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        rpc = _Rpc("sdk-minimal", _sdk_environ(tmp), tmp)
+        rpc = _Rpc("sdk-minimal", _installed_environ(tmp), tmp)
         try:
             rpc.call("initialize", {"cwd": tmp})
 
@@ -562,7 +562,7 @@ def big_frame(opts: Options) -> Result:
     """A 10 MiB prompt in, its receipt (carrying the same text) out, compared byte for byte."""
     text = "x" * (10 * 1024 * 1024)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        rpc = _Rpc("sdk-minimal", _sdk_environ(tmp), tmp)
+        rpc = _Rpc("sdk-minimal", _installed_environ(tmp), tmp)
         rpc.call("initialize", {"cwd": tmp})
         t0 = time.perf_counter()
         rpc.send("session/prompt", {"sessionId": "big", "contentBlocks": [
@@ -805,7 +805,7 @@ def sdk_sessions_throughput(opts: Options) -> Result:
     value: the rate at 64 sessions over the rate at 1 (higher is better)."""
     points = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        rpc = _Rpc("sdk", _sdk_environ(tmp), tmp)
+        rpc = _Rpc("sdk", _installed_environ(tmp), tmp)
         try:
             assert "result" in rpc.call("initialize", {"cwd": tmp})
             _turns(rpc, 4)  # imports and first-use costs; not counted
@@ -829,7 +829,7 @@ async def _start_clients(count: int, tmp: str) -> tuple[list[float], list[float]
     from dsh.sdk import AsyncDshClient, ClientConfig
 
     config = ClientConfig(dsh_home=str(Path(tmp, "home")), cwd=tmp,
-                          patches=(str(OFFLINE_PATCH),), env=_sdk_environ(tmp),
+                          patches=(str(OFFLINE_PATCH),), env=_installed_environ(tmp),
                           inherit_env=False)
     clients = [AsyncDshClient(config) for _ in range(count)]
 
@@ -893,7 +893,7 @@ def reload_latency(opts: Options) -> Result:
     runs = opts.reps(21, 5)
     figures = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         patch = _live_profile(environ, tmp)
         rpc = _Rpc("p", environ, tmp)
         try:
@@ -956,7 +956,7 @@ def web_start_to_200(opts: Options) -> Result:
     runs = opts.reps(11, 2)
     figures = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         for _ in range(runs + 1):  # the first round seeds the profile and bytecode
             web = _Web(environ, tmp)
             try:
@@ -988,7 +988,7 @@ def web_first_token_overhead(opts: Options) -> Result:
     runs = opts.reps(31, 5)
     sdk_times, web_times = [], []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-        environ = _sdk_environ(tmp)
+        environ = _installed_environ(tmp)
         blocks = [{"type": "text", "text": "where am I?"}]
         rpc = _Rpc("sdk", environ, tmp)
         try:
@@ -1047,7 +1047,7 @@ def plugin_add_local(opts: Options) -> Result:
     figures = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
-            environ = _sdk_environ(tmp)
+            environ = _installed_environ(tmp)
             shutil.copytree(fixture, Path(tmp) / "hello")
             argv = [sys.executable, "-m", "dsh", "plugin", "--profile", "p", "add", "./hello"]
             figures.append(_wall(argv, environ, tmp))
