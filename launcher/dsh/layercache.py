@@ -4,10 +4,13 @@ Reading YAML is most of a launch's composition cost: libyaml's C parser handing 
 events to Python, and their conversion, take about 1 ms per 50-row layer on the 2-core
 machines dsh is measured on, while unpickling the parsed :class:`~dsh.patchfile.PatchLayer`
 takes a sixth of that, and a launch that finds every layer here imports no YAML at all.
-So a layer parsed once is stored under ``<home>/cache/layers/``, keyed by a SHA-256 of
-everything its parse depends on: the file's text, its path, kind and source label, and
-the parser's own code (dsh's version and the modification times of the modules that
-parse, PyYAML's included), so an edited file, a moved one or an upgraded dsh misses.
+So a layer parsed once is stored under ``<home>/cache/layers/``, one entry per file (its
+path, kind and source label name the entry), with everything its parse depended on: the
+file's whole text, and the parser's own code (dsh's version and the modification times of
+the modules that parse, PyYAML's included). An entry is used only when both still match,
+so an edited file or an upgraded dsh parses again, and overwrites the entry. Comparing
+the text itself rather than a digest keeps ``hashlib`` (and OpenSSL's start-up) out of a
+launch: spawn-to-``initialize`` is a benchmarked target.
 
 A ``!path`` tag is resolved against the filesystem while parsing (symlinks included), so
 the text alone does not fix its value: an entry keeps each such tag's text and target,
@@ -29,11 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import os
 import pickle
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,8 +49,9 @@ FORMAT = 1
 MAX_ENTRIES = 512
 SUBDIR = ("cache", "layers")
 
-Entry = tuple[PatchLayer, tuple[tuple[str, str], ...]]
-"""What an entry holds: the layer, and each ``!path`` tag's text with its target."""
+Entry = tuple[str, str, PatchLayer, tuple[tuple[str, str], ...]]
+"""What an entry holds: the code stamp, the file's text, the layer, and each ``!path``
+tag's text with its target."""
 
 
 class LayerCache:
@@ -61,15 +65,15 @@ class LayerCache:
         """:func:`dsh.patchfile.load_layer`, from the cache when the file was seen before."""
         text = read_layer_text(path)
         label = source or str(path)
-        digest = hashlib.sha256("\0".join(
-            (str(FORMAT), _code_stamp(), kind, label, str(path), text)).encode()).hexdigest()
-        entry = self.folder / f"{digest}.pickle"
-        layer = _read(entry, path.parent)
+        name = "\0".join((kind, label, str(path))).encode()
+        entry = self.folder / f"{zlib.crc32(name):08x}-{zlib.adler32(name):08x}.pickle"
+        stamp = f"{FORMAT}:{_code_stamp()}:{name.hex()}"
+        layer = _read(entry, stamp, text, path.parent)
         if layer is None:
             layer = parse_layer(text, path=path, kind=kind, source=label)
             checks = tuple((ref.written, ref.path) for ref in _path_refs(layer.operations)
                            ) if "!path" in text else ()
-            self._pending[entry] = (layer, checks)
+            self._pending[entry] = (stamp, text, layer, checks)
         return layer
 
     def save(self) -> None:
@@ -107,15 +111,16 @@ class LayerCache:
                 stale.unlink()
 
 
-def _read(entry: Path, base: Path) -> PatchLayer | None:
-    """The entry's layer, or None when it is missing, unreadable or its paths moved."""
+def _read(entry: Path, stamp: str, text: str, base: Path) -> PatchLayer | None:
+    """The entry's layer if it was parsed from ``text`` by this code and its ``!path``
+    tags still resolve the same; else None (missing, stale, unreadable or foreign)."""
     try:
         data = entry.read_bytes()
     except OSError:
         return None
     try:
-        layer, checks = pickle.loads(data)
-        if not isinstance(layer, PatchLayer):
+        stored_stamp, stored_text, layer, checks = pickle.loads(data)
+        if stored_stamp != stamp or stored_text != text or not isinstance(layer, PatchLayer):
             return None
         for written, target in checks:
             if str((base / written).resolve()) != target:

@@ -40,7 +40,7 @@ def entries(home: Path) -> list[Path]:
 
 
 def stored_layer(entry: Path) -> object:
-    layer, _checks = pickle.loads(entry.read_bytes())
+    _stamp, _text, layer, _checks = pickle.loads(entry.read_bytes())
     return layer
 
 
@@ -68,9 +68,13 @@ def test_an_edited_file_misses(dsh_home: Path, patch_file: Path) -> None:
     cache.load(patch_file, kind="patch")
     cache.save()
     patch_file.write_text(PATCH.replace("m1", "m2"), encoding="utf-8")
-    layer = LayerCache(dsh_home).load(patch_file, kind="patch")
+    cache = LayerCache(dsh_home)
+    layer = cache.load(patch_file, kind="patch")
     assert layer == parsed(patch_file)
     assert layer.operations[0].assign["config"]["model"] == "m2"
+    cache.save()
+    [entry] = entries(dsh_home)  # the file's entry was replaced, not added to
+    assert stored_layer(entry) == layer
 
 
 def test_the_same_text_elsewhere_keeps_its_own_provenance(
