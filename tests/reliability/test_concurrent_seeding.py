@@ -1,6 +1,7 @@
 """Eight launchers seeding the same fresh home at once (``dsh --profile sdk
 --dump-config``): all succeed with the same tree, the seeded profile is byte-identical to
-the shipped template, and no staging file or folder is left behind.
+the shipped template, and no staging file or folder is left behind (in the profile or
+in the layer cache, whose entries the launchers race to write too).
 
 Both seeding paths race: a home with no profile folder (one ``rename`` wins) and a
 folder the user made first for the profile's skills (each file is ``link``-ed in, never
@@ -10,6 +11,7 @@ replacing one; ``profile.toml`` last).
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +58,11 @@ def test_launchers_seed_one_home_at_once(folder_first: bool, tmp_path: Path,
         assert all(d.stderr == "" for d in done), [d.stderr for d in done]
         assert sorted(p.name for p in (home / "profiles").iterdir()) == ["sdk"]
         assert files_under(home / "profiles" / "sdk") == {**template, **mine}
-        assert sorted(p.name for p in home.iterdir()) == ["profiles"]
+        assert sorted(p.name for p in home.iterdir()) == ["cache", "profiles"]
+        # The layer cache raced too: only whole entries, no staging file, each readable.
+        entries = sorted((home / "cache" / "layers").iterdir())
+        assert entries and all(p.suffix == ".pickle" for p in entries), entries
+        assert all(pickle.loads(p.read_bytes())[2].kind == "bundle" for p in entries)
     figure("launchers", LAUNCHERS * ROUNDS)
     figure("failed", 0)
     figure("stray files", 0)
