@@ -56,10 +56,12 @@ def test_a_saved_layer_is_read_back_equal(dsh_home: Path, patch_file: Path) -> N
     cache.save()
     [entry] = entries(dsh_home)
     assert stored_layer(entry) == first == parsed(patch_file)
+    inode = entry.stat().st_ino
     again = LayerCache(dsh_home)
     assert again.load(patch_file, kind="patch") == first
     again.save()
-    assert entries(dsh_home) == [entry]  # a hit stores nothing new
+    assert entries(dsh_home) == [entry]
+    assert entry.stat().st_ino == inode  # a hit rewrites nothing (a save replaces the inode)
     assert oct((dsh_home / "cache" / "layers").stat().st_mode & 0o777) == "0o700"
 
 
