@@ -9,8 +9,6 @@ function, so it is tested directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from dsh.errors import UsageError
 
 SUBCOMMANDS = ("doctor", "info", "plugin", "profile")
@@ -18,20 +16,41 @@ DUMP_FLAGS = ("--dump-config", "--dump-default-config", "--dump-config-schema")
 _VALUE_FLAGS = ("--profile", "--patch", "--home", "--from-default-profile")
 
 
-@dataclass
 class Invocation:
-    """What the launcher was asked to do."""
+    """What the launcher was asked to do.
 
-    profile: str | None = None
-    patches: list[str] = field(default_factory=list)
-    home: str | None = None
-    dump: str | None = None
-    json: bool = False
-    from_template: str | None = None
-    version: bool = False
-    help: bool = False
-    subcommand: str | None = None
-    app_args: list[str] = field(default_factory=list)
+    A plain class, not a dataclass: every launch builds it, and generating a dataclass's
+    methods costs more at import than the whole scan (spawn-to-``initialize`` is a
+    benchmarked target, issue 3).
+    """
+
+    __slots__ = (
+        "app_args",
+        "dump",
+        "from_template",
+        "help",
+        "home",
+        "json",
+        "patches",
+        "profile",
+        "subcommand",
+        "version",
+    )
+
+    def __init__(self, *, profile: str | None = None, patches: list[str] | None = None,
+                 home: str | None = None, dump: str | None = None, json: bool = False,
+                 from_template: str | None = None, version: bool = False, help: bool = False,
+                 subcommand: str | None = None, app_args: list[str] | None = None) -> None:
+        self.profile = profile
+        self.patches = patches if patches is not None else []
+        self.home = home
+        self.dump = dump
+        self.json = json
+        self.from_template = from_template
+        self.version = version
+        self.help = help
+        self.subcommand = subcommand
+        self.app_args = app_args if app_args is not None else []
 
 
 def parse(argv: list[str]) -> Invocation:

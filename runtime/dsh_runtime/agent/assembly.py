@@ -8,7 +8,6 @@ end, the message content. No I/O, no events, so it is tested on chunk lists alon
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_runtime.agent import events
@@ -22,11 +21,15 @@ from dsh_runtime.providers.base import (
 )
 
 
-@dataclass
 class _PartialCall:
-    id: str | None = None
-    name: str | None = None
-    arguments: list[str] = field(default_factory=list)
+    """One tool call as its fragments arrive (the argument pieces are joined at the end)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
 
 
 class Assembly:

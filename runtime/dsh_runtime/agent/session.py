@@ -14,7 +14,6 @@ import enum
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dsh_runtime.agent import events
@@ -30,7 +29,6 @@ class Status(str, enum.Enum):
     RUNNING = "running"
 
 
-@dataclass
 class SessionRecord:
     """The persistent part of a session (what :mod:`.store` keeps).
 
@@ -40,15 +38,30 @@ class SessionRecord:
     plugin context section; each is told again only after a change (or a compaction).
     """
 
-    session_id: str
-    cwd: str
-    title: str = ""
-    turns: int = 0
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    system: dict[str, Any] | None = None
-    context_cwd: str | None = None
-    context_shown: dict[str, str] = field(default_factory=dict)
+    __slots__ = (
+        "context_cwd",
+        "context_shown",
+        "cwd",
+        "events",
+        "messages",
+        "session_id",
+        "system",
+        "title",
+        "turns",
+    )
+
+    def __init__(self, session_id: str, cwd: str, *, title: str = "",
+                 events: list[dict[str, Any]] | None = None,
+                 context_cwd: str | None = None) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.title = title
+        self.turns = 0
+        self.messages: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = events if events is not None else []
+        self.system: dict[str, Any] | None = None
+        self.context_cwd = context_cwd
+        self.context_shown: dict[str, str] = {}
 
 
 Notify = Callable[[str, Mapping[str, Any]], None]

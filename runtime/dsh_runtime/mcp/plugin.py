@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -51,14 +50,16 @@ class McpServerError(RuntimeError):
     """What the ``mcp`` context section raises to report server failures as one event."""
 
 
-@dataclass
 class _Session:
     """One session's connections and the problems not yet reported to it."""
 
-    session_id: str
-    cwd: str
-    servers: dict[str, Connection] = field(default_factory=dict)
-    reports: list[str] = field(default_factory=list)
+    __slots__ = ("cwd", "reports", "servers", "session_id")
+
+    def __init__(self, session_id: str, cwd: str) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.servers: dict[str, Connection] = {}
+        self.reports: list[str] = []
 
 
 class McpServers(Plugin):

@@ -28,7 +28,6 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 logger = logging.getLogger("dsh.subagent")
@@ -50,42 +49,50 @@ class Status(str, enum.Enum):
 LIVE = (Status.STARTING, Status.RUNNING, Status.IDLE)
 
 
-@dataclass
 class Grandchild:
     """A sub-agent of a sub-agent, as its ``subagent.*`` notifications report it."""
 
-    session_id: str
-    status: str = "running"
+    __slots__ = ("session_id", "status")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.status = "running"
 
 
-@dataclass(eq=False)
 class Child:
-    """One sub-agent of a parent session (``agent-N``), from spawn to close."""
+    """One sub-agent of a parent session (``agent-N``), from spawn to close.
 
-    id: str
-    parent: str
-    description: str
-    cwd: str
-    background: bool
-    forked: bool
-    status: Status = Status.STARTING
-    session_id: str | None = None
-    last_text: str = ""
-    stop_reason: str | None = None
-    error: str = ""
-    runs: int = 0
-    pid: int | None = None
-    grandchildren: dict[str, Grandchild] = field(default_factory=dict)
-    on_settled: Callable[[Child], None] | None = None
-    on_status: Callable[[Child], None] | None = None
-    _client: Any = None
-    _watcher: asyncio.Task[None] | None = None
-    _receipts: set[str] = field(default_factory=set)
-    _received: int = 0
-    _done: int = 0
-    _turn_running: bool = False
-    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    _closing: bool = False
+    A plain class, not a dataclass: this module is imported on every boot, and generating
+    a dataclass's methods costs about a millisecond there (issue 3's target).
+    """
+
+    def __init__(self, id: str, parent: str, description: str, cwd: str, background: bool,
+                 forked: bool, *, on_settled: Callable[[Child], None] | None = None,
+                 on_status: Callable[[Child], None] | None = None) -> None:
+        self.id = id
+        self.parent = parent
+        self.description = description
+        self.cwd = cwd
+        self.background = background
+        self.forked = forked
+        self.on_settled = on_settled
+        self.on_status = on_status
+        self.status = Status.STARTING
+        self.session_id: str | None = None
+        self.last_text = ""
+        self.stop_reason: str | None = None
+        self.error = ""
+        self.runs = 0
+        self.pid: int | None = None
+        self.grandchildren: dict[str, Grandchild] = {}
+        self._client: Any = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._receipts: set[str] = set()
+        self._received = 0
+        self._done = 0
+        self._turn_running = False
+        self._changed = asyncio.Condition()
+        self._closing = False
 
     # -- starting -------------------------------------------------------------------------
 

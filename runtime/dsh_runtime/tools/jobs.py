@@ -36,7 +36,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
@@ -111,22 +110,38 @@ class UnreadOutput:
                 f"{self.head_limit + self.tail_limit} arrived between two reads ...]\n{tail}")
 
 
-@dataclass(eq=False)
 class Job:
     """One background command and what is known about it."""
 
-    id: str
-    session_id: str
-    command: str
-    cwd: str
-    proc: asyncio.subprocess.Process
-    output: UnreadOutput
-    started: float = field(default_factory=time.monotonic)
-    eof: bool = False
-    reason: str | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    reader: asyncio.Task[None] | None = None
-    stopping: asyncio.Task[None] | None = None
+    __slots__ = (
+        "changed",
+        "command",
+        "cwd",
+        "eof",
+        "id",
+        "output",
+        "proc",
+        "reader",
+        "reason",
+        "session_id",
+        "started",
+        "stopping",
+    )
+
+    def __init__(self, id: str, session_id: str, command: str, cwd: str,
+                 proc: asyncio.subprocess.Process, output: UnreadOutput) -> None:
+        self.id = id
+        self.session_id = session_id
+        self.command = command
+        self.cwd = cwd
+        self.proc = proc
+        self.output = output
+        self.started = time.monotonic()
+        self.eof = False
+        self.reason: str | None = None
+        self.changed = asyncio.Event()
+        self.reader: asyncio.Task[None] | None = None
+        self.stopping: asyncio.Task[None] | None = None
 
     @property
     def exit_code(self) -> int | None:
