@@ -415,6 +415,25 @@ def _no_anchors(opts: Options) -> dict[str, Any]:
     return {name: "needs --with-anchors" for name in anchor_probes.SDK_MODULES}
 
 
+# The anchors' initialize times issue 3 gives for the machine its 150 ms target was set on.
+# The same anchors measured in this run say how much slower (or faster) this machine is
+# now, so the target can be read on the issue's scale: shared machines here vary 1.5-2x.
+ISSUE_ANCHOR_MS = {"deepseek-harness-sdk": 900.0, "openai-codex": 110.0}
+
+
+def _scaled_target(target: float, anchors: dict[str, float]) -> dict[str, Any]:
+    """``target`` times this run's slowdown against :data:`ISSUE_ANCHOR_MS`: the smallest
+    one over the anchors measured, so the machine is never credited with more slowness
+    than every anchor shows. Empty without anchors."""
+    factors = {name: anchors[name] / stated for name, stated in ISSUE_ANCHOR_MS.items()
+               if isinstance(anchors.get(name), (int, float))}
+    if not factors:
+        return {}
+    scale = min(factors.values())
+    return {"machine_scale": round(scale, 3), "scaled_target_ms": round(target * scale, 1),
+            "scale_by": {name: round(f, 3) for name, f in factors.items()}}
+
+
 @benchmark("sdk_initialize")
 def sdk_initialize(opts: Options) -> Result:
     """Spawn ``dsh --profile sdk|sdk-minimal`` (each carrier) to the initialize answer,
@@ -449,8 +468,11 @@ def sdk_initialize(opts: Options) -> Result:
             for name in anchors:
                 figures[name].append(_anchor_runtime(opts, name, tmp))
     medians = {k: _ms(statistics.median(v[1:])) for k, v in figures.items()}
+    scaled = _scaled_target(150, {name: medians[name] for name in anchors})
+    if scaled:
+        scaled["ok_scaled"] = medians["sdk (python)"] < scaled["scaled_target_ms"]
     return result(
-        "sdk_initialize", medians["sdk (python)"], "ms", 150, runs=runs,
+        "sdk_initialize", medians["sdk (python)"], "ms", 150, runs=runs, **scaled,
         sdk_minimal_ms=medians["sdk-minimal (python)"], python_pass_ms=medians["python -c pass"],
         offline_ms=medians["sdk + offline (python)"],
         **({"exe_ms": medians["sdk (exe)"], "exe_sdk_minimal_ms": medians["sdk-minimal (exe)"],
@@ -458,7 +480,10 @@ def sdk_initialize(opts: Options) -> Result:
         anchors={name: medians[name] for name in anchors} if anchors else _no_anchors(opts),
         samples_ms={name: [_ms(t) for t in v[1:]] for name, v in figures.items()},
         anchor_runtimes=anchor_probes.RUNTIMES,
-        note="anchors: each SDK's own runtime, spawned to its initialize answer, no API key",
+        note="anchors: each SDK's own runtime, spawned to its initialize answer, no API key"
+             + (f"; on issue 3's scale (its anchors measured 0.9 s and 110 ms there, "
+                f"{scaled['machine_scale']}x of that here) the 150 ms target reads "
+                f"{scaled['scaled_target_ms']} ms" if scaled else ""),
     )
 
 

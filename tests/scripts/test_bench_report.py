@@ -229,3 +229,17 @@ def test_plots_without_matplotlib_say_skipped(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True, timeout=60).stdout
     assert "Plots skipped: matplotlib is not installed" in out
     assert not (tmp_path / "p").exists()
+
+
+def test_scaled_target_takes_the_smallest_slowdown_any_anchor_shows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import bench
+
+    scaled = bench._scaled_target(150, {"deepseek-harness-sdk": 1350.0, "openai-codex": 330.0,
+                                        "claude-agent-sdk": 500.0})
+    assert scaled["machine_scale"] == 1.5  # DeepSeek 1.5x, Codex 3x: the smaller counts
+    assert scaled["scaled_target_ms"] == 225.0
+    faster = bench._scaled_target(150, {"openai-codex": 55.0})
+    assert faster["scaled_target_ms"] == 75.0  # a faster machine tightens the target
+    assert bench._scaled_target(150, {}) == {}
