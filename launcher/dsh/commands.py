@@ -114,6 +114,13 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
 @click.pass_context
 def plugin(ctx: click.Context, profile_name: str, home: str | None) -> None:
     """Each profile's own plugin environment (profiles/NAME/plugins)."""
+    from dsh.carriers import running_frozen
+
+    if running_frozen():
+        # pip installs for a Python interpreter, which the frozen runtime is not; the
+        # freeze leaves out the lock and TOML-editing libraries this command needs.
+        raise UsageError("dsh plugin needs the python carrier (it installs with pip): run "
+                         "it with the `dsh` launcher, not the frozen dsh-runtime")
     from dsh.plugins import PluginManager
     from dsh.profiles import validate_name
 

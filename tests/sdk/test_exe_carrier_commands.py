@@ -1,0 +1,41 @@
+"""Launcher commands on the frozen runtime: ``dsh plugin`` refuses, naming the python carrier.
+
+``dsh plugin`` installs with pip for a Python interpreter, which the frozen executable is
+not, and the freeze leaves out the libraries it locks and edits ``profile.toml`` with. The
+python carrier runs the same command line (``tests/launcher/test_plugins*.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def _runtime() -> str:
+    try:
+        import dsh_runtime_bin  # type: ignore[import-not-found]
+    except ImportError:
+        pytest.skip("exe carrier: the dsh-runtime-bin wheel is not installed; it is built by "
+                    "wheels/ (pip install 'dsh[runtime]')")
+    return os.fspath(dsh_runtime_bin.runtime_path())
+
+
+@pytest.mark.parametrize("action", [["list"], ["add", "dsh-hello-plugin"]])
+def test_plugin_command_is_refused_with_one_line(dsh_home: Path, action: list[str]) -> None:
+    proc = subprocess.run([_runtime(), "--home", str(dsh_home), "plugin", "--profile", "p",
+                           *action], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "python carrier" in lines[0] and "`dsh` launcher" in lines[0]
+    assert not (dsh_home / "profiles" / "p").exists()  # nothing written
+
+
+def test_other_launcher_commands_still_run(dsh_home: Path) -> None:
+    proc = subprocess.run([_runtime(), "--home", str(dsh_home), "info", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert '"carriers"' in proc.stdout
