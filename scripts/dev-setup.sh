@@ -12,6 +12,11 @@ fi
 if command -v apt-get >/dev/null && ! command -v bwrap >/dev/null; then
     apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null
 fi
+# JPEG, zlib and WebP headers: the runtime wheel's freeze builds Pillow from source with
+# only those codecs (wheels/hatch_build.py, PILLOW_FEATURES; scripts/smoke_runtime_wheel.py).
+if command -v apt-get >/dev/null && ! dpkg -s libjpeg-dev zlib1g-dev libwebp-dev >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq libjpeg-dev zlib1g-dev libwebp-dev >/dev/null
+fi
 # Debian's chromium: the browser tests/web's Playwright test drives (/usr/bin/chromium).
 if command -v apt-get >/dev/null && ! test -x /usr/bin/chromium; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null

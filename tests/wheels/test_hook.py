@@ -104,14 +104,17 @@ class TestPayload:
     @pytest.mark.parametrize("intruder", [
         "_internal/tcl8/init.tcl", "_internal/python3.12/lib-dynload/_tkinter.so",
         "_internal/yaml/__pycache__/x.pyc", "_internal/unittest/x.txt",
-        "_internal/pydoc.pyc", "_internal/PIL/PdfImagePlugin.pyc", "_internal/pip/__init__.pyc"])
+        "_internal/pydoc.pyc", "_internal/PIL/PdfImagePlugin.pyc", "_internal/pip/__init__.pyc",
+        "_internal/filelock/_core/_lock.pyc", "_internal/python3.12/lib-dynload/_lzma.so",
+        "_internal/PIL/_imagingft.cpython-312-x86_64-linux-gnu.so", "_internal/_bz2.pyd"])
     def test_excluded_modules_fail(self, hook: ModuleType, intruder: str) -> None:
         with pytest.raises(hook.BuildError, match="excluded modules"):
             expected(hook, frozen_tree() | {intruder})
 
     def test_kept_modules_pass(self, hook: ModuleType) -> None:
         kept = {"_internal/PIL/PngImagePlugin.pyc", "_internal/PIL/__init__.pyc",
-                "_internal/pydoc_helpers.pyc"}
+                "_internal/pydoc_helpers.pyc", "_internal/PIL/_imaging.cpython-312-darwin.so",
+                "_internal/python3.12/lib-dynload/_ssl.so", "_internal/liblzma.so.5"}
         assert kept <= expected(hook, frozen_tree() | kept)
 
     def test_package_sources_skip_bytecode(self, hook: ModuleType, tmp_path: Path) -> None:
@@ -195,8 +198,18 @@ class TestFreezeInputs:
         assert ("--exclude-module", "unittest") in pairs
         assert any(a == "--add-data" and b.endswith("dsh/_profiles") for a, b in pairs)
         assert "--onedir" in argv and "--strip" in argv and argv[-1].endswith("e.py")
+        assert ("--exclude-module", "filelock") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
             name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], strip=False)
+
+    def test_pillow_source_build_holds_only_read_images_codecs(self, hook: ModuleType,
+                                                               tmp_path: Path) -> None:
+        argv = hook.pillow_source_argv(tmp_path / "python", "13.0.0")
+        assert argv[:3] == [str(tmp_path / "python"), "-m", "pip"]
+        assert "pillow==13.0.0" in argv and ("--no-binary", "pillow") in itertools.pairwise(argv)
+        settings = {b for a, b in itertools.pairwise(argv) if a == "-C"}
+        assert {"jpeg=enable", "zlib=enable", "webp=enable"} <= settings
+        assert {"tiff=disable", "jpeg2000=disable", "xcb=disable"} <= settings
 
     @pytest.mark.parametrize(("relative", "runpath"), [
         ("libpython3.12.so.1.0", "$ORIGIN"),
