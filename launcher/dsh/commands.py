@@ -3,6 +3,8 @@
 They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
 turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
 With ``--json`` a failure is still exactly one JSON document on stdout (``ok: false``).
+Help texts are given as ``help=``, never read from docstrings: the frozen runtime's
+bytecode is compiled without docstrings (``wheels/hatch_build.py``).
 """
 
 from __future__ import annotations
@@ -30,21 +32,21 @@ def _fail_json(command: str, profile: str | None, exc: DshError) -> None:
     sys.stdout.write(machine.dumps(machine.envelope(command, profile, error=error)))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             help="dsh launcher subcommands.")
 @click.pass_context
 def group(ctx: click.Context) -> None:
-    """dsh launcher subcommands."""
+    pass
 
 
 _home_option = click.option("--home", "home", default=None, help="The dsh home.")
 
 
-@group.command()
+@group.command(help="What this installation is: version, carriers, profiles.")
 @_home_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def info(inv: Invocation, home: str | None, as_json: bool) -> None:
-    """What this installation is: version, carriers, profiles."""
     from dsh import info as info_mod
 
     explicit = home or inv.home
@@ -59,7 +61,7 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
     _emit("info", None, as_json, data, info_mod.render)
 
 
-@group.command()
+@group.command(help="Check the home and a profile; exit 1 when a check fails.")
 @_home_option
 @click.option("--profile", "profile", default="sdk", show_default=True)
 @click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
@@ -69,7 +71,6 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
 @click.pass_obj
 def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
            live: bool, strict: bool, as_json: bool) -> None:
-    """Check the home and a profile; exit 1 when a check fails."""
     from dsh import doctor as doctor_mod
 
     if as_json and strict:
@@ -82,17 +83,16 @@ def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, 
         sys.exit(1)
 
 
-@group.group()
+@group.group(help="Profiles of the home and the shipped templates.")
 def profile() -> None:
-    """Profiles of the home and the shipped templates."""
+    pass
 
 
-@profile.command("list")
+@profile.command("list", help="List every profile with its bundles and reload policy.")
 @_home_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
-    """List every profile with its bundles and reload policy."""
     from dsh import info as info_mod
 
     home_path = resolve_home(home or inv.home)
@@ -108,12 +108,11 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
     _emit("profile list", None, as_json, {"profiles": rows}, render)
 
 
-@group.group()
+@group.group(help="Each profile's own plugin environment (profiles/NAME/plugins).")
 @click.option("--profile", "profile_name", required=True, help="The profile to change.")
 @_home_option
 @click.pass_context
 def plugin(ctx: click.Context, profile_name: str, home: str | None) -> None:
-    """Each profile's own plugin environment (profiles/NAME/plugins)."""
     from dsh.carriers import running_frozen
 
     if running_frozen():
@@ -144,42 +143,38 @@ def _show_bundles(profile: Any) -> None:
     sys.stdout.write(f"bundles: {', '.join(profile.bundles)}\n")
 
 
-@plugin.command("add")
+@plugin.command("add", help="Install requirements (names or local paths) into the profile.")
 @click.argument("specs", nargs=-1, required=True)
 @click.pass_obj
 def plugin_add(manager: Any, specs: tuple[str, ...]) -> None:
-    """Install requirements (names or local paths) into the profile."""
     _show_bundles(_locked(manager, lambda: manager.add(list(specs), Path.cwd())))
 
 
-@plugin.command("remove")
+@plugin.command("remove",
+                help="Remove requirements (by requirement text, path or distribution name).")
 @click.argument("names", nargs=-1, required=True)
 @click.pass_obj
 def plugin_remove(manager: Any, names: tuple[str, ...]) -> None:
-    """Remove requirements (by requirement text, path or distribution name)."""
     _show_bundles(_locked(manager, lambda: manager.remove(list(names), Path.cwd())))
 
 
-@plugin.command("sync")
+@plugin.command("sync", help="Reinstall exactly the requirements recorded in profile.toml.")
 @click.pass_obj
 def plugin_sync(manager: Any) -> None:
-    """Reinstall exactly the requirements recorded in profile.toml."""
     _show_bundles(_locked(manager, manager.sync))
 
 
-@plugin.command("order")
+@plugin.command("order", help="Rewrite the profile's bundle order.")
 @click.argument("bundles", nargs=-1, required=True)
 @click.pass_obj
 def plugin_order(manager: Any, bundles: tuple[str, ...]) -> None:
-    """Rewrite the profile's bundle order."""
     _show_bundles(_locked(manager, lambda: manager.order(list(bundles))))
 
 
-@plugin.command("list")
+@plugin.command("list", help="Requirements, installed versions and bundles.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def plugin_list(manager: Any, as_json: bool) -> None:
-    """Requirements, installed versions and bundles."""
     try:
         data = _locked(manager, manager.describe)
     except DshError as exc:
