@@ -1,5 +1,7 @@
 """Launcher commands on the frozen runtime: ``dsh plugin`` refuses, naming the python carrier.
 
+The frozen bytecode has no docstrings (``python -OO``), so help texts must survive that.
+
 ``dsh plugin`` installs with pip for a Python interpreter, which the frozen executable is
 not, and the freeze leaves out the libraries it locks and edits ``profile.toml`` with. The
 python carrier runs the same command line (``tests/launcher/test_plugins*.py``).
@@ -39,3 +41,10 @@ def test_other_launcher_commands_still_run(dsh_home: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert '"carriers"' in proc.stdout
+
+
+def test_help_texts_survive_the_docstring_free_bytecode(dsh_home: Path) -> None:
+    proc = subprocess.run([_runtime(), "info", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "What this installation is: version, carriers, profiles." in proc.stdout

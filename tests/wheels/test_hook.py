@@ -198,7 +198,7 @@ class TestFreezeInputs:
         assert ("--exclude-module", "unittest") in pairs
         assert any(a == "--add-data" and b.endswith("dsh/_profiles") for a, b in pairs)
         assert "--onedir" in argv and "--strip" in argv and argv[-1].endswith("e.py")
-        assert ("--exclude-module", "filelock") in pairs
+        assert ("--exclude-module", "filelock") in pairs and ("--optimize", "2") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
             name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], strip=False)
 
