@@ -476,6 +476,8 @@ def sdk_initialize(opts: Options) -> Result:
         sdk_minimal_ms=medians["sdk-minimal (python)"], python_pass_ms=medians["python -c pass"],
         offline_ms=medians["sdk + offline (python)"],
         **({"exe_ms": medians["sdk (exe)"], "exe_sdk_minimal_ms": medians["sdk-minimal (exe)"],
+            "exe_ratio": round(medians["sdk (exe)"] / medians["sdk (python)"], 3),
+            "exe_ratio_ok": medians["sdk (exe)"] <= 1.3 * medians["sdk (python)"],
             "exe": exe[0]} if exe is not None else {"exe": "dsh-runtime-bin not installed"}),
         anchors={name: medians[name] for name in anchors} if anchors else _no_anchors(opts),
         samples_ms={name: [_ms(t) for t in v[1:]] for name, v in figures.items()},
@@ -546,6 +548,42 @@ def install_size(opts: Options) -> Result:
                            "dsh-runtime-bin's (its RECORD, or the DSH_RUNTIME_BIN freeze's "
                            "folder); anchors: the RECORD sizes of each SDK's distributions "
                            "with its runtime's; unpacked bytes, target set here")
+
+
+def _runtime_wheel() -> Path | None:
+    """The runtime wheel to weigh: ``DSH_RUNTIME_WHEEL``, else the newest in ``wheelhouse/``
+    (where .ci/run and ``scripts/smoke_runtime_wheel.py --wheel-out wheelhouse`` put it)."""
+    if os.environ.get("DSH_RUNTIME_WHEEL", "").strip():
+        return Path(os.environ["DSH_RUNTIME_WHEEL"]).resolve()
+    found = sorted(Path(__file__).resolve().parents[1].glob("wheelhouse/dsh_runtime_bin-*.whl"),
+                   key=lambda path: path.stat().st_mtime)
+    return found[-1] if found else None
+
+
+@benchmark("runtime_wheel")
+def runtime_wheel(opts: Options) -> Result:
+    """The dsh-runtime-bin wheel: its download size (decimal MB, as PyPI lists files) and
+    what it unpacks to; the anchors' runtime wheels are 95 MB (DeepSeek Harness), 142 MB
+    (Codex) and 178 MB (Claude) for linux x86_64."""
+    import zipfile
+
+    wheel = _runtime_wheel()
+    if wheel is None or not wheel.is_file():
+        return result("runtime_wheel", 0, "MB", 15, skipped=(
+            f"no runtime wheel at {wheel}" if wheel else "no runtime wheel: build one with "
+            "`python scripts/smoke_runtime_wheel.py --wheel-out wheelhouse` or set "
+            "DSH_RUNTIME_WHEEL"))
+    with zipfile.ZipFile(wheel) as archive:
+        members = archive.infolist()
+    largest = sorted(members, key=lambda m: m.compress_size, reverse=True)[:6]
+    return result(
+        "runtime_wheel", wheel.stat().st_size / 1e6, "MB", 15, wheel=wheel.name,
+        wheel_bytes=wheel.stat().st_size, files=len(members),
+        unpacked_mb=round(sum(m.file_size for m in members) / 1e6, 2),
+        largest_kb={m.filename.removeprefix("dsh_runtime_bin/"): round(m.compress_size / 1e3)
+                    for m in largest},
+        measured=f"`{wheel.name}`: bytes on disk / 1e6; the exe carrier's start beside the "
+                 "python carrier's is in sdk_initialize (exe_ratio)")
 
 
 @benchmark("sdk_throughput")
