@@ -83,14 +83,14 @@ def retag(wheel: Path, platform_tag: str, dest: Path) -> Path:
         ]
         dest.mkdir(parents=True, exist_ok=True)
         # Every member is deflated anew here, so at the strongest level (~0.7% smaller).
-        with zipfile.ZipFile(target, "w", compresslevel=9) as out:
+        with zipfile.ZipFile(target, "w") as out:
             for info in infos:
                 data = source.read(info.filename)
                 if info.filename == wheel_meta:
                     data = new_meta
                 elif info.filename == record:
                     data = ("\n".join(records) + "\n").encode()
-                out.writestr(info, data, compress_type=info.compress_type)
+                out.writestr(info, data, compress_type=info.compress_type, compresslevel=9)
     return target
 
 

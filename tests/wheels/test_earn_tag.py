@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import zipfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 
@@ -64,3 +65,19 @@ def test_retag_rewrites_only_the_wheels_own_metadata(earn: ModuleType,
         record = result.read("dsh_runtime_bin-1.0.dist-info/RECORD").decode()
         assert (f"dsh_runtime_bin-1.0.dist-info/WHEEL,{record_hash(new_meta)},"
                 f"{len(new_meta)}") in record.splitlines()
+
+
+def test_retag_deflates_members_at_level_9(earn: ModuleType, tmp_path: Path) -> None:
+    wheel = tmp_path / "dsh_runtime_bin-1.0-py3-none-linux_x86_64.whl"
+    meta = b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n"
+    data = (Path(earn.__file__).read_bytes() + bytes(range(256))) * 4
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        out.writestr("dsh_runtime_bin/data", data)
+        out.writestr("dsh_runtime_bin-1.0.dist-info/WHEEL", meta)
+        out.writestr("dsh_runtime_bin-1.0.dist-info/RECORD", "")
+    target = earn.retag(wheel, "manylinux_2_28_x86_64", tmp_path / "out")
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    level9 = len(deflate.compress(data) + deflate.flush())
+    with zipfile.ZipFile(target) as result:
+        assert result.read("dsh_runtime_bin/data") == data
+        assert result.getinfo("dsh_runtime_bin/data").compress_size == level9
