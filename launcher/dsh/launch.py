@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from dsh.compose import ComposedTree, compose
 from dsh.envsnapshot import EnvSnapshot
 from dsh.home import ensure_dir
+from dsh.layercache import LayerCache
 from dsh.layers import (
     LayerFiles,
     layer_files,
@@ -99,9 +100,10 @@ def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
     validate_name(profile_name)  # a bad name touches nothing on disk
     if home.exists():
         ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
-    profile = load_profile(home, profile_name)  # seeding creates the home privately
+    cache = LayerCache(home)
+    profile = load_profile(home, profile_name, cache)  # seeding creates the home privately
     ensure_dir(home)
-    files = layer_files(home, profile, patches, cwd)
+    files = layer_files(home, profile, patches, cwd, cache)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:
         return Resolved(home, profile, files, bundle_layers, (), compose(bundle_layers))

@@ -1,4 +1,5 @@
-"""Parsed patch layers kept between launches, as CPython keeps compiled modules.
+"""Parsed patch layers (and profile files) kept between launches, as CPython keeps
+compiled modules.
 
 Reading YAML is most of a launch's composition cost: libyaml's C parser handing its
 events to Python, and their conversion, take about 1 ms per 50-row layer on the 2-core
@@ -24,6 +25,9 @@ to something else, means a parse, never an error. Entries are written atomically
 temporary file renamed over the name), so two launches racing on one entry each leave a
 whole file; the oldest are pruned beyond :data:`MAX_ENTRIES`.
 
+A profile's ``profile.toml`` is kept the same way (:meth:`LayerCache.load_profile`): it is
+read on every launch, and a cached one spares the launch importing a TOML parser.
+
 Unpickling trusts the home: it is private (0700), and whoever can write to it can
 already add a plugin that runs as the user.
 """
@@ -39,19 +43,21 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dsh.patchfile import PatchLayer, parse_layer, read_layer_text
+from dsh.profiles import Profile, parse_profile_text, read_profile_text
 from dsh.tags import PathRef
 
 FORMAT = 1
 """Bump when the stored structure changes in a way the code stamp would not notice."""
 MAX_ENTRIES = 512
+T = TypeVar("T")
 SUBDIR = ("cache", "layers")
 
-Entry = tuple[str, str, PatchLayer, tuple[tuple[str, str], ...]]
-"""What an entry holds: the code stamp, the file's text, the layer, and each ``!path``
-tag's text with its target."""
+Entry = tuple[str, str, PatchLayer | Profile, tuple[tuple[str, str], ...]]
+"""What an entry holds: the code stamp, the file's text, what it parsed to, and each
+``!path`` tag's text with its target."""
 
 
 class LayerCache:
@@ -65,16 +71,31 @@ class LayerCache:
         """:func:`dsh.patchfile.load_layer`, from the cache when the file was seen before."""
         text = read_layer_text(path)
         label = source or str(path)
-        name = "\0".join((kind, label, str(path))).encode()
-        entry = self.folder / f"{zlib.crc32(name):08x}-{zlib.adler32(name):08x}.pickle"
-        stamp = f"{FORMAT}:{_code_stamp()}:{name.hex()}"
-        layer = _read(entry, stamp, text, path.parent)
+        entry, stamp = self._slot(kind, label, path)
+        layer = _read(entry, stamp, text, path.parent, PatchLayer)
         if layer is None:
             layer = parse_layer(text, path=path, kind=kind, source=label)
             checks = tuple((ref.written, ref.path) for ref in _path_refs(layer.operations)
                            ) if "!path" in text else ()
             self._pending[entry] = (stamp, text, layer, checks)
         return layer
+
+    def load_profile(self, path: Path, name: str) -> Profile:
+        """:func:`dsh.profiles.parse_profile_toml`, from the cache when the file was seen
+        before."""
+        text = read_profile_text(path)
+        entry, stamp = self._slot("profile", name, path)
+        profile = _read(entry, stamp, text, path.parent, Profile)
+        if profile is None:
+            profile = parse_profile_text(text, path, name)
+            self._pending[entry] = (stamp, text, profile, ())
+        return profile
+
+    def _slot(self, kind: str, label: str, path: Path) -> tuple[Path, str]:
+        """The entry file for one source file, and the stamp its entry must carry."""
+        name = "\0".join((kind, label, str(path))).encode()
+        entry = self.folder / f"{zlib.crc32(name):08x}-{zlib.adler32(name):08x}.pickle"
+        return entry, f"{FORMAT}:{_code_stamp()}:{name.hex()}"
 
     def save(self) -> None:
         """Store the layers parsed since the last save (call once they all proved good)."""
@@ -111,23 +132,23 @@ class LayerCache:
                 stale.unlink()
 
 
-def _read(entry: Path, stamp: str, text: str, base: Path) -> PatchLayer | None:
-    """The entry's layer if it was parsed from ``text`` by this code and its ``!path``
-    tags still resolve the same; else None (missing, stale, unreadable or foreign)."""
+def _read(entry: Path, stamp: str, text: str, base: Path, kind: type[T]) -> T | None:
+    """The entry's ``kind`` value if it was parsed from ``text`` by this code and its
+    ``!path`` tags still resolve the same; else None (missing, stale, unreadable or foreign)."""
     try:
         data = entry.read_bytes()
     except OSError:
         return None
     try:
-        stored_stamp, stored_text, layer, checks = pickle.loads(data)
-        if stored_stamp != stamp or stored_text != text or not isinstance(layer, PatchLayer):
+        stored_stamp, stored_text, value, checks = pickle.loads(data)
+        if stored_stamp != stamp or stored_text != text or not isinstance(value, kind):
             return None
         for written, target in checks:
             if str((base / written).resolve()) != target:
                 return None  # a symlink or folder on the way changed since the parse
     except Exception:  # truncated, foreign or from code that no longer exists
         return None
-    return layer
+    return value
 
 
 def _path_refs(value: Any) -> Iterator[PathRef]:
@@ -152,11 +173,11 @@ def _mtime(path: Path) -> float:
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
     """dsh's version and the parsing modules' modification times (a dev edit misses)."""
-    from dsh import _version, patchfile, tags, yamlreader
+    from dsh import _version, patchfile, profiles, tags, yamlreader
 
     yaml = importlib.util.find_spec("yaml")  # its resolver decides what plain values mean
     stamps = [_version.__version__]
-    for file in (patchfile.__file__, tags.__file__, yamlreader.__file__,
+    for file in (patchfile.__file__, profiles.__file__, tags.__file__, yamlreader.__file__,
                  yaml.origin if yaml is not None else None):
         try:
             stamps.append(str(os.stat(file or "").st_mtime_ns))

@@ -40,8 +40,10 @@ class LayerFiles(NamedTuple):
         return tuple(files)
 
 
-def layer_files(home: Path, profile: Profile, patches: list[str], cwd: Path) -> LayerFiles:
-    """Locate every layer; a missing bundle or ``--patch`` file exits 2."""
+def layer_files(home: Path, profile: Profile, patches: list[str], cwd: Path,
+                cache: LayerCache) -> LayerFiles:
+    """Locate every layer (parsed through ``cache``); a missing bundle or ``--patch`` file
+    exits 2."""
     bundles = tuple(
         (name, find_bundle(name, plugin_dir=profile.plugin_dir,
                            profile_file=profile.path / "profile.toml"))
@@ -53,8 +55,7 @@ def layer_files(home: Path, profile: Profile, patches: list[str], cwd: Path) -> 
         if not path.is_file():
             raise PatchError(f"--patch {patch}: file not found ({path})")
         resolved.append(path)
-    return LayerFiles(bundles, profile.patch_file, home / HOME_PATCH, tuple(resolved),
-                      LayerCache(home))
+    return LayerFiles(bundles, profile.patch_file, home / HOME_PATCH, tuple(resolved), cache)
 
 
 def load_bundle_layers(files: LayerFiles) -> list[PatchLayer]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from dsh.layercache import MAX_ENTRIES, LayerCache
 from dsh.patchfile import parse_layer
+from dsh.profiles import Profile
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -181,3 +182,30 @@ def test_a_bad_patch_fails_every_time_and_is_not_cached(
     assert [r.returncode for r in results] == [2, 2]
     assert results[0].stderr == results[1].stderr
     assert entries(dsh_home) == []  # not even the bundle layers that parsed first
+
+
+def test_a_profile_file_is_cached_and_an_edit_is_read_again(
+        run_dsh: RunDsh, dsh_home: Path, write_profile: Callable[..., Path]) -> None:
+    folder = write_profile("mine", bundles=["dsh-base"], patch_reload="live")
+    first = json.loads(run_dsh("--profile", "mine", "--dump-config", "--json").stdout)
+    stored = [stored_layer(e) for e in entries(dsh_home)]
+    assert any(isinstance(v, Profile) and v.patch_reload == "live" for v in stored)
+    (folder / "profile.toml").write_text(
+        '[profile]\nbundles = ["dsh-base", "dsh-sdk-app"]\npatch-reload = "startup"\n',
+        encoding="utf-8")
+    second = json.loads(run_dsh("--profile", "mine", "--dump-config", "--json").stdout)
+    assert first["patchReload"] == "live" and second["patchReload"] == "startup"
+    assert [layer["source"] for layer in second["layers"]][:2] == ["dsh-base", "dsh-sdk-app"]
+
+
+def test_a_bad_profile_file_fails_every_time_and_is_not_cached(
+        run_dsh: RunDsh, dsh_home: Path, write_profile: Callable[..., Path]) -> None:
+    folder = write_profile("mine", bundles=["dsh-base"])
+    assert run_dsh("--profile", "mine", "--dump-config").returncode == 0
+    before = {e: e.read_bytes() for e in entries(dsh_home)}
+    (folder / "profile.toml").write_text('[profile]\nbundles = "dsh-base"\n', encoding="utf-8")
+    results = [run_dsh("--profile", "mine", "--dump-config") for _ in range(2)]
+    assert [r.returncode for r in results] == [2, 2]
+    assert "profile.bundles must be a list" in results[0].stderr
+    assert results[0].stderr == results[1].stderr
+    assert {e: e.read_bytes() for e in entries(dsh_home)} == before  # nothing stored

@@ -47,7 +47,8 @@ def test_a_dump_does_import_yaml(run_dsh: RunDsh) -> None:
 
 
 def test_a_second_dump_reads_the_layer_cache_without_yaml(run_dsh: RunDsh) -> None:
-    """Every layer of an unchanged profile comes from ``cache/layers``: no YAML at all."""
+    """Every layer of an unchanged profile, and its profile.toml, come from
+    ``cache/layers``: neither YAML nor TOML is imported."""
     first = run_dsh("--profile", "sdk", "--dump-config", "--json")
     proc = run_dsh("--profile", "sdk", "--dump-config", "--json",
                    env={"PYTHONPROFILEIMPORTTIME": "1"})
@@ -55,4 +56,4 @@ def test_a_second_dump_reads_the_layer_cache_without_yaml(run_dsh: RunDsh) -> No
     assert proc.stdout == first.stdout
     modules = imported_modules(proc.stderr)
     assert "dsh.layercache" in modules
-    assert not any(m.split(".")[0] == "yaml" for m in modules)
+    assert not any(m.split(".")[0] in ("yaml", "tomllib", "tomli") for m in modules)
