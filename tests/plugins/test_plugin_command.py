@@ -115,12 +115,12 @@ def test_concurrent_adds_serialize(dsh_home: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert any("dsh-plain-dep declares no dsh.bundles entry point" in err
                for _, err in outputs), outputs
-    from dsh.profiles import tomllib  # tomli on 3.10
+    from dsh.profiles import parse_profile_toml
 
-    doc = tomllib.loads((dsh_home / "profiles" / "p" / "profile.toml").read_text())
-    assert sorted(doc["plugins"]["requirements"]) == sorted(
+    recorded = parse_profile_toml(dsh_home / "profiles" / "p" / "profile.toml", "p")
+    assert sorted(recorded.requirements) == sorted(
         [str(Path.cwd() / "hello"), str(Path.cwd() / "plain")])
-    assert doc["profile"]["bundles"] == ["dsh-base", "dsh-hello"]
+    assert recorded.bundles == ("dsh-base", "dsh-hello")
     plugin_dir = dsh_home / "profiles" / "p" / "plugins"
     assert {p.name for p in plugin_dir.iterdir() if p.suffix != ".dist-info"} == {
         "dsh_hello_plugin", "dsh_plain_dep"}

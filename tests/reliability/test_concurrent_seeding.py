@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from dsh import shipped
+from dsh.profiles import Profile
 from faultkit import Figure, files_under
 
 pytestmark = pytest.mark.reliability
@@ -62,7 +63,10 @@ def test_launchers_seed_one_home_at_once(folder_first: bool, tmp_path: Path,
         # The layer cache raced too: only whole entries, no staging file, each readable.
         entries = sorted((home / "cache" / "layers").iterdir())
         assert entries and all(p.suffix == ".pickle" for p in entries), entries
-        assert all(pickle.loads(p.read_bytes())[2].kind == "bundle" for p in entries)
+        stored = [pickle.loads(p.read_bytes())[2] for p in entries]
+        assert all(getattr(v, "kind", None) == "bundle" or isinstance(v, Profile)
+                   for v in stored), stored
+        assert sum(isinstance(v, Profile) for v in stored) == 1  # the profile.toml
     figure("launchers", LAUNCHERS * ROUNDS)
     figure("failed", 0)
     figure("stray files", 0)
