@@ -442,9 +442,8 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
              *requirements], "installing the freeze requirements", clean_env())
         if pillow_from_source:
-            version = subprocess.run(
-                [str(python), "-c", "import importlib.metadata as m; print(m.version('pillow'))"],
-                check=True, capture_output=True, text=True, env=clean_env()).stdout.strip()
+            version = venv_output(python,
+                                  "import importlib.metadata as m; print(m.version('pillow'))")
             run(pillow_source_argv(python, version),
                 f"building Pillow {version} from source (needs the JPEG, zlib and WebP "
                 "development headers)", clean_env())
@@ -482,10 +481,15 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             strip_unneeded([dest])
 
 
+def venv_output(python: Path, code: str) -> str:
+    """What ``code`` prints when run by the freeze venv's interpreter ``python``."""
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                          check=True, env=clean_env()).stdout.strip()
+
+
 def python_version(python: Path) -> str:
     """The version of the interpreter the runtime was frozen from (it is inside the wheel)."""
-    return subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return venv_output(python, "import platform; print(platform.python_version())")
 
 
 def materialize_links(root: Path) -> None:

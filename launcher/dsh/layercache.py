@@ -41,7 +41,7 @@ import os
 import pickle
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,8 +52,8 @@ from dsh.tags import PathRef
 FORMAT = 1
 """Bump when the stored structure changes in a way the code stamp would not notice."""
 MAX_ENTRIES = 512
-T = TypeVar("T")
 SUBDIR = ("cache", "layers")
+T = TypeVar("T", PatchLayer, Profile)
 
 Entry = tuple[str, str, PatchLayer | Profile, tuple[tuple[str, str], ...]]
 """What an entry holds: the code stamp, the file's text, what it parsed to, and each
@@ -71,31 +71,30 @@ class LayerCache:
         """:func:`dsh.patchfile.load_layer`, from the cache when the file was seen before."""
         text = read_layer_text(path)
         label = source or str(path)
-        entry, stamp = self._slot(kind, label, path)
-        layer = _read(entry, stamp, text, path.parent, PatchLayer)
-        if layer is None:
-            layer = parse_layer(text, path=path, kind=kind, source=label)
-            checks = tuple((ref.written, ref.path) for ref in _path_refs(layer.operations)
-                           ) if "!path" in text else ()
-            self._pending[entry] = (stamp, text, layer, checks)
-        return layer
+        return self._cached(path, text, kind, label, PatchLayer,
+                            lambda: parse_layer(text, path=path, kind=kind, source=label))
 
     def load_profile(self, path: Path, name: str) -> Profile:
         """:func:`dsh.profiles.parse_profile_toml`, from the cache when the file was seen
         before."""
         text = read_profile_text(path)
-        entry, stamp = self._slot("profile", name, path)
-        profile = _read(entry, stamp, text, path.parent, Profile)
-        if profile is None:
-            profile = parse_profile_text(text, path, name)
-            self._pending[entry] = (stamp, text, profile, ())
-        return profile
+        return self._cached(path, text, "profile", name, Profile,
+                            lambda: parse_profile_text(text, path, name))
 
-    def _slot(self, kind: str, label: str, path: Path) -> tuple[Path, str]:
-        """The entry file for one source file, and the stamp its entry must carry."""
+    def _cached(self, path: Path, text: str, kind: str, label: str, parsed: type[T],
+                parse: Callable[[], T]) -> T:
+        """The entry for ``path`` (named by kind and label) if it holds ``text`` parsed by
+        this code, else ``parse()``, kept for the next :meth:`save`."""
         name = "\0".join((kind, label, str(path))).encode()
         entry = self.folder / f"{zlib.crc32(name):08x}-{zlib.adler32(name):08x}.pickle"
-        return entry, f"{FORMAT}:{_code_stamp()}:{name.hex()}"
+        stamp = f"{FORMAT}:{_code_stamp()}:{name.hex()}"
+        value = _read(entry, stamp, text, path.parent, parsed)
+        if value is None:
+            value = parse()
+            checks = tuple((ref.written, ref.path) for ref in _path_refs(value)
+                           ) if "!path" in text else ()
+            self._pending[entry] = (stamp, text, value, checks)
+        return value
 
     def save(self) -> None:
         """Store the layers parsed since the last save (call once they all proved good)."""
@@ -152,7 +151,7 @@ def _read(entry: Path, stamp: str, text: str, base: Path, kind: type[T]) -> T | 
 
 
 def _path_refs(value: Any) -> Iterator[PathRef]:
-    """Every ``!path`` reference inside a layer's operations."""
+    """Every ``!path`` reference inside a parsed file (a layer's operations hold them)."""
     if isinstance(value, PathRef):
         yield value
     elif isinstance(value, dict):
