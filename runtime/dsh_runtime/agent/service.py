@@ -11,6 +11,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
   per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
   an ``error`` event on its session and the agent carries on.
+* One runtime per session: a session is live here only under this runtime's lease in the
+  store (taken when the session is created or restored, released at ``close``). Another
+  runtime's session is ``SessionHeldError`` (-32001, naming its holder); a session whose
+  lease this runtime lost (it stalled past the expiry and another runtime took it over) is
+  let go at once: its turn is cancelled, and nothing more of it is stored or sent.
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh.errors import BusyError, JsonRpcError, PluginError
+from dsh.errors import BusyError, DuplicateEventError, JsonRpcError, PluginError, SessionHeldError
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
-from dsh_runtime.agent.store import MemorySessionStore, SessionStore
+from dsh_runtime.agent.store import HistoryPage, MemorySessionStore, SessionStore, page_of
 from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
@@ -82,6 +87,7 @@ class Agent:
                                         "reasoning_effort": None, "max_tokens": None}
         self._closed = False
         self._compacting: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[Any]] = set()
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
@@ -231,7 +237,7 @@ class Agent:
         A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._live(session_id) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
@@ -259,9 +265,10 @@ class Agent:
         return True
 
     async def resume(self, session_id: str) -> None:
-        """Make a persisted session live again; unknown is -32602, running is -32001."""
+        """Make a persisted session live again; unknown is -32602, running here or held
+        by another runtime is -32001."""
         self._check_open()
-        session = self._sessions.get(session_id)
+        session = self._live(session_id)
         if session is None:
             if await self._restore(session_id) is None:
                 raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
@@ -300,7 +307,7 @@ class Agent:
         nothing.
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._live(session_id) or await self._restore(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         if session.status is Status.RUNNING:
@@ -337,8 +344,26 @@ class Agent:
                                         "source": {"kind": "compaction"}})
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events so far, in ``seq`` order."""
+        """A live session's events so far, in ``seq`` order."""
         return list(self._get(session_id).record.events)
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage:
+        """A page of the session's log from ``start_seq`` (see
+        :func:`~dsh_runtime.agent.store.page_of` for the bounds); unknown is -32602.
+
+        A session live here is read from memory, which holds even an event whose append
+        failed; any other (stored, or running in another runtime) from the store, which
+        needs no lease to read.
+        """
+        session = self._live(session_id)
+        if session is not None:
+            return page_of(session.record.events, start_seq, limit, max_bytes)
+        page = self._store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                        max_bytes=max_bytes)
+        if page is None:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        return page
 
     async def close(self) -> None:
         """Cancel every turn, fire ``session_end``, save every session; bounded, idempotent."""
@@ -360,6 +385,7 @@ class Agent:
                 task.cancel()
         for session in sessions:
             self._save(session.record)
+            self._release(session.id)
         self._unhook()
 
     # -- internals ------------------------------------------------------------------------
@@ -369,7 +395,7 @@ class Agent:
             raise JsonRpcError(INTERNAL, "the agent is closed")
 
     def _get(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
+        session = self._live(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         return session
@@ -381,18 +407,24 @@ class Agent:
         every event still missing."""
         try:
             self._store.save(record)
+        except SessionHeldError as exc:
+            logger.warning("did not save session %s: %s", record.session_id, exc)
         except Exception:
             logger.exception("could not save session %s", record.session_id)
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "session.event":
             # Stored before any client sees it: what a client received survives a crash.
+            session_id = params["sessionId"]
             try:
-                self._store.append(params["sessionId"], params["event"])
+                self._store.append(session_id, params["event"])
+            except (SessionHeldError, DuplicateEventError) as exc:
+                # Another runtime runs this session now: neither store nor send its events.
+                self._let_go(session_id, str(exc))
+                return
             except Exception:
                 # The next save writes what is missing; the session carries on.
-                logger.exception("could not store an event of session %s",
-                                 params["sessionId"])
+                logger.exception("could not store an event of session %s", session_id)
         for listener in tuple(self._listeners):
             try:
                 listener(method, dict(params))
@@ -403,11 +435,15 @@ class Agent:
         path = os.path.abspath(cwd or self._rt.cwd)
         if not os.path.isdir(path):
             raise JsonRpcError(INVALID_PARAMS, f"not a directory: {path}")
+        self._store.acquire(session_id)  # a runtime racing to create the same id: busy
         return await self._open(SessionRecord(session_id, path), resumed=False)
 
     async def _restore(self, session_id: str) -> Session | None:
+        """Lease, then load (so no other runtime can add to the log after it is read)."""
+        self._store.acquire(session_id)
         record = self._store.load(session_id)
         if record is None:
+            self._release(session_id)
             return None
         session = await self._open(record, resumed=True)
         if recovery.close_interrupted(session):
@@ -417,9 +453,51 @@ class Agent:
     async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
         session = Session(record, self._notify)
         self._sessions[session.id] = session
-        self._store.save(record)
+        try:
+            self._store.save(record)
+        except BaseException:
+            del self._sessions[session.id]
+            self._release(session.id)
+            raise
         await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
         return session
+
+    def _live(self, session_id: str) -> Session | None:
+        """The session live here, unless its lease was lost (then it is let go first)."""
+        session = self._sessions.get(session_id)
+        if session is not None and not self._holds(session_id):
+            self._let_go(session_id, "its lease was taken over by another runtime")
+            return None
+        return session
+
+    def _holds(self, session_id: str) -> bool:
+        holds = getattr(self._store, "holds", None)
+        return True if holds is None else bool(holds(session_id))
+
+    def _let_go(self, session_id: str, why: str) -> None:
+        """Drop a live session another runtime now runs: cancel its turn and queue, end
+        it for the hooks (in the background), and forget it; a later use restores it (or
+        answers busy) through the store."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
+        session.inbox.clear()
+        session.cancel_requested = True
+        if session.turn is not None:
+            session.turn.cancelled.set()
+        if session.turn_task is not None:
+            session.turn_task.cancel()
+        task = asyncio.ensure_future(self.fire(session, "session_end"))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _release(self, session_id: str) -> None:
+        """Give the session's lease back; a failure is logged (the lease then expires)."""
+        try:
+            self._store.release(session_id)
+        except Exception:
+            logger.exception("could not release the lease of session %s", session_id)
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; JsonRpcError(-32602) naming what is wrong."""
