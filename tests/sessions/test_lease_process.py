@@ -31,8 +31,8 @@ def scripted(tmp: Path, name: str, steps: list[dict[str, Any]]) -> Path:
     script = tmp / f"{name}.jsonl"
     script.write_text("".join(json.dumps(step) + "\n" for step in steps))
     patch = tmp / f"{name}.yml"
-    patch.write_text("- {id: llm-scripted, merge: {config: {script: %s}}}\n"
-                     % json.dumps(str(script)))
+    where = json.dumps(str(script))
+    patch.write_text(f"- {{id: llm-scripted, merge: {{config: {{script: {where}}}}}}}\n")
     return patch
 
 
@@ -111,7 +111,7 @@ def test_a_session_mid_turn_in_one_runtime_is_busy_in_another_until_its_holder_d
         seqs = [e["seq"] for e in history["events"]]
         assert seqs == list(range(len(seqs)))
         assert history["events"][-len(more):] == more
-        interrupted = [e for e in history["events"] if e["type"] == "turn/end"][0]
+        interrupted = next(e for e in history["events"] if e["type"] == "turn/end")
         assert interrupted["data"]["reason"]["error"]["code"] == "interrupted"
         second.close_stdin()
         assert second.wait() == 0, second.stderr()

@@ -89,6 +89,9 @@ class Agent:
         self._compacting: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
+        self._unwatch = self._store.on_lost(
+            lambda session_id: self._let_go(session_id, "another runtime took its lease over "
+                                                        "while this one stalled"))
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
 
@@ -387,6 +390,7 @@ class Agent:
             self._save(session.record)
             self._release(session.id)
         self._unhook()
+        self._unwatch()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -465,14 +469,10 @@ class Agent:
     def _live(self, session_id: str) -> Session | None:
         """The session live here, unless its lease was lost (then it is let go first)."""
         session = self._sessions.get(session_id)
-        if session is not None and not self._holds(session_id):
+        if session is not None and not self._store.holds(session_id):
             self._let_go(session_id, "its lease was taken over by another runtime")
             return None
         return session
-
-    def _holds(self, session_id: str) -> bool:
-        holds = getattr(self._store, "holds", None)
-        return True if holds is None else bool(holds(session_id))
 
     def _let_go(self, session_id: str, why: str) -> None:
         """Drop a live session another runtime now runs: cancel its turn and queue, end

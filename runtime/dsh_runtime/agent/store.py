@@ -127,7 +127,18 @@ class SessionStore(Protocol):
 
     def heartbeat(self) -> list[str]:
         """Refresh every lease this holder has; returns the sessions it lost (taken over
-        by another holder after this one stalled past the expiry), now forgotten."""
+        by another holder after this one stalled past the expiry), now forgotten, after
+        calling every ``on_lost`` listener with each."""
+        ...
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Have ``heartbeat`` call ``listener(session_id)`` for each lease it finds lost;
+        returns the unsubscribe."""
+        ...
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this holder's lease on ``session_id`` is unbroken as far as it knows:
+        false after ``release``, or once a heartbeat or a fenced write found it lost."""
         ...
 
     def lease(self, session_id: str) -> Lease | None:
@@ -181,6 +192,14 @@ class MemorySessionStore:
     def heartbeat(self) -> list[str]:
         """Nothing expires in memory."""
         return []
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """No lease is ever lost in memory: nothing to tell."""
+        return lambda: None
+
+    def holds(self, session_id: str) -> bool:
+        """Whether ``session_id`` is leased (acquired and not released)."""
+        return session_id in self._leased
 
     def lease(self, session_id: str) -> Lease | None:
         """This process's lease on ``session_id``, if held."""

@@ -92,6 +92,7 @@ class SqliteSessionStore:
         self._clock = clock or _now
         self._alive = alive
         self._held: set[str] = set()
+        self._lost_listeners: list[Callable[[str], None]] = []
         self._next_seq: dict[str, int] = {}
         self._missing: dict[str, set[int]] = {}
         try:
@@ -284,7 +285,8 @@ class SqliteSessionStore:
         self._forget(session_id)
 
     def heartbeat(self) -> list[str]:
-        """Refresh this holder's leases; returns (and forgets) the ones another took."""
+        """Refresh this holder's leases; returns (and forgets) the ones another took, after
+        telling each lost-listener."""
         if not self._held:
             return []
         me = self.holder.holder_id
@@ -295,7 +297,23 @@ class SqliteSessionStore:
         lost = sorted(self._held - still)
         for session_id in lost:
             self._forget(session_id)
+            for listener in tuple(self._lost_listeners):
+                try:
+                    listener(session_id)
+                except Exception:
+                    logger.exception("a lost-lease listener failed on session %s", session_id)
         return lost
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(session_id)`` when a heartbeat finds a lease taken over (the
+        agent lets the session go at once); returns the unsubscribe."""
+        self._lost_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._lost_listeners:
+                self._lost_listeners.remove(listener)
+
+        return remove
 
     def holds(self, session_id: str) -> bool:
         """Whether this holder's lease on ``session_id`` is unbroken, as far as it knows
