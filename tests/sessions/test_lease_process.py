@@ -14,6 +14,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,52 @@ def test_the_holder_keeps_its_session_and_a_clean_exit_hands_it_over(
         assert first.wait() == 0, first.stderr()
         assert second.call("session/resume", {"sessionId": sid}) == {
             "jsonrpc": "2.0", "id": second._next_id, "result": {}}
+    finally:
+        first.finish()
+        if second is not None:
+            second.finish()
+
+
+def until_answered(proc: RuntimeProcess, method: str, params: dict[str, Any],
+                   done: Any, bound: float = 20.0) -> dict[str, Any]:
+    """Repeat a request until ``done(answer)`` (bounded: a failure, never a timing)."""
+    deadline = time.monotonic() + bound
+    while True:
+        answer = proc.call(method, params)
+        if done(answer):
+            return answer
+        assert time.monotonic() < deadline, f"still {answer} after {bound} s"
+        time.sleep(0.05)
+
+
+def test_a_stalled_holder_loses_the_session_once_its_lease_expires(
+        dsh_home: Path, tmp_path: Path) -> None:
+    """SIGSTOP the holder: its pid lives, so only the expiry frees the lease. The second
+    runtime takes it; the first, resumed, answers busy naming the second."""
+    fast = tmp_path / "fast-leases.yml"
+    fast.write_text("- {id: sessions, merge: {config: {lease_heartbeat_s: 0.1, "
+                    "lease_expiry_s: 0.5}}}\n")
+    first = start([OFFLINE_PATCH, fast])
+    second = None
+    try:
+        rid = first.request("session/prompt", {"sessionId": "s", "contentBlocks": blocks("hi")})
+        frames = first.until("session.status", lambda f: f["params"]["status"] == "idle",
+                             timeout=30)
+        assert "result" in next(f for f in frames if f.get("id") == rid)
+        second = start([OFFLINE_PATCH, fast])
+        assert_names_holder(second.call("session/resume", {"sessionId": "s"}), first.proc.pid)
+        first.signal(signal.SIGSTOP)
+        try:
+            until_answered(second, "session/resume", {"sessionId": "s"},
+                           lambda a: "result" in a)
+        finally:
+            first.signal(signal.SIGCONT)
+        answer = first.call("session/prompt", {"sessionId": "s", "contentBlocks": blocks(
+            "still mine?")})
+        assert_names_holder(answer, second.proc.pid)
+        assert "error" in first.call("session/working-directory/get", {"sessionId": "s"})
+        seqs = stored_seqs(dsh_home, "s")
+        assert seqs == list(range(len(seqs)))
     finally:
         first.finish()
         if second is not None:

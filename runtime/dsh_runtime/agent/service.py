@@ -240,7 +240,7 @@ class Agent:
         A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
         """
         self._check_open()
-        session = self._live(session_id) or await self._restore(session_id)
+        session = self._live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
@@ -271,7 +271,7 @@ class Agent:
         """Make a persisted session live again; unknown is -32602, running here or held
         by another runtime is -32001."""
         self._check_open()
-        session = self._live(session_id)
+        session = self._live(session_id, confirm=True)
         if session is None:
             if await self._restore(session_id) is None:
                 raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
@@ -310,7 +310,7 @@ class Agent:
         nothing.
         """
         self._check_open()
-        session = self._live(session_id) or await self._restore(session_id)
+        session = self._live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         if session.status is Status.RUNNING:
@@ -466,12 +466,31 @@ class Agent:
         await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
         return session
 
-    def _live(self, session_id: str) -> Session | None:
-        """The session live here, unless its lease was lost (then it is let go first)."""
+    def _live(self, session_id: str, *, confirm: bool = False) -> Session | None:
+        """The session live here, unless its lease was lost (then it is let go first).
+
+        ``confirm`` (before work that writes: a prompt, a resume, a compaction) refreshes
+        the lease in the store rather than trusting this runtime's view, which learns of
+        a loss only at the next heartbeat: a lease another runtime holds is
+        ``SessionHeldError``; one this runtime took back from a dead holder in between
+        means the log may have grown elsewhere, so the session is let go and restored.
+        """
         session = self._sessions.get(session_id)
-        if session is not None and not self._store.holds(session_id):
-            self._let_go(session_id, "its lease was taken over by another runtime")
+        if session is None:
             return None
+        why = "its lease was taken over by another runtime"
+        if not self._store.holds(session_id):
+            self._let_go(session_id, why)
+            return None
+        if confirm:
+            try:
+                taken = self._store.acquire(session_id)
+            except SessionHeldError:
+                self._let_go(session_id, why)
+                raise
+            if taken is not None:
+                self._let_go(session_id, why)
+                return None
         return session
 
     def _let_go(self, session_id: str, why: str) -> None:

@@ -74,7 +74,7 @@ class SessionsSqlite(Plugin):
     async def start(self, rt: RuntimeContext) -> None:
         """Open the database, reconcile leftovers of dead runtimes, publish the store,
         start heartbeating its leases."""
-        heartbeat_s, expiry_s = _lease_timing(self.row_id, self.config)
+        heartbeat_s, expiry_s = _lease_timing(self.config)
         self.store = SqliteSessionStore(Path(rt.home) / DB_NAME, profile=rt.profile,
                                         busy_timeout_ms=int(self.config.get(
                                             "busy_timeout_ms", 5000)),
@@ -92,7 +92,7 @@ class SessionsSqlite(Plugin):
     async def update(self, config: Mapping[str, Any]) -> bool:
         """Take new timings in place: replacing the store would pull it (and the leases
         it holds) from under the agent holding it."""
-        heartbeat_s, expiry_s = _lease_timing(self.row_id, config)
+        heartbeat_s, expiry_s = _lease_timing(config)
         self.config = config
         if self.store is not None:
             self.store.set_busy_timeout(int(config.get("busy_timeout_ms", 5000)))
@@ -116,14 +116,14 @@ class SessionsSqlite(Plugin):
             self.store = None
 
 
-def _lease_timing(row_id: str, config: Mapping[str, Any]) -> tuple[float, float]:
+def _lease_timing(config: Mapping[str, Any]) -> tuple[float, float]:
     """``(heartbeat, expiry)`` in seconds; an expiry under two heartbeats is refused, since
     one late heartbeat would then let another runtime take a live session."""
     heartbeat = float(config.get("lease_heartbeat_s", HEARTBEAT_S))
     expiry = float(config.get("lease_expiry_s", EXPIRY_S))
     if expiry < 2 * heartbeat:
-        raise ConfigError(f"row '{row_id}': config.lease_expiry_s ({expiry:g}) must be at "
-                          f"least twice config.lease_heartbeat_s ({heartbeat:g})")
+        raise ConfigError(f"config.lease_expiry_s ({expiry:g}) must be at least twice "
+                          f"config.lease_heartbeat_s ({heartbeat:g})")
     return heartbeat, expiry
 
 

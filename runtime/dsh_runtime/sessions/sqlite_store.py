@@ -256,6 +256,7 @@ class SqliteSessionStore:
             if cursor.rowcount == 1:
                 self._now_held(session_id)
                 return None
+            self._forget(session_id)  # whatever this store thought, the lease is not its own
             current = self.lease(session_id)
             if current is None:
                 continue
