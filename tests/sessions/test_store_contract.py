@@ -252,18 +252,22 @@ def test_racing_runtimes_take_a_dead_holders_session_once(tmp_path: Path) -> Non
             time.sleep(0.001)
         try:
             taken = store.acquire("s")
-            print("won" if taken is not None and taken.holder.pid == {dead_pid} else "odd")
+            print("won" if taken is not None and taken.holder.pid == {dead_pid} else "odd",
+                  flush=True)
         except SessionHeldError as exc:
-            print("busy", exc.holder["pid"])
+            print("busy", exc.holder["pid"], flush=True)
+        sys.stdin.read()  # live on (a dead winner's lease is rightly taken) until told
         os._exit(0)  # keep the lease: no close()
     """)
-    racers = [subprocess.Popen([sys.executable, "-c", racer], stdout=subprocess.PIPE,
-                               text=True) for _ in range(8)]
+    racers = [subprocess.Popen([sys.executable, "-c", racer], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True) for _ in range(8)]
     try:
         for proc in racers:
             assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         gate.touch()
-        outcomes = [proc.communicate(timeout=60)[0].split() for proc in racers]
+        outcomes = [proc.stdout.readline().split() for proc in racers]  # type: ignore[union-attr]
+        for proc in racers:
+            proc.communicate(timeout=60)
     finally:
         for proc in racers:
             if proc.poll() is None:

@@ -469,11 +469,13 @@ class Agent:
     def _live(self, session_id: str, *, confirm: bool = False) -> Session | None:
         """The session live here, unless its lease was lost (then it is let go first).
 
-        ``confirm`` (before work that writes: a prompt, a resume, a compaction) refreshes
-        the lease in the store rather than trusting this runtime's view, which learns of
-        a loss only at the next heartbeat: a lease another runtime holds is
-        ``SessionHeldError``; one this runtime took back from a dead holder in between
-        means the log may have grown elsewhere, so the session is let go and restored.
+        ``confirm`` (before work that writes: a prompt, a resume, a compaction) reads the
+        lease in the store rather than trusting this runtime's view, which learns of a
+        loss only at the next heartbeat. A lease that is no longer this runtime's lets the
+        session go, and the caller's restore then answers busy naming the holder, or takes
+        a dead holder's lease back and reloads the log, which may have grown elsewhere. A
+        store that cannot be read (a full disk) leaves the view as it was: the heartbeat
+        and the fenced writes still tell.
         """
         session = self._sessions.get(session_id)
         if session is None:
@@ -484,11 +486,11 @@ class Agent:
             return None
         if confirm:
             try:
-                taken = self._store.acquire(session_id)
-            except SessionHeldError:
-                self._let_go(session_id, why)
-                raise
-            if taken is not None:
+                lease = self._store.lease(session_id)
+            except Exception as exc:
+                logger.warning("could not read the lease of session %s: %s", session_id, exc)
+                return session
+            if lease is None or lease.holder.holder_id != self._store.holder.holder_id:
                 self._let_go(session_id, why)
                 return None
         return session
@@ -501,6 +503,7 @@ class Agent:
         if session is None:
             return
         logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
+        self._release(session_id)  # nothing to delete, but the store forgets what it knew
         session.inbox.clear()
         session.cancel_requested = True
         if session.turn is not None:
