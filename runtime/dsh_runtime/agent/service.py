@@ -14,8 +14,8 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * One runtime per session: a session is live here only under this runtime's lease in the
   store (taken when the session is created or restored, released at ``close``). Another
   runtime's session is ``SessionHeldError`` (-32001, naming its holder); a session whose
-  lease this runtime lost (it stalled past the expiry and another runtime took it over) is
-  let go at once: its turn is cancelled, and nothing more of it is stored or sent.
+  lease this runtime lost is let go at once (:mod:`.leasing`): its turn is cancelled, and
+  nothing more of it is stored or sent.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from dsh.errors import BusyError, DuplicateEventError, JsonRpcError, PluginError, SessionHeldError
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
+from dsh_runtime.agent.leasing import Holdings
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
 from dsh_runtime.agent.store import HistoryPage, MemorySessionStore, SessionStore, page_of
@@ -87,11 +88,9 @@ class Agent:
                                         "reasoning_effort": None, "max_tokens": None}
         self._closed = False
         self._compacting: dict[str, asyncio.Lock] = {}
-        self._background: set[asyncio.Task[Any]] = set()
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
-        self._unwatch = self._store.on_lost(
-            lambda session_id: self._let_go(session_id, "another runtime took its lease over "
-                                                        "while this one stalled"))
+        self._holdings = Holdings(self._store, self._sessions,
+                                  lambda session: self.fire(session, "session_end"))
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
 
@@ -240,7 +239,7 @@ class Agent:
         A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
         """
         self._check_open()
-        session = self._live(session_id, confirm=True) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
@@ -271,7 +270,7 @@ class Agent:
         """Make a persisted session live again; unknown is -32602, running here or held
         by another runtime is -32001."""
         self._check_open()
-        session = self._live(session_id, confirm=True)
+        session = self._holdings.live(session_id, confirm=True)
         if session is None:
             if await self._restore(session_id) is None:
                 raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
@@ -310,7 +309,7 @@ class Agent:
         nothing.
         """
         self._check_open()
-        session = self._live(session_id, confirm=True) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         if session.status is Status.RUNNING:
@@ -359,7 +358,7 @@ class Agent:
         failed; any other (stored, or running in another runtime) from the store, which
         needs no lease to read.
         """
-        session = self._live(session_id)
+        session = self._holdings.live(session_id)
         if session is not None:
             return page_of(session.record.events, start_seq, limit, max_bytes)
         page = self._store.history_page(session_id, start_seq=start_seq, limit=limit,
@@ -388,9 +387,9 @@ class Agent:
                 task.cancel()
         for session in sessions:
             self._save(session.record)
-            self._release(session.id)
+            self._holdings.release(session.id)
         self._unhook()
-        self._unwatch()
+        self._holdings.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -399,7 +398,7 @@ class Agent:
             raise JsonRpcError(INTERNAL, "the agent is closed")
 
     def _get(self, session_id: str) -> Session:
-        session = self._live(session_id)
+        session = self._holdings.live(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         return session
@@ -424,7 +423,7 @@ class Agent:
                 self._store.append(session_id, params["event"])
             except (SessionHeldError, DuplicateEventError) as exc:
                 # Another runtime runs this session now: neither store nor send its events.
-                self._let_go(session_id, str(exc))
+                self._holdings.let_go(session_id, str(exc))
                 return
             except Exception:
                 # The next save writes what is missing; the session carries on.
@@ -447,7 +446,7 @@ class Agent:
         self._store.acquire(session_id)
         record = self._store.load(session_id)
         if record is None:
-            self._release(session_id)
+            self._holdings.release(session_id)
             return None
         session = await self._open(record, resumed=True)
         if recovery.close_interrupted(session):
@@ -461,65 +460,10 @@ class Agent:
             self._store.save(record)
         except BaseException:
             del self._sessions[session.id]
-            self._release(session.id)
+            self._holdings.release(session.id)
             raise
         await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
         return session
-
-    def _live(self, session_id: str, *, confirm: bool = False) -> Session | None:
-        """The session live here, unless its lease was lost (then it is let go first).
-
-        ``confirm`` (before work that writes: a prompt, a resume, a compaction) reads the
-        lease in the store rather than trusting this runtime's view, which learns of a
-        loss only at the next heartbeat. A lease that is no longer this runtime's lets the
-        session go, and the caller's restore then answers busy naming the holder, or takes
-        a dead holder's lease back and reloads the log, which may have grown elsewhere. A
-        store that cannot be read (a full disk) leaves the view as it was: the heartbeat
-        and the fenced writes still tell.
-        """
-        session = self._sessions.get(session_id)
-        if session is None:
-            return None
-        why = "its lease was taken over by another runtime"
-        if not self._store.holds(session_id):
-            self._let_go(session_id, why)
-            return None
-        if confirm:
-            try:
-                lease = self._store.lease(session_id)
-            except Exception as exc:
-                logger.warning("could not read the lease of session %s: %s", session_id, exc)
-                return session
-            if lease is None or lease.holder.holder_id != self._store.holder.holder_id:
-                self._let_go(session_id, why)
-                return None
-        return session
-
-    def _let_go(self, session_id: str, why: str) -> None:
-        """Drop a live session another runtime now runs: cancel its turn and queue, end
-        it for the hooks (in the background), and forget it; a later use restores it (or
-        answers busy) through the store."""
-        session = self._sessions.pop(session_id, None)
-        if session is None:
-            return
-        logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
-        self._release(session_id)  # nothing to delete, but the store forgets what it knew
-        session.inbox.clear()
-        session.cancel_requested = True
-        if session.turn is not None:
-            session.turn.cancelled.set()
-        if session.turn_task is not None:
-            session.turn_task.cancel()
-        task = asyncio.ensure_future(self.fire(session, "session_end"))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _release(self, session_id: str) -> None:
-        """Give the session's lease back; a failure is logged (the lease then expires)."""
-        try:
-            self._store.release(session_id)
-        except Exception:
-            logger.exception("could not release the lease of session %s", session_id)
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; JsonRpcError(-32602) naming what is wrong."""
