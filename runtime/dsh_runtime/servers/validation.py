@@ -19,6 +19,7 @@ stored or sent, or a turn that dies. What is checked:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -48,9 +49,18 @@ def lone_surrogate(value: Any, where: str = "params") -> str | None:
     """The message for the first string in ``value`` (keys included) holding a lone
     surrogate, naming its path (``params.contentBlocks[0].text``); None when all is text.
 
-    Iterative, so a deeply nested value costs no recursion; decoded JSON is a tree, so the
-    walk ends.
+    Encoding the whole value as UTF-8 JSON answers "none" at C speed; only a value that
+    fails is walked, iteratively (a deeply nested value costs no recursion; decoded JSON
+    is a tree, so the walk ends), to name the path.
     """
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    except (TypeError, ValueError, RecursionError):
+        pass  # not plain JSON data (a caller's own value): walk it
+    else:
+        return None
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, path = stack.pop()
