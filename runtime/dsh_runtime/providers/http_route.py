@@ -595,11 +595,15 @@ def _size(chunk: Chunk) -> int:
 
 def _url_problem(url: str, where: str) -> str | None:
     """Why ``url`` cannot be a base URL (not http(s), no host), or None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        shown = url if len(url) <= 80 else url[:77] + "..."
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unbalanced IPv6 bracket, a bad port
+        return f"the base URL from {where} is not a valid URL"
+    if parts.scheme not in ("http", "https") or not host:
+        # the URL itself is not quoted: it may hold a credential
         return (f"the base URL from {where} must be an http(s) URL with a host "
-                f"(got {shown!r})")
+                f"(got scheme {parts.scheme or 'none'!r})")
     if parts.username or parts.password:
         return f"the base URL from {where} must not carry credentials; use the key variable"
     return None
