@@ -273,3 +273,43 @@ def test_the_standin_runs_as_its_own_process(tmp_path: Path) -> None:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_doctor_live_checks_the_default_route(run_dsh: RunDsh, standin: DeepSeekStandIn,
+                                              tmp_path: Path) -> None:
+    def route_checks(*args: str, env: dict[str, str]) -> dict[str, dict[str, str]]:
+        proc = run_dsh("doctor", "--live", "--json", *args, env=env)
+        document = json.loads(proc.stdout)
+        return {c["id"]: c for c in document["data"]["checks"] if c["id"].startswith("route.")}
+
+    checks = route_checks(env=env_for(standin))
+    assert checks["route.deepseek-official.key"]["status"] == "ok"
+    assert "DEEPSEEK_API_KEY is set" in checks["route.deepseek-official.key"]["message"]
+    server = checks["route.deepseek-official.server"]
+    assert server["status"] == "ok" and "lists 'deepseek-flash'" in server["message"]
+    assert KEY not in json.dumps(checks)
+    refused = route_checks(env={**env_for(standin), "DEEPSEEK_API_KEY": "sk-not-the-key-0"})
+    assert refused["route.deepseek-official.server"]["status"] == "fail"
+    assert "refused the key" in refused["route.deepseek-official.server"]["message"]
+    missing = route_checks(env={"DEEPSEEK_BASE_URL": standin.base_url,
+                                "DEEPSEEK_API_KEY": None})  # type: ignore[dict-item]
+    assert missing["route.deepseek-official.key"]["status"] == "fail"
+    patch = tmp_path / "pro.yml"
+    patch.write_text("- {id: llm, merge: {config: {default_model: gpt-4o}}}\n"
+                     "- {id: agent, merge: {config: {default_route: deepseek-official}}}\n")
+    unlisted = route_checks("--patch", str(patch), env=env_for(standin))
+    assert unlisted["route.deepseek-official.server"]["status"] == "fail"
+    assert "does not list 'gpt-4o'" in unlisted["route.deepseek-official.server"]["message"]
+
+
+def test_headless_effort_and_its_usage_errors(run_dsh: RunDsh, standin: DeepSeekStandIn) -> None:
+    standin.script({"content": "Quick."})
+    proc = run_dsh("--profile", "headless", "--effort", "none", "Hi", env=env_for(standin))
+    assert (proc.returncode, proc.stdout) == (0, "Quick.\n")
+    assert posts(standin)[0]["thinking"] == {"type": "disabled"}
+    bad = run_dsh("--profile", "headless", "--effort", "extreme", "Hi", env=env_for(standin))
+    assert bad.returncode == 2 and "unknown reasoning effort 'extreme'" in bad.stderr
+    retired = run_dsh("--profile", "headless", "--model", "deepseek-chat", "Hi",
+                      env=env_for(standin))
+    assert retired.returncode == 2 and "retired by DeepSeek" in retired.stderr
+    assert len(posts(standin)) == 1

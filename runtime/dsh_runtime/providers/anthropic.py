@@ -15,16 +15,16 @@ from typing import Any
 
 from dsh._version import __version__
 
-from dsh_runtime.plugin import Capability, EnvVar, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.plugin import Capability, EnvVar, Manifest
 from dsh_runtime.providers import catalog, pricing
 from dsh_runtime.providers.base import EFFORTS, ModelRequest
 from dsh_runtime.providers.http_route import (
     COMMON_SCHEMA,
     Decoder,
+    HttpProviderPlugin,
     HttpRoute,
     config_schema,
     efforts_refusal,
-    route_env,
 )
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -105,7 +105,7 @@ class MessagesRoute(HttpRoute):
         return {"anthropic-version": self._version}
 
 
-class AnthropicProvider(Plugin):
+class AnthropicProvider(HttpProviderPlugin):
     """Publishes one Anthropic Messages endpoint as ``llm:<route>``."""
 
     manifest = Manifest(
@@ -119,34 +119,5 @@ class AnthropicProvider(Plugin):
             "ANTHROPIC_BASE_URL": EnvVar(routing=True, description="Anthropic API base URL"),
         },
     )
-
-    def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
-        super().__init__(row_id, config)
-        self._provider: MessagesRoute | None = None
-
-    @classmethod
-    def env_for(cls, config: Mapping[str, Any]) -> Mapping[str, EnvVar]:
-        """The key and base-URL variables this row's route reads (see ``route_env``)."""
-        return route_env(config, DEFAULTS).as_env(
-            f"route '{config.get('route', DEFAULTS['route'])}'")
-
-    @property
-    def service_name(self) -> str:
-        """``llm:<route>``, the service this row publishes."""
-        return f"llm:{self.config['route']}"
-
-    def apply(self, reg: Registrar) -> None:
-        """Declare the route's service; nothing connects until a request is made."""
-        reg.service(self.service_name)
-
-    async def start(self, rt: RuntimeContext) -> None:
-        """Publish the route (no connection yet: a missing key only matters when used)."""
-        self._provider = MessagesRoute(self.config, env=rt.env, home=rt.home,
-                                       row_id=self.row_id)
-        rt.publish(self.service_name, self._provider)
-
-    async def dispose(self) -> None:
-        """Close the route's connection pool."""
-        if self._provider is not None:
-            provider, self._provider = self._provider, None
-            await provider.aclose()
+    route_class = MessagesRoute
+    defaults = DEFAULTS

@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 from dsh._version import __version__
 from dsh.errors import ConfigError, PluginError
 
-from dsh_runtime.plugin import EnvVar
+from dsh_runtime.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (
     EFFORTS,
     Chunk,
@@ -658,3 +658,52 @@ def _proxy_for(url: str, env: Mapping[str, str]) -> str | None:
         if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
             return None
     return var(f"{parts.scheme}_proxy") or var("all_proxy") or None
+
+
+class HttpProviderPlugin(Plugin):
+    """A provider row publishing one :class:`HttpRoute` subclass as ``llm:<route>``.
+
+    Subclasses set the manifest, :attr:`route_class` and :attr:`defaults` (the schema
+    defaults that differ per format, which :meth:`env_for` needs before validation).
+    """
+
+    route_class: ClassVar[type[HttpRoute]]
+    defaults: ClassVar[Mapping[str, Any]]
+
+    def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
+        super().__init__(row_id, config)
+        self._provider: HttpRoute | None = None
+
+    @classmethod
+    def env_for(cls, config: Mapping[str, Any]) -> Mapping[str, EnvVar]:
+        """The key and base-URL variables this row's route reads (see :func:`route_env`)."""
+        route = config.get("route", cls.defaults["route"])
+        return route_env(config, cls.defaults).as_env(f"route '{route}'")
+
+    @classmethod
+    def route_for(cls, config: Mapping[str, Any], *, env: Mapping[str, str], home: str,
+                  row_id: str) -> HttpRoute:
+        """The route a row with validated ``config`` publishes (no I/O: ``dsh doctor
+        --live`` builds one to probe it without starting a runtime)."""
+        return cls.route_class(config, env=env, home=home, row_id=row_id)
+
+    @property
+    def service_name(self) -> str:
+        """``llm:<route>``, the service this row publishes."""
+        return f"llm:{self.config['route']}"
+
+    def apply(self, reg: Registrar) -> None:
+        """Declare the route's service; nothing connects until a request is made."""
+        reg.service(self.service_name)
+
+    async def start(self, rt: RuntimeContext) -> None:
+        """Publish the route (no connection yet: a missing key only matters when used)."""
+        self._provider = self.route_for(self.config, env=rt.env, home=rt.home,
+                                        row_id=self.row_id)
+        rt.publish(self.service_name, self._provider)
+
+    async def dispose(self) -> None:
+        """Close the route's connection pool."""
+        if self._provider is not None:
+            provider, self._provider = self._provider, None
+            await provider.aclose()
