@@ -535,8 +535,9 @@ def test_proxy_comes_from_the_snapshot_and_no_proxy() -> None:
 def test_real_deepseek_tiny_completion(tmp_path: Path) -> None:
     env = {name: os.environ[name] for name in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL")
            if os.environ.get(name)}
-    request = ModelRequest("real", "deepseek-chat", max_tokens=8, messages=(
-        {"role": "user", "content": [{"type": "text", "text": "Reply with the word: pong"}]},))
+    request = ModelRequest("real", "deepseek-flash", max_tokens=8, reasoning_effort="none",
+                           messages=({"role": "user", "content": [
+                               {"type": "text", "text": "Reply with the word: pong"}]},))
     chunks = stream(None, request, env=env, timeout_s=60)
     assert any(isinstance(c, TextDelta) and c.text for c in chunks)
     assert isinstance(chunks[-1], Finish)
