@@ -81,10 +81,11 @@ _REDACTED = "[redacted]"
 _BEARER = re.compile(r"Bearer\s+\S+", re.IGNORECASE)
 _MASKED = re.compile(r"\S*\*{3,}\S*")  # a server echoing the key masked, e.g. sk-ab****wxyz
 _KEY_CHARS = re.compile(r"^[\x21-\x7e]+$")
+# How the APIs word a prompt too long for the model: DeepSeek and OpenAI ("maximum context
+# length", code context_length_exceeded), Anthropic ("prompt is too long"), vLLM and others.
 _OVERFLOW = re.compile(
-    r"maximum context length|context[ _-]?length|context[ _-]?window|prompt is too long|"
-    r"too many (input )?tokens|input is too long|exceeds? the (model's )?(maximum|context)",
-    re.IGNORECASE)
+    r"maximum context length|context[ _-]length|context[ _-]window|prompt is too long|"
+    r"too many input tokens", re.IGNORECASE)
 
 log = logging.getLogger("dsh.providers")
 
