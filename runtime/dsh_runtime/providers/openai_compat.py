@@ -1,10 +1,11 @@
 """The ``llm-openai-compatible`` plugin: any chat-completions server as an ``llm:<route>``.
 
-DeepSeek is the default (route ``deepseek-official``, ``DEEPSEEK_API_KEY``,
-``DEEPSEEK_BASE_URL``, model ``deepseek-flash`` with its 1M-token window and image
-input, thinking on). OpenAI, OpenRouter and local servers (Ollama, vLLM, llama.cpp) are
-other rows of the same plugin with their own ``route``, key variable, base URL and
-``reasoning_style``; ``profiles/bundles/dsh-base/patch.yml`` ships them as presets.
+A bare row is DeepSeek's API (route ``deepseek-official``, ``DEEPSEEK_API_KEY``,
+``DEEPSEEK_BASE_URL``, model ``deepseek-flash`` with a 1M-token window, DeepSeek's
+reasoning style); the shipped row (``profiles/bundles/dsh-base/patch.yml``) adds DeepSeek's
+catalog: model ids, legacy aliases, retired ids, image input, prices. OpenAI, OpenRouter
+and local servers (Ollama, vLLM, llama.cpp) are other rows of the same plugin with their
+own ``route``, key variable, base URL and ``reasoning_style``, shipped as presets too.
 
 The wire format lives in :mod:`.openai_wire`, the event-stream framing in :mod:`.sse`,
 and the HTTP, key and failure policy every route shares in :mod:`.http_route`.
