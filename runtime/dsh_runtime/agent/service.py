@@ -39,7 +39,7 @@ from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
 from dsh_runtime.plugin import ContextRequest, RuntimeContext
-from dsh_runtime.providers.base import Provider
+from dsh_runtime.providers.base import EFFORTS, Provider
 from dsh_runtime.tools.base import Tool
 
 INVALID_PARAMS = -32602
@@ -175,15 +175,24 @@ class Agent:
     def configure(self, *, provider: str | None, model: str | None,
                   reasoning_effort: str | None = None,
                   max_tokens: int | None = None) -> dict[str, str]:
-        """Choose route and model for later turns, checked now; returns them resolved.
+        """Choose route, model and effort for later turns, checked now; returns them resolved.
 
-        ``None`` keeps following the row's ``default_route`` and the route's default
-        model. An unknown route or model is JsonRpcError(-32602).
+        ``None`` keeps following the row's ``default_route``, the route's default model and
+        its default effort. An unknown or retired model, an unknown effort, or one the
+        route cannot send is JsonRpcError(-32602) naming it.
         """
-        route, _, chosen = self._resolve(provider, model)
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown reasoning effort "
+                               f"'{reasoning_effort}' (known: {', '.join(EFFORTS)})",
+                               {"code": "unknown-effort"})
+        route, chosen, name = self._resolve(provider, model)
+        refuse = getattr(chosen, "effort_refusal", None)
+        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unsupported-effort"})
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
-        return {"provider": route, "model": chosen}
+        return {"provider": route, "model": name}
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         """Deliver every notification to ``fn(method, params)``; returns the unsubscribe."""
@@ -345,6 +354,19 @@ class Agent:
             session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
                                         "source": {"kind": "compaction"}})
 
+    async def compact_for_overflow(self, session: Session, plan: Plan, turn: int) -> bool:
+        """After the provider refused the history as too long: compact it now (reason
+        ``overflow``). False when there was nothing to cut or the summary failed (an
+        ``error`` event says which); the caller then ends the turn with a clear error."""
+        try:
+            done = await self._compact(session, plan, "overflow", turn)
+        except Exception as exc:
+            logger.warning("compaction of session %s failed", session.id, exc_info=True)
+            session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
+                                        "source": {"kind": "compaction"}})
+            return False
+        return done is not None
+
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A live session's events so far, in ``seq`` order."""
         return list(self._get(session_id).record.events)
@@ -475,9 +497,11 @@ class Agent:
             raise JsonRpcError(INVALID_PARAMS, f"unknown provider route '{route}' "
                                f"(registered: {routes})", {"code": "unknown-route"}) from None
         name = model or chosen.default_model
-        if not chosen.accepts_model(name):
-            raise JsonRpcError(INVALID_PARAMS, f"unknown model '{name}' for provider route "
-                               f"'{route}'", {"code": "unknown-model"})
+        refuse = getattr(chosen, "model_refusal", None)
+        problem = refuse(name) if refuse is not None else None if chosen.accepts_model(
+            name) else f"unknown model '{name}' for provider route '{route}'"
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unknown-model"})
         return route, chosen, name
 
     def _routes(self) -> list[str]:
@@ -560,7 +584,9 @@ class Agent:
             messages = session.messages
             window = plan.provider.context_window
             cut = compaction.split_point(messages, int(window * self.config.compact_keep))
-            if cut == 0 and reason == "manual":
+            if cut == 0 and reason in ("manual", "overflow"):
+                # the provider's count, not our estimate, said it is too long: cut back to
+                # the running prompt at least
                 cut = compaction.last_prompt(messages) or len(messages)
             if cut == 0 or (compaction.last_prompt(messages) < cut and not any(
                     m.get("role") == "assistant" for m in messages[:cut])):

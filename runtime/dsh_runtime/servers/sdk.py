@@ -44,6 +44,8 @@ SDK's client given `dsh` as its runtime), not used by hand.
 client -> server requests
   initialize {cwd, provider?, model?, reasoningEffort?, maxTokens?, clientInfo?,
               capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
+      reasoningEffort: none|off (thinking off), minimal, low, medium, high, xhigh, max,
+      ultra; an unknown level, or one the route cannot send, is -32602
   session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
   session/new {cwd?, history?} -> {sessionId}  (history: messages the session starts with)
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
@@ -61,6 +63,8 @@ client -> server requests
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
+                 (the model's reasoning: event assistant/reasoning-delta, and a
+                 "reasoning" block of assistant/message, never in its text)
                  subagent.started, subagent.status, subagent.finished,
                  config.reloaded {diff}, config.reload_failed {file?, message}
                  (live profiles, when the profile's or the home's patch.yml changes)
