@@ -122,8 +122,30 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     return run(prepared)
 
 
+def _fill_closed_stdio() -> None:
+    """Point a closed fd 0, 1 or 2 at ``/dev/null`` (``dsh <&-``, a daemon's child).
+
+    Otherwise the next file opened takes the number, and whatever later reads "stdin" or
+    writes "stdout" (the application's frames) would read or overwrite that file.
+    """
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, mode)  # the lowest free number: ``fd`` itself
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            stream = ("stdin", "stdout", "stderr")[fd]
+            if getattr(sys, stream) is None:
+                # lives as long as the process, like the stream Python would have made
+                setattr(sys, stream, open(fd, "r" if fd == 0 else "w",  # noqa: SIM115
+                                          closefd=False))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsh`` console script and ``python -m dsh``."""
+    _fill_closed_stdio()
     args = sys.argv[1:] if argv is None else argv
     try:
         code = _run(args)
