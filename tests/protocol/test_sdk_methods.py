@@ -53,6 +53,10 @@ class StandInAgent:
         self.cwds["s-new"] = cwd or "/"
         return "s-new"
 
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        self.calls.append(("open_session", (session_id, cwd)))
+        self.cwds.setdefault(session_id, cwd or "/")
+
     async def cancel(self, session_id: str) -> bool:
         return session_id in self.cwds
 
@@ -249,8 +253,14 @@ def test_session_methods(tmp_path: Path) -> None:
             "sessions": [{"sessionId": "s-new", "cwd": "/tmp"}]}
         assert (await client.call("session/history", wd))["result"] == {
             "events": [{"type": "turn/start"}]}
-        unknown = await client.call("session/working-directory/get", {"sessionId": "ghost"})
-        assert unknown["error"] == {"code": -32602, "message": "unknown session: ghost"}
+        # Any id: a new one is created in the server's directory, without a turn.
+        fresh = await client.call("session/working-directory/get", {"sessionId": "ghost"})
+        assert fresh["result"] == {"cwd": str(tmp_path)}
+        assert ("open_session", ("ghost", str(tmp_path))) in agent.calls
+        moved = await client.call("session/working-directory/set",
+                                  {"sessionId": "other", "path": str(sub)})
+        assert moved["result"] == {"cwd": str(sub)}
+        assert ("open_session", ("other", str(tmp_path))) in agent.calls
 
     run_sdk(tmp_path, scenario)
 
