@@ -192,17 +192,21 @@ def profile_names(home: Path) -> list[str]:
     return sorted(names)
 
 
-def unknown_profile(home: Path, name: str) -> ProfileNotFoundError:
+def unknown_profile(home: Path, name: str, commands: tuple[str, ...] = ()
+                    ) -> ProfileNotFoundError:
     """The one-line error for a profile that does not exist: the profiles there are, the
-    nearest name (a typo is the usual cause) and how to make a new one."""
+    nearest name (a typo is the usual cause; ``commands`` are launcher subcommands that
+    ``dsh NAME`` may have meant) and how to make a new one."""
     import difflib
 
     names = profile_names(home)
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    guess = f"; did you mean {near[0]!r}?" if near else ""
+    command = difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
+    guess = (f" Did you mean {near[0]!r}?" if near
+             else f" Did you mean the command `dsh {command[0]}`?" if command else "")
     return ProfileNotFoundError(
-        f"unknown profile {name!r} (no {profiles_dir(home) / name / PROFILE_FILE}){guess} "
-        f"profiles: {', '.join(names)}",
+        f"unknown profile {name!r} (no {profiles_dir(home) / name / PROFILE_FILE}).{guess} "
+        f"Profiles: {', '.join(names)}",
         hint=f"make a new one with `dsh plugin --profile {name} add PLUGIN` or "
         f"`dsh --profile {name} --from-default-profile headless`",
     )

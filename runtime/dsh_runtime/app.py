@@ -60,8 +60,11 @@ def run(launch: Launch) -> int:
     gc.enable()
     main = _main_command(kernel, launch)
     if _HELP_FLAGS.intersection(launch.app_args):
+        from dsh.argv import LAUNCHER_OPTIONS
+
         text = usage_for(main.help, launch.profile)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        text = text if text.endswith("\n") else text + "\n"
+        sys.stdout.write(f"{text}\n{LAUNCHER_OPTIONS}")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio
