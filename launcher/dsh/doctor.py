@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh import carriers
+from dsh.distribution import RUNTIME_DIST, runtime_hint
 from dsh.errors import DshError
 from dsh.machine import display_path
 
@@ -299,7 +300,7 @@ class Doctor:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
             message = "available" if carrier["available"] else (
-                "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
+                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:
