@@ -2,7 +2,7 @@
 
 Its ``DeepSeekHarness`` spawns ``<dsh_bin> --profile P --patch ...`` with ``DSH_HOME`` set
 and speaks the SDK protocol; given our ``dsh`` script it must drive our runtime unchanged
-(DESIGN.md section 8). Installed for the tests without its own runtime wheel:
+(docs/contracts.md). Installed for the tests without its own runtime wheel:
 
     pip install --no-deps --pre 'deepseek-harness-sdk==0.2.1rc2'
     pip install 'pydantic>=2.12,<3'

@@ -1,4 +1,4 @@
-"""Which runtime a client starts: the lookup order of DESIGN.md section 9.
+"""Which runtime a client starts: the lookup order in docs/contracts.md.
 
 ``dsh_bin`` > ``DSH_RUNTIME_BIN`` > the installed ``dsh-runtime-bin`` wheel (``exe``
 carrier) > ``sys.executable -m dsh`` (``python`` carrier). An explicit choice (``dsh_bin``

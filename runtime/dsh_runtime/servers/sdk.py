@@ -1,6 +1,6 @@
 """The SDK server: the ``sdk`` and ``sdk-minimal`` applications' ``main`` command.
 
-It speaks the SDK protocol of DESIGN.md section 8 on the process's stdio: the DeepSeek
+It speaks the SDK protocol (docs/contracts.md) on the process's stdio: the DeepSeek
 Harness SDK runtime protocol, wire-compatible so that its published Python client can
 drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
 one call on the ``agent`` service, every agent notification becomes one frame. Framing,
