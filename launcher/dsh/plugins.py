@@ -50,6 +50,7 @@ from dsh.profiles import (
     parse_profile_text,
     parse_profile_toml,
     profiles_dir,
+    read_profile_text,
     shipped_profile,
     unknown_profile,
 )
@@ -195,7 +196,7 @@ class PluginManager:
         template not seeded yet, else (with ``template``) a new one from that template;
         otherwise the unknown-profile error."""
         if self.file.is_file():
-            text = self.file.read_text(encoding="utf-8")
+            text = read_profile_text(self.file)
             return State(text, parse_profile_text(text, self.file, self.name), True)
         found = shipped_profile(self.home, self.name)
         if found is not None:
@@ -488,6 +489,9 @@ class PluginManager:
             os.chmod(folder, 0o700)
             os.rename(folder, self.path)
         except OSError as exc:
+            if self.path.exists():  # seeded by a launch meanwhile (it takes no lock)
+                raise ConfigError(f"{self.path}: the profile appeared while this command "
+                                  "ran; run it again") from exc
             raise ConfigError(f"{self.path}: cannot create profile ({exc})") from exc
         finally:
             if folder.exists():
