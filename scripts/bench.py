@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import anchors as anchor_probes
+from benchlib import sessions as _sessions  # noqa: F401  (registers its benchmarks)
 from benchlib.cli import main
 from benchlib.registry import Options, Result, benchmark, result
 
@@ -777,6 +778,7 @@ def sessions_db_scaling(opts: Options) -> Result:
         try:
             for n in range(1, count + 1):
                 session = f"session-{n:06d}"
+                store.acquire(session)
                 store.save(SessionRecord(session, tmp))
                 t0 = time.perf_counter()
                 for event in events:

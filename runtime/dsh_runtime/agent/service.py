@@ -11,6 +11,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
   per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
   an ``error`` event on its session and the agent carries on.
+* One runtime per session: a session is live here only under this runtime's lease in the
+  store (taken when the session is created or restored, released at ``close``). Another
+  runtime's session is ``SessionHeldError`` (-32001, naming its holder); a session whose
+  lease this runtime lost is let go at once (:mod:`.leasing`): its turn is cancelled, and
+  nothing more of it is stored or sent.
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh.errors import BusyError, JsonRpcError, PluginError
+from dsh.errors import BusyError, DuplicateEventError, JsonRpcError, PluginError, SessionHeldError
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
+from dsh_runtime.agent.leasing import Holdings
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
-from dsh_runtime.agent.store import MemorySessionStore, SessionStore
+from dsh_runtime.agent.store import HistoryPage, MemorySessionStore, SessionStore, page_of
 from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
@@ -83,6 +89,8 @@ class Agent:
         self._closed = False
         self._compacting: dict[str, asyncio.Lock] = {}
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
+        self._holdings = Holdings(self._store, self._sessions,
+                                  lambda session: self.fire(session, "session_end"))
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
 
@@ -233,7 +241,7 @@ class Agent:
         A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
@@ -261,9 +269,10 @@ class Agent:
         return True
 
     async def resume(self, session_id: str) -> None:
-        """Make a persisted session live again; unknown is -32602, running is -32001."""
+        """Make a persisted session live again; unknown is -32602, running here or held
+        by another runtime is -32001."""
         self._check_open()
-        session = self._sessions.get(session_id)
+        session = self._holdings.live(session_id, confirm=True)
         if session is None:
             if await self._restore(session_id) is None:
                 raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
@@ -279,7 +288,7 @@ class Agent:
         (its docs: they create the session without running a turn).
         """
         self._check_open()
-        if session_id not in self._sessions and await self._restore(session_id) is None:
+        if self._holdings.live(session_id) is None and await self._restore(session_id) is None:
             await self._create(session_id, cwd)
 
     def get_cwd(self, session_id: str) -> str:
@@ -313,7 +322,7 @@ class Agent:
         nothing.
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         if session.status is Status.RUNNING:
@@ -350,8 +359,26 @@ class Agent:
                                         "source": {"kind": "compaction"}})
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events so far, in ``seq`` order."""
+        """A live session's events so far, in ``seq`` order."""
         return list(self._get(session_id).record.events)
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage:
+        """A page of the session's log from ``start_seq`` (see
+        :func:`~dsh_runtime.agent.store.page_of` for the bounds); unknown is -32602.
+
+        A session live here is read from memory, which holds even an event whose append
+        failed; any other (stored, or running in another runtime) from the store, which
+        needs no lease to read.
+        """
+        session = self._holdings.live(session_id)
+        if session is not None:
+            return page_of(session.record.events, start_seq, limit, max_bytes)
+        page = self._store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                        max_bytes=max_bytes)
+        if page is None:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        return page
 
     async def close(self) -> None:
         """Cancel every turn, fire ``session_end``, save every session; bounded, idempotent."""
@@ -373,7 +400,9 @@ class Agent:
                 task.cancel()
         for session in sessions:
             self._save(session.record)
+            self._holdings.release(session.id)
         self._unhook()
+        self._holdings.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -382,7 +411,7 @@ class Agent:
             raise JsonRpcError(INTERNAL, "the agent is closed")
 
     def _get(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
+        session = self._holdings.live(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         return session
@@ -394,18 +423,24 @@ class Agent:
         every event still missing."""
         try:
             self._store.save(record)
+        except SessionHeldError as exc:
+            logger.warning("did not save session %s: %s", record.session_id, exc)
         except Exception:
             logger.exception("could not save session %s", record.session_id)
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "session.event":
             # Stored before any client sees it: what a client received survives a crash.
+            session_id = params["sessionId"]
             try:
-                self._store.append(params["sessionId"], params["event"])
+                self._store.append(session_id, params["event"])
+            except (SessionHeldError, DuplicateEventError) as exc:
+                # Another runtime runs this session now: neither store nor send its events.
+                self._holdings.let_go(session_id, str(exc))
+                return
             except Exception:
                 # The next save writes what is missing; the session carries on.
-                logger.exception("could not store an event of session %s",
-                                 params["sessionId"])
+                logger.exception("could not store an event of session %s", session_id)
         self._deliver(method, params)
 
     def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
@@ -419,11 +454,15 @@ class Agent:
         path = os.path.abspath(cwd or self._rt.cwd)
         if not os.path.isdir(path):
             raise JsonRpcError(INVALID_PARAMS, f"not a directory: {path}")
+        self._store.acquire(session_id)  # a runtime racing to create the same id: busy
         return await self._open(SessionRecord(session_id, path), resumed=False)
 
     async def _restore(self, session_id: str) -> Session | None:
+        """Lease, then load (so no other runtime can add to the log after it is read)."""
+        self._store.acquire(session_id)
         record = self._store.load(session_id)
         if record is None:
+            self._holdings.release(session_id)
             return None
         session = await self._open(record, resumed=True)
         if recovery.close_interrupted(session):
@@ -433,7 +472,12 @@ class Agent:
     async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
         session = Session(record, self._notify)
         self._sessions[session.id] = session
-        self._store.save(record)
+        try:
+            self._store.save(record)
+        except BaseException:
+            del self._sessions[session.id]
+            self._holdings.release(session.id)
+            raise
         await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
         return session
 
