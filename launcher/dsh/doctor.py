@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh import carriers
+from dsh.distribution import RUNTIME_DIST, runtime_hint
 from dsh.errors import DshError
 from dsh.machine import display_path
 
@@ -70,13 +71,22 @@ class Doctor:
                 "strict": self.strict}
 
     def check_home(self) -> bool:
-        from dsh.home import ensure_dir
-
+        """Whether the home can be written, creating nothing: a home that does not exist
+        yet is fine when the first run can create it."""
+        if not self.home.exists():
+            parent = next((p for p in self.home.parents if p.exists()), None)
+            if parent is not None and parent.is_dir() and os.access(parent, os.W_OK):
+                self.add("home.writable", "ok", "not created yet; the first run creates it")
+                return True
+            self.add("home.writable", "fail", "does not exist and cannot be created "
+                     f"(no writable {parent})")
+            return False
         try:
-            ensure_dir(self.home)
+            if not self.home.is_dir():
+                raise OSError(f"{self.home}: exists and is not a directory")
             with tempfile.NamedTemporaryFile(dir=self.home, prefix=".doctor-"):
                 pass
-        except (DshError, OSError) as exc:
+        except OSError as exc:
             self.add("home.writable", "fail", self.scrub(str(exc)))
             return False
         self.add("home.writable", "ok", "the home exists and is writable")
@@ -86,7 +96,8 @@ class Doctor:
         from dsh import launch
 
         try:
-            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd)
+            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd,
+                                      seed=False)
         except DshError as exc:
             self.add("profile.resolvable", "fail", self.scrub(str(exc)))
             return None
@@ -107,9 +118,13 @@ class Doctor:
         return resolved
 
     def check_plugins_and_env(self, resolved: Any) -> None:
+        from dsh_runtime.loader import add_plugin_dir
         from dsh_runtime.loader import resolve as resolve_plugin
 
         from dsh.envsnapshot import snapshot
+
+        # Plugins load from the profile's plugin environment, exactly as the runtime does.
+        add_plugin_dir(resolved.profile.plugin_dir)
 
         try:
             env = snapshot(self.home, self.cwd)
@@ -346,7 +361,7 @@ class Doctor:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
             message = "available" if carrier["available"] else (
-                "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
+                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:

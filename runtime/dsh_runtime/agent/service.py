@@ -209,9 +209,11 @@ class Agent:
         self.approver = fn
 
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
-        """Deliver a notification that is not a session event (``subagent.started``,
-        ``subagent.finished``) to every listener, as the servers forward them."""
-        self._notify(method, params)
+        """Deliver a notification that is not one of this runtime's session events to
+        every listener, as the servers forward them: ``subagent.*``, and the events of
+        sub-agents' sessions relayed to the parent's clients. Nothing is stored: a
+        sub-agent's events belong to its own runtime's log."""
+        self._deliver(method, params)
 
     def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
@@ -286,6 +288,17 @@ class Agent:
         elif session.status is Status.RUNNING:
             raise BusyError(f"session busy: '{session_id}' is running a turn",
                             {"retryable": True})
+
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        """Make ``session_id`` live without running a turn: a live one is left as it is,
+        a stored one is loaded, an unknown one is created in ``cwd``.
+
+        The original client's working-directory calls work on any session id this way
+        (its docs: they create the session without running a turn).
+        """
+        self._check_open()
+        if self._holdings.live(session_id) is None and await self._restore(session_id) is None:
+            await self._create(session_id, cwd)
 
     def get_cwd(self, session_id: str) -> str:
         """The session's working directory."""
@@ -450,6 +463,9 @@ class Agent:
             except Exception:
                 # The next save writes what is missing; the session carries on.
                 logger.exception("could not store an event of session %s", session_id)
+        self._deliver(method, params)
+
+    def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         for listener in tuple(self._listeners):
             try:
                 listener(method, dict(params))

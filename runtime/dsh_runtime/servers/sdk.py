@@ -1,6 +1,6 @@
 """The SDK server: the ``sdk`` and ``sdk-minimal`` applications' ``main`` command.
 
-It speaks the SDK protocol of DESIGN.md section 8 on the process's stdio: the DeepSeek
+It speaks the SDK protocol (docs/contracts.md) on the process's stdio: the DeepSeek
 Harness SDK runtime protocol, wire-compatible so that its published Python client can
 drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
 one call on the ``agent`` service, every agent notification becomes one frame. Framing,
@@ -281,14 +281,19 @@ class SdkProtocol:
         return {"cancelled": await self._ops.cancel(_session_id(params))}
 
     async def get_cwd(self, params: Params | None) -> dict[str, Any]:
-        """The session's working directory."""
-        return {"cwd": self._agent.get_cwd(_session_id(params))}
+        """The session's working directory (a stored session is loaded, a new id created)."""
+        session_id = _session_id(params)
+        await self._ops.open_session(session_id, self._cwd)
+        return {"cwd": self._agent.get_cwd(session_id)}
 
     async def set_cwd(self, params: Params | None) -> dict[str, Any]:
-        """Change the session's working directory (relative paths from the current one)."""
+        """Change the session's working directory (relative paths from the current one);
+        like ``get``, it loads a stored session or creates a new one first."""
         p = _object(params)
         session_id = _str(p, "sessionId")
-        return {"cwd": self._agent.set_cwd(session_id, _str(p, "path"))}
+        path = _str(p, "path")
+        await self._ops.open_session(session_id, self._cwd)  # type: ignore[arg-type]
+        return {"cwd": self._agent.set_cwd(session_id, path)}
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
         """Every known session, sorted by id."""
