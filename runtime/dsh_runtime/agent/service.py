@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh.errors import BusyError, JsonRpcError, PluginError
+from dsh.errors import BusyError, ConfigError, JsonRpcError, PluginError
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
@@ -35,6 +35,7 @@ from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
 from dsh_runtime.plugin import ContextRequest, RuntimeContext
 from dsh_runtime.providers.base import Provider
 from dsh_runtime.tools.base import Tool
+from dsh_runtime.tools.confine import Boundary
 
 INVALID_PARAMS = -32602
 INTERNAL = -32603
@@ -55,11 +56,25 @@ class AgentConfig(NamedTuple):
     hook_budget_s: float = 10.0
     compact_at: float = 0.8
     compact_keep: float = 0.25
+    protected_paths: tuple[str, ...] = ()
 
     @classmethod
-    def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
-        """Build from a validated row config (unknown keys were rejected by the schema)."""
-        return cls(**{k: config[k] for k in cls._fields if k in config})
+    def from_mapping(cls, config: Mapping[str, Any], *, row_id: str = "agent") -> AgentConfig:
+        """Build from a validated row config (unknown keys were rejected by the schema).
+
+        ``protected_paths`` must be absolute (or ``~/``) paths: ConfigError naming the
+        entry otherwise; they are kept expanded.
+        """
+        values = {k: config[k] for k in cls._fields if k in config}
+        paths = []
+        for index, path in enumerate(values.get("protected_paths", ())):
+            full = os.path.expanduser(path)
+            if not os.path.isabs(full):
+                raise ConfigError(f"row '{row_id}' config.protected_paths[{index}]: expected "
+                                  "an absolute or ~/ path")
+            paths.append(full)
+        values["protected_paths"] = tuple(paths)
+        return cls(**values)
 
 
 class Agent:
@@ -130,6 +145,15 @@ class Agent:
             if text:
                 sections.append((source.name, str(text)))
         return sections
+
+    def protected(self) -> tuple[str, ...]:
+        """The directories no tool reaches: the dsh home and ``protected_paths`` (real)."""
+        paths = (self._rt.home, *self.config.protected_paths)
+        return tuple(dict.fromkeys(os.path.realpath(p) for p in paths if p))
+
+    def boundary(self, session: Session) -> Boundary:
+        """What ``session``'s tools may reach now (its root, granted roots, protected)."""
+        return session.boundary(self.protected())
 
     @property
     def guardrails(self) -> GuardrailChain:
@@ -418,7 +442,8 @@ class Agent:
         session = Session(record, self._notify)
         self._sessions[session.id] = session
         self._store.save(record)
-        await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
+        await self.fire(session, "session_start",
+                        payload={"cwd": record.cwd, "root": record.root, "resumed": resumed})
         return session
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
