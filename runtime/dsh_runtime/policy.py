@@ -42,8 +42,8 @@ def decide(mode: str, call: ToolCall) -> tuple[Decision, str]:
     if mode == "deny-mutating" and call.tool.mutating:
         return Decision.DENY, f"'{call.name}' changes files and the policy denies that"
     if call.outside:
-        return Decision.ASK, (f"'{call.name}' reaches outside the workspace root: "
-                              f"{', '.join(call.outside)}")
+        return Decision.ASK, (f"'{call.name}' reaches outside the workspace root "
+                              f"({', '.join(call.outside)})")
     if mode == "allow-all" or not call.tool.mutating:
         return Decision.ALLOW, ""
     if mode == "ask":
