@@ -34,10 +34,12 @@ class Turn(NamedTuple):
         return [r["text"] for r in self.results]
 
 
-def script(calls: Sequence[Mapping[str, Any]], final: str = "done") -> list[dict[str, Any]]:
-    """One tool call per step, then ``final``."""
-    return [*({"text": f"step {i}", "tool_calls": [dict(c)]} for i, c in enumerate(calls)),
-            {"text": final}]
+def script(calls: Sequence[Mapping[str, Any]], final: str = "done", *,
+           per_step: int = 1) -> list[dict[str, Any]]:
+    """``per_step`` tool calls per step, then ``final``."""
+    steps = [calls[i:i + per_step] for i in range(0, len(calls), per_step)]
+    return [*({"text": f"step {i}", "tool_calls": [dict(c) for c in step]}
+              for i, step in enumerate(steps)), {"text": final}]
 
 
 class Attack:
@@ -46,9 +48,9 @@ class Attack:
     def __init__(self, tmp: Path, calls: Sequence[Mapping[str, Any]], *, cwd: Path,
                  profile: str = "sdk", rows: Sequence[Mapping[str, Any]] = (),
                  approvals: bool = False, env: Mapping[str, str] | None = None,
-                 max_steps: int = 200) -> None:
+                 max_steps: int = 200, per_step: int = 1) -> None:
         steps = tmp / "attack-script.json"
-        steps.write_text(json.dumps(script(calls)))
+        steps.write_text(json.dumps(script(calls, per_step=per_step)))
         patch = tmp / "attack-patch.yml"
         patch.write_text(json.dumps([
             {"id": "llm-scripted", "merge": {"config": {"script": str(steps)}}},

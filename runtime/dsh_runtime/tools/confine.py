@@ -57,7 +57,22 @@ class ProtectedPathError(PathError):
 
 def real_root(cwd: str) -> str:
     """``cwd`` with symlinks resolved."""
-    return os.path.realpath(cwd)
+    return realpath(cwd)
+
+
+def realpath(path: str) -> str:
+    """``os.path.realpath``, retried when the path changes under it.
+
+    CPython's realpath reads a link it has just seen with ``lstat``; a link swapped for a
+    directory in between makes that ``readlink`` fail (``EINVAL``). A path that keeps
+    changing is a :class:`PathError`, never an exception out of a turn.
+    """
+    for _ in range(8):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    raise PathError(f"path kept changing while it was resolved: {path}")
 
 
 def is_inside(root: str, target: str) -> bool:
@@ -118,7 +133,7 @@ class Boundary(NamedTuple):
     @classmethod
     def at(cls, cwd: str, *, protected: Iterable[str] = ()) -> Boundary:
         """A boundary rooted at ``cwd`` (a tool called with no session behind it)."""
-        return cls(real_root(cwd), protected=tuple(os.path.realpath(p) for p in protected))
+        return cls(real_root(cwd), protected=tuple(realpath(p) for p in protected))
 
     def protects(self, real: str) -> str | None:
         """The protected directory holding ``real``, or None.
@@ -135,7 +150,7 @@ class Boundary(NamedTuple):
 
     def place(self, cwd: str, path: str) -> Place:
         """Where ``path`` (relative to ``cwd``) lands now; :class:`PathError` if unusable."""
-        real = os.path.realpath(absolute(cwd, path))
+        real = realpath(absolute(cwd, path))
         guarded = self.protects(real)
         if guarded is not None:
             return Place(PROTECTED, real, guarded)

@@ -256,7 +256,10 @@ def _inside_rel(anchor: str, target: str) -> str | None:
     Judged on the target's real path: the walk re-resolves the result from the anchor,
     so a stale answer can only send it somewhere it checks again.
     """
-    real = os.path.realpath(target)
+    try:
+        real = os.path.realpath(target)
+    except OSError:  # changed while resolved (CPython's realpath race): refuse
+        return None
     if real == anchor:
         return "."
     prefix = anchor.rstrip(os.sep) + os.sep
