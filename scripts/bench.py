@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import anchors as anchor_probes
+from benchlib import fileaccess  # noqa: F401  (registers safe_open, safe_open_walk)
 from benchlib.cli import main
 from benchlib.registry import Options, Result, benchmark, result
 
