@@ -11,7 +11,7 @@ it (a workspace inside the home): the move is asked about and, with no client to
 refused; every path into the home is refused outright, before any guardrail; nothing
 outside is written; the home's bytes never change, and on the live profile the sandbox
 stays on. A client that approves everything gets its out-of-root reads, but still not the
-home: no approval request is ever sent for it.
+home (nor the runtime's own ``/proc/PID``): no approval request is ever sent for it.
 """
 
 from __future__ import annotations
@@ -169,6 +169,9 @@ def test_an_approving_client_still_never_reaches_the_home(tmp_path: Path) -> Non
         # From "/", through the link in the workspace: still the home.
         {"name": "read_file", "arguments": {
             "path": os.path.relpath(work / "to-home" / ".env", "/")}},
+        # The runtime's own process: its environment holds the credentials.
+        {"name": "read_file", "arguments": {"path": "/proc/self/environ"}},
+        {"name": "list_directory", "arguments": {"path": "proc/self/fd"}},
     ]
     before = config(home)
     with Attack(tmp_path, calls, cwd=work, approvals=True,
@@ -178,7 +181,7 @@ def test_an_approving_client_still_never_reaches_the_home(tmp_path: Path) -> Non
     texts = turn.texts()
     assert texts[0] == 'Current working directory: "/"'  # approved: it moved
     assert texts[1].endswith("outside secret")  # approved: exactly that read
-    for index in (2, 3, 4, 5):
+    for index in (2, 3, 4, 5, 6, 7):
         assert turn.results[index]["code"] == "PROTECTED", texts[index]
         assert PROTECTED in texts[index], texts[index]
     # Only the two out-of-root calls were asked about; nothing about the home.

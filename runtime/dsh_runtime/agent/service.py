@@ -147,8 +147,12 @@ class Agent:
         return sections
 
     def protected(self) -> tuple[str, ...]:
-        """The directories no tool reaches: the dsh home and ``protected_paths`` (real)."""
-        paths = (self._rt.home, *self.config.protected_paths)
+        """The directories no tool reaches (real paths): the dsh home, ``protected_paths``
+        and, on Linux, this runtime's own ``/proc/PID`` (its environment holds the
+        credentials, its fds the home's files), which ``/proc/self`` resolves to."""
+        own = f"/proc/{os.getpid()}"
+        paths = (self._rt.home, *self.config.protected_paths,
+                 own if os.path.isdir(own) else "")
         return tuple(dict.fromkeys(os.path.realpath(p) for p in paths if p))
 
     def boundary(self, session: Session) -> Boundary:

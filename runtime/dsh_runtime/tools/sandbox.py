@@ -330,7 +330,9 @@ def _hidden_dirs(home: str | None, more: Sequence[str] = (), *,
     found: list[str] = []
     for path in candidates:
         real = os.path.realpath(path) if path else ""
-        if real and real != "/" and os.path.isdir(real) and real not in found:
+        # A sandbox mounts a /proc of its own: the host's is never what it sees.
+        if real and real != "/" and not _inside(real, "/proc") and os.path.isdir(real) \
+                and real not in found:
             found.append(real)
     return found
 
