@@ -205,3 +205,25 @@ def test_an_allowed_path_is_exactly_that_path(tools: dict[str, Any], ctx: ToolCo
     assert not run(tools["write_file"], creating, path="../outside/made/new.txt",
                    content="n").is_error
     assert (outside / "made" / "new.txt").read_text() == "n"
+
+
+def test_the_home_is_known_by_identity_not_only_by_name(tmp_path: Path) -> None:
+    """A spelling of the home the name check cannot match (here ``./dsh``; on macOS a
+    case variant such as ``~/.DSH``) is still the home: its directory is recognised."""
+    home, work = tmp_path / "dsh", tmp_path / "work"
+    home.mkdir()
+    work.mkdir(exist_ok=True)
+    (home / ".env").write_text("KEY=1\n")
+    spelled = f"{tmp_path}/./dsh"
+    boundary = Boundary(str(work), protected=(spelled,))
+    assert boundary.protects(str(home / ".env")) == spelled
+    assert boundary.protects(str(home / "new" / "file.txt")) == spelled  # not there yet
+    assert boundary.place(str(work), str(home / ".env")).kind == confine.PROTECTED
+    assert boundary.protects(str(work / "f.txt")) is None
+    # A workspace kept inside the home is usable; the rest of the home is not.
+    inner = home / "projects" / "w"
+    inner.mkdir(parents=True)
+    kept = Boundary(str(inner), protected=(spelled,))
+    assert kept.protects(str(inner / "f.txt")) is None
+    assert kept.protects(str(home / ".env")) == spelled
+    assert Boundary(str(home), protected=(spelled,)).protects(str(home / "x")) == spelled

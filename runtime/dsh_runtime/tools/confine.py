@@ -26,6 +26,7 @@ Paths are shown to the model relative to the working directory (:func:`shown`).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -75,8 +76,14 @@ def realpath(path: str) -> str:
     raise PathError(f"path kept changing while it was resolved: {path}")
 
 
+_FOLDED = sys.platform in ("darwin", "win32")
+"""Whether paths compare case-insensitively (the default disks of macOS and Windows)."""
+
+
 def is_inside(root: str, target: str) -> bool:
     """Whether the real path ``target`` is ``root`` or lies under it."""
+    if _FOLDED:
+        root, target = root.casefold(), target.casefold()
     try:
         return os.path.commonpath([root, target]) == root
     except ValueError:  # different drives (Windows), or a relative path
@@ -138,15 +145,34 @@ class Boundary(NamedTuple):
     def protects(self, real: str) -> str | None:
         """The protected directory holding ``real``, or None.
 
-        A root lying strictly inside a protected directory keeps its own subtree usable.
+        Judged twice: by name, and by the identity (``st_dev``, ``st_ino``) of each
+        existing directory above ``real``, so a name the filesystem folds to the same
+        directory (``~/.DSH`` on a case-insensitive disk) is caught too. A root lying
+        strictly inside a protected directory keeps its own subtree usable.
         """
         for path in self.protected:
-            if not is_inside(path, real):
+            if is_inside(path, real) and not self._exempt(path, real):
+                return path
+        ids = _ids(self.protected)
+        if not ids:
+            return None
+        root = _ids((self.root,))
+        below_root = False
+        for ancestor in _ancestors(real):
+            try:
+                st = os.stat(ancestor)
+            except OSError:
                 continue
-            if self.root != path and is_inside(path, self.root) and is_inside(self.root, real):
-                continue
-            return path
+            key = (st.st_dev, st.st_ino)
+            if key in ids:
+                return None if below_root and key not in root else ids[key]
+            below_root = below_root or key in root
         return None
+
+    def _exempt(self, protected: str, real: str) -> bool:
+        """A root strictly inside ``protected``, and ``real`` inside that root."""
+        return (self.root != protected and is_inside(protected, self.root)
+                and is_inside(self.root, real))
 
     def place(self, cwd: str, path: str) -> Place:
         """Where ``path`` (relative to ``cwd``) lands now; :class:`PathError` if unusable."""
@@ -188,6 +214,27 @@ class Boundary(NamedTuple):
     def allowing(self, reals: Iterable[str]) -> Boundary:
         """This boundary with ``reals`` approved for the running call."""
         return self._replace(allowed=(*self.allowed, *reals))
+
+
+def _ids(paths: Iterable[str]) -> dict[tuple[int, int], str]:
+    found = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found[(st.st_dev, st.st_ino)] = path
+    return found
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    """``path`` and each directory above it, up to the filesystem root."""
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
 
 
 def _existing_ancestor(path: str) -> str:
