@@ -189,3 +189,46 @@ def test_an_approving_client_still_never_reaches_the_home(tmp_path: Path) -> Non
     assert all(str(home) not in json.dumps(a) for a in turn.asked)
     assert CANARY not in json.dumps(turn.results)
     assert unchanged(home, before)
+
+
+def test_indirect_routes_to_the_home(tmp_path: Path) -> None:
+    """Routes an attacker would try next: the runtime's /proc view of the filesystem, a
+    link the sandboxed shell plants, a hard link, and a grep or glob of everything."""
+    home, work, outside = layout(tmp_path, "beside")
+    rel_home = os.path.relpath(home, "/")
+    calls: list[dict[str, Any]] = [
+        {"name": "read_file", "arguments": {"path": f"/proc/self/root/{rel_home}/.env"}},
+        {"name": "read_file", "arguments": {"path": "/proc/self/cwd/../home/.env"}},
+        {"name": "read_file", "arguments": {"path": "mine.txt/../../home/.env"}},
+        {"name": "grep", "arguments": {"pattern": "canary", "path": "/"}},
+        {"name": "glob", "arguments": {"pattern": "**/.env"}},
+        {"name": "grep", "arguments": {"pattern": "canary"}},
+    ]
+    if SANDBOXED:
+        calls += [
+            {"name": "bash", "arguments": {"command": f"ln -s {home} planted; "
+                                                      f"ln {home}/.env hard 2>&1; ls"}},
+            {"name": "read_file", "arguments": {"path": "planted/.env"}},
+            {"name": "write_file", "arguments": {"path": "planted/patch.yml",
+                                                 "content": SANDBOX_OFF}},
+        ]
+    before = config(home)
+    with Attack(tmp_path, calls, cwd=work, env={"DSH_HOME": str(home)}) as attack:
+        turn = attack.turn()
+        attack.close()
+    texts = turn.texts()
+    assert CANARY not in json.dumps(turn.results)
+    assert turn.results[0]["code"] == "PROTECTED", texts[0]  # the runtime's own /proc
+    assert turn.results[1]["code"] == "PROTECTED", texts[1]
+    assert turn.results[2]["error"], texts[2]  # a file is no directory to climb out of
+    assert "reaches outside the workspace root (/)" in texts[3]
+    assert texts[4].startswith("No files match"), texts[4]
+    assert texts[5] == "No matches found.", texts[5]
+    if SANDBOXED:
+        # The home is a cover in the sandbox: nothing of it to link to.
+        assert "failed to create hard link" in texts[6], texts[6]
+        assert not (work / "hard").exists()
+        assert turn.results[7]["code"] == "PROTECTED", texts[7]
+        assert turn.results[8]["code"] == "PROTECTED", texts[8]
+    assert unchanged(home, before)
+    assert tree(outside) == {"secret.txt": b"outside secret\n"}
