@@ -147,7 +147,7 @@ def test_exact_anchors_follow_no_symlink(strategy: str, tree: tuple[Path, Path])
             read(exact, rel)
 
 
-def test_open_dir_and_walk(strategy: str, tree: tuple[Path, Path]) -> None:
+def test_open_dir_listing_and_walk(strategy: str, tree: tuple[Path, Path]) -> None:
     root = tree[0]
     (root / "sub" / "deeper").mkdir()
     fd = safeopen.open_dir(Anchor(str(root)), "dir-in")
@@ -157,15 +157,21 @@ def test_open_dir_and_walk(strategy: str, tree: tuple[Path, Path]) -> None:
         os.close(fd)
     with pytest.raises(safeopen.EscapeError):
         safeopen.open_dir(Anchor(str(root)), "dir-out")
-    fd = safeopen.open_dir(Anchor(str(root)))
-    try:
-        seen = {rel: (dirs, files) for rel, dirs, files, _ in safeopen.walk(fd)}
-    finally:
-        os.close(fd)
-    # Symlinks, to directories too, are listed as names and never entered.
-    assert seen[""] == (["sub"], ["abs-in", "abs-out", "dir-in", "dir-out", "loop",
-                                  "rel-in", "rel-out", "zero"])
+    with pytest.raises(safeopen.EscapeError):
+        safeopen.listing(Anchor(str(root)), "dir-out")
+    entries = {e.name: e for e in safeopen.listing(Anchor(str(root)))}
+    assert entries["sub"] == safeopen.Entry("sub", is_dir=True)
+    assert entries["dir-in"] == safeopen.Entry("dir-in", is_link=True)
+    assert entries["zero"] == safeopen.Entry("zero", is_link=True)
+    seen = {rel: (dirs, files, links) for rel, dirs, files, links
+            in safeopen.walk(Anchor(str(root)))}
+    # Links, to directories too, are listed apart and never entered.
+    assert seen[""] == (["sub"], [], ["abs-in", "abs-out", "dir-in", "dir-out", "loop",
+                                      "rel-in", "rel-out", "zero"])
+    assert seen["sub"] == (["deeper"], ["f.txt"], [])
     assert set(seen) == {"", "sub", "sub/deeper"}
+    pruned = safeopen.walk(Anchor(str(root), forbid=(str(root / "sub"),)))
+    assert [rel for rel, *_ in pruned] == [""]
 
 
 def test_write_file(strategy: str, tree: tuple[Path, Path]) -> None:
@@ -192,27 +198,6 @@ def test_write_file(strategy: str, tree: tuple[Path, Path]) -> None:
     assert leftovers == []
 
 
-def test_open_child_never_follows_a_link(tree: tuple[Path, Path]) -> None:
-    root = tree[0]
-    os.mkfifo(root / "fifo")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with pytest.raises(OSError) as caught:
-            safeopen.open_child(fd, "abs-out", directory=False)
-        assert caught.value.errno == errno.ELOOP
-        with pytest.raises(OSError):
-            safeopen.open_child(fd, "dir-out", directory=True)
-        with pytest.raises(safeopen.NotRegularError):
-            safeopen.open_child(fd, "fifo", directory=False)
-        sub = safeopen.open_child(fd, "sub", directory=True)
-        os.close(sub)
-        with pytest.raises(safeopen.ForbiddenError):
-            safeopen.open_child(fd, "sub", directory=True,
-                                skip=safeopen.ids_of([str(root / "sub")]))
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd")
 def test_open_then_verify_branch(tree: tuple[Path, Path]) -> None:
     """The Windows branch's logic, with Linux's /proc as the final-path source."""
@@ -235,3 +220,21 @@ def test_open_then_verify_branch(tree: tuple[Path, Path]) -> None:
                           "sub/f.txt")
     with pytest.raises(safeopen.EscapeError):
         safeopen.check_within(Anchor(str(root)), str(outside / "secret.txt"))
+
+
+def test_the_by_path_directory_branch(tree: tuple[Path, Path]) -> None:
+    """Windows lists and walks by checked path; the logic runs anywhere."""
+    root = tree[0]
+    (root / "sub" / "deeper").mkdir()
+    assert safeopen.checked_dir(Anchor(str(root)), "dir-in") == str(root / "sub")
+    with pytest.raises(safeopen.EscapeError):
+        safeopen.checked_dir(Anchor(str(root)), "dir-out")
+    with pytest.raises(safeopen.ForbiddenError):
+        safeopen.checked_dir(Anchor(str(root), forbid=(str(root / "sub"),)), "dir-in")
+    walked = list(safeopen._walk_paths(Anchor(str(root)), str(root), ""))
+    assert walked[0] == ("", ["sub"], [], ["abs-in", "abs-out", "dir-in", "dir-out",
+                                           "loop", "rel-in", "rel-out", "zero"])
+    assert [rel for rel, *_ in walked] == ["", "sub", "sub/deeper"]
+    pruned = safeopen._walk_paths(Anchor(str(root), forbid=(str(root / "sub"),)),
+                                  str(root), "")
+    assert [rel for rel, *_ in pruned] == [""]

@@ -205,14 +205,8 @@ class ListDirectory:
 
 def _entries(target: confine.Target) -> list[str]:
     """The directory's entries, sorted, marked ``@`` (symlink) or ``/`` (directory)."""
-    fd = safeopen.open_dir(target.anchor, target.rel)
-    try:
-        with os.scandir(fd) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        return [e.name + ("@" if e.is_symlink() else "/" if e.is_dir(follow_symlinks=False)
-                          else "") for e in entries]
-    finally:
-        os.close(fd)
+    return [e.name + ("@" if e.is_link else "/" if e.is_dir else "")
+            for e in safeopen.listing(target.anchor, target.rel)]
 
 
 class Glob:
@@ -299,24 +293,22 @@ def _glob(target: confine.Target, parts: list[str], cap: int,
     depth = None if "**" in parts else len(parts)
     dirs_only = parts[-1] == "**"
     found: list[str] = []
-    fd = safeopen.open_dir(target.anchor, target.rel)
-    try:
-        for rel, dirs, files, _ in safeopen.walk(fd, forbid=target.anchor.forbid):
-            prefix = rel.split("/") if rel else []
-            for name, is_dir in [*((d, True) for d in dirs), *((f, False) for f in files)]:
-                names = [*prefix, name]
-                if (dirs_only and not is_dir) or not match(names):
-                    continue
-                real = os.path.join(target.real, *names)
-                if not is_dir and os.path.islink(real) and not reachable(real):
-                    continue
-                if len(found) == cap:
-                    return found, True
-                found.append(real)
-            if depth is not None and len(prefix) + 1 >= depth:
-                dirs[:] = []
-    finally:
-        os.close(fd)
+    for rel, dirs, files, links in safeopen.walk(target.anchor, target.rel):
+        prefix = rel.split("/") if rel else []
+        entries = [*((d, "dir") for d in dirs), *((f, "file") for f in files),
+                   *((n, "link") for n in links)]
+        for name, kind in sorted(entries):
+            names = [*prefix, name]
+            if (dirs_only and kind != "dir") or not match(names):
+                continue
+            real = os.path.join(target.real, *names)
+            if kind == "link" and not reachable(real):
+                continue
+            if len(found) == cap:
+                return found, True
+            found.append(real)
+        if depth is not None and len(prefix) + 1 >= depth:
+            dirs[:] = []
     return found, False
 
 

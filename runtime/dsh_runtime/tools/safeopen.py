@@ -22,7 +22,9 @@ outside. Every function here therefore starts from a directory *file descriptor*
 * **Windows** (no directory fds): open by path, then verify the opened file's final path
   (``GetFinalPathNameByHandleW``) with :func:`check_within`; what is outside is closed
   unread. The same check runs on Linux in the tests, with ``/proc/self/fd`` as the
-  final-path source.
+  final-path source. Directories are listed and walked by their checked real path,
+  junctions and other reparse points treated as links (weaker than the fd walk: a swap
+  between the check and the listing can show names, never content).
 
 Only regular files are opened for content: a FIFO, socket or device is refused before it
 is read (the walk ``lstat``\\s it first; ``openat2`` opens with ``O_NONBLOCK`` so a FIFO
@@ -33,7 +35,7 @@ parent-directory fd, so a parent swapped mid-write cannot redirect them.
 API (all paths are ``str``; every returned fd is the caller's to close):
 
 ``Anchor(path, forbid=(), exact=False)``, :func:`open_dir`, :func:`open_regular`,
-:func:`write_file`, :func:`walk`, :func:`open_child`, :func:`ids_of`, :func:`final_path`,
+:func:`write_file`, :func:`listing` (``Entry``), :func:`walk`, :func:`final_path`,
 :func:`fd_directory`, :func:`check_within`, :func:`openat2_available`,
 :func:`use_openat2`, :func:`kind_of`; errors :class:`EscapeError`, :class:`ForbiddenError`,
 :class:`NotRegularError` (all :class:`BeneathError`), and plain ``OSError`` for the rest
@@ -548,66 +550,106 @@ def _replace_at(parent: int, name: str, data: bytes, mode: int | None) -> None:
         os.fsync(parent)
 
 
-def walk(dir_fd: int, *, forbid: Sequence[str] = ()) -> Iterator[
-        tuple[str, list[str], list[str], int]]:
-    """``os.fwalk`` of the directory ``dir_fd``, following no symlink and entering no
-    directory of ``forbid`` (real paths).
+class Entry(NamedTuple):
+    """One directory entry: its name and whether it is a directory or a link (a link is
+    never a directory here, whatever it points to)."""
 
-    Yields ``(relative dir, dirnames, filenames, dir fd)`` top-down; symlinks, to
-    directories too, are listed in ``filenames`` and never descended. The caller may
-    prune ``dirnames`` in place; ``dir_fd`` stays open and is the caller's.
-    """
-    ids = _ids(forbid)
-    for top, dirs, files, fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
-        # fwalk lists a symlink to a directory among dirs (it only declines to enter it).
-        kept = []
-        for name in dirs:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                files.append(name)
-            elif (st.st_dev, st.st_ino) not in ids:
-                kept.append(name)
-        dirs[:] = sorted(kept)
-        files.sort()
-        rel = "" if top == "." else top[2:] if top.startswith("./") else top
-        yield rel, dirs, files, fd
+    name: str
+    is_dir: bool = False
+    is_link: bool = False
 
 
-def ids_of(paths: Sequence[str]) -> frozenset[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of each existing path: what :func:`open_child` skips."""
-    return frozenset(_ids(paths))
-
-
-def open_child(dir_fd: int, name: str, *, directory: bool,
-               skip: frozenset[tuple[int, int]] = frozenset()) -> int:
-    """Open the entry ``name`` of the directory ``dir_fd``, never through a symlink.
-
-    ``directory``: a directory fd, refused (:class:`ForbiddenError`) when its id is in
-    ``skip``; otherwise a blocking fd of a regular file (:class:`NotRegularError` for a
-    FIFO, socket or device, found without blocking). For walks that list a directory
-    and then open what they found: the name cannot be swapped for a link in between.
-    """
-    if directory:
-        fd = os.open(name, _DIR | O_NOFOLLOW, dir_fd=dir_fd)
-        if skip:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) in skip:
-                os.close(fd)
-                raise ForbiddenError(name, name)
-        return fd
-    fd = os.open(name, _READ | O_NOFOLLOW, dir_fd=dir_fd)
+def listing(anchor: Anchor, rel: str = ".") -> list[Entry]:
+    """The entries of the directory ``rel`` beneath ``anchor``, sorted by name."""
+    if WINDOWS:
+        path = checked_dir(anchor, rel)
+        with os.scandir(path) as it:
+            return sorted((_entry(e) for e in it), key=lambda e: e.name)
+    fd = open_dir(anchor, rel)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularError(kind_of(mode), name)
-        os.set_blocking(fd, True)
-    except BaseException:
+        with os.scandir(fd) as it:
+            return sorted((_entry(e) for e in it), key=lambda e: e.name)
+    finally:
         os.close(fd)
-        raise
-    return fd
+
+
+def walk(anchor: Anchor, rel: str = ".") -> Iterator[
+        tuple[str, list[str], list[str], list[str]]]:
+    """Walk the directory ``rel`` beneath ``anchor`` top-down, following no link.
+
+    Yields ``(directory relative to rel, dirnames, filenames, linknames)``, each list
+    sorted; links, to directories too, are listed apart and never entered, and no
+    directory of ``anchor.forbid`` is entered or named. The caller may prune
+    ``dirnames`` in place. Only names come out: open what was found with
+    :func:`open_regular` (``rel`` joined), which checks the path again.
+    """
+    if WINDOWS:
+        yield from _walk_paths(anchor, checked_dir(anchor, rel), "")
+        return
+    fd = open_dir(anchor, rel)
+    try:
+        ids = _ids(anchor.forbid)
+        for top, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            # fwalk lists a link to a directory among dirs (it only declines to enter it).
+            kept, links, plain = [], [], []
+            for name in dirs:
+                try:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    links.append(name)
+                elif (st.st_dev, st.st_ino) not in ids:
+                    kept.append(name)
+            for name in files:
+                try:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                (links if stat.S_ISLNK(st.st_mode) else plain).append(name)
+            dirs[:] = sorted(kept)
+            yield ("" if top == "." else top[2:]), dirs, sorted(plain), sorted(links)
+    finally:
+        os.close(fd)
+
+
+def _entry(entry: os.DirEntry[str]) -> Entry:
+    link = entry.is_symlink() or _reparse_point(entry)
+    return Entry(entry.name, not link and entry.is_dir(follow_symlinks=False), link)
+
+
+def _reparse_point(entry: os.DirEntry[str]) -> bool:
+    """A Windows junction or other reparse point (a link by another name)."""
+    if not WINDOWS:
+        return False
+    attributes = getattr(entry.stat(follow_symlinks=False), "st_file_attributes", 0)
+    return bool(attributes & 0x400)  # FILE_ATTRIBUTE_REPARSE_POINT
+
+
+def checked_dir(anchor: Anchor, rel: str) -> str:
+    """The directory's real path, checked to lie beneath the anchor and outside its
+    forbidden directories: for what must work by path (Windows, and a program given a
+    directory where there is no ``/proc``); a swap after the check is not caught."""
+    real = os.path.realpath(os.path.join(anchor.path, rel))
+    check_within(anchor, real, rel)
+    if not os.path.isdir(real):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), rel)
+    return real
+
+
+def _walk_paths(anchor: Anchor, path: str, rel: str) -> Iterator[
+        tuple[str, list[str], list[str], list[str]]]:
+    """Windows' walk: by path, reparse points listed as links, forbidden ones skipped."""
+    with os.scandir(path) as it:
+        entries = sorted((_entry(e) for e in it), key=lambda e: e.name)
+    forbid = [os.path.normcase(p) for p in anchor.forbid]
+    dirs = [e.name for e in entries if e.is_dir
+            and os.path.normcase(os.path.join(path, e.name)) not in forbid]
+    files = [e.name for e in entries if not e.is_dir and not e.is_link]
+    yield rel, dirs, files, [e.name for e in entries if e.is_link]
+    for name in dirs:
+        yield from _walk_paths(anchor, os.path.join(path, name),
+                               f"{rel}/{name}" if rel else name)
 
 
 def fd_directory(fd: int) -> str | None:
@@ -644,7 +686,10 @@ def check_within(anchor: Anchor, real: str | None, rel: str = "") -> None:
     directory (the open-then-verify branch; ``real`` None is refused too)."""
     if real is None:
         raise EscapeError("the opened file's real path cannot be checked", rel)
-    norm = os.path.normcase
+
+    def norm(path: str) -> str:  # case-insensitive where the platform's disks are
+        return os.path.normcase(path).casefold() if sys.platform == "darwin" else \
+            os.path.normcase(path)
 
     def inside(root: str, path: str) -> bool:
         try:

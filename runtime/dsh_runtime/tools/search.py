@@ -19,10 +19,11 @@ The search root is opened beneath the workspace root by :mod:`.safeopen` (never 
 swapped symlink) and ripgrep is started *in that directory's fd* (``/proc/self/fd/N`` as
 its working directory, the fd passed to it) and told to search ``.``, so it reads exactly
 the directory that was checked; it follows no symlink below it (no ``-L``). A single file
-is opened the same way and given to ripgrep on stdin. Where a protected directory (the
-dsh home) lies inside the search root, or where there is no ``/proc``, the Python
-fallback runs instead: it walks the opened directory by fd and never enters the
-protected one. The fallback streams each file, so a huge line costs bounded memory.
+is opened the same way and given to ripgrep on stdin. Without ``/proc`` (macOS, Windows)
+ripgrep runs in the directory's checked real path. Where a protected directory (the dsh
+home) lies inside the search root the Python fallback runs instead: it walks without
+following links, never enters the protected directory, and opens each file through the
+boundary again. The fallback streams each file, so a huge line costs bounded memory.
 """
 
 from __future__ import annotations
@@ -125,28 +126,26 @@ class Grep:
         """Run the search with the configured backend; cap the lines returned."""
         config = self._plugin.config
         path = args.get("path", ".")
+        cap, width = config["max_matches"], config["max_line_chars"]
+        backend = choose_backend(config["backend"])
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            opened = await asyncio.to_thread(_open_target, target)
+            shown = confine.shown(ctx.cwd, target.real)
+            inner = [p for p in target.anchor.forbid if confine.is_inside(target.real, p)]
+            if backend.executable and not inner:
+                opened = await asyncio.to_thread(_open_for_rg, target)
+                try:
+                    lines, more, error = await _ripgrep(backend.executable, opened, shown,
+                                                        args, cap)
+                finally:
+                    opened.close()
+            else:
+                lines, more, error = await asyncio.to_thread(_python_grep, target, shown,
+                                                             args, cap)
         except FileNotFoundError:
             return ToolResult(f"no such file or directory: {path}", is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
             return confine.refusal(path, exc, "search")
-        fd, is_dir = opened
-        try:
-            shown = confine.shown(ctx.cwd, target.real)
-            cap, width = config["max_matches"], config["max_line_chars"]
-            backend = choose_backend(config["backend"])
-            inner = [p for p in target.anchor.forbid if confine.is_inside(target.real, p)]
-            where = safeopen.fd_directory(fd) if is_dir else None
-            if backend.executable and not inner and (where or not is_dir):
-                lines, more, error = await _ripgrep(backend.executable, fd, where, shown,
-                                                    args, cap)
-            else:
-                lines, more, error = await asyncio.to_thread(
-                    _python_grep, fd, is_dir, shown, target.anchor.forbid, args, cap)
-        finally:
-            os.close(fd)
         if error:
             return ToolResult(error, is_error=True)
         if not lines:
@@ -158,12 +157,35 @@ class Grep:
         return ToolResult(text)
 
 
-def _open_target(target: confine.Target) -> tuple[int, bool]:
-    """An fd of the search root (a directory, or one regular file) and which it is."""
+class _Opened:
+    """What ripgrep is given: a directory to run in (``cwd``, with ``fd`` passed along when
+    it is ``/proc/self/fd/N``) or a regular file's ``fd`` for its stdin."""
+
+    def __init__(self, fd: int | None, cwd: str | None) -> None:
+        self.fd = fd
+        self.cwd = cwd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _open_for_rg(target: confine.Target) -> _Opened:
+    """The search root as ripgrep should see it: exactly what was checked where the OS
+    lets a child start in an fd's directory (Linux), else the checked real path."""
     try:
-        return safeopen.open_dir(target.anchor, target.rel), True
-    except NotADirectoryError:
-        return safeopen.open_regular(target.anchor, target.rel), False
+        return _Opened(safeopen.open_regular(target.anchor, target.rel), None)
+    except IsADirectoryError:
+        pass
+    if safeopen.WINDOWS:
+        return _Opened(None, safeopen.checked_dir(target.anchor, target.rel))
+    fd = safeopen.open_dir(target.anchor, target.rel)
+    where = safeopen.fd_directory(fd)
+    if where is None:  # no /proc (macOS): the directory's checked path
+        os.close(fd)
+        return _Opened(None, safeopen.checked_dir(target.anchor, target.rel))
+    return _Opened(fd, where)
 
 
 def _joined(shown: str, rel: str) -> str:
@@ -172,12 +194,12 @@ def _joined(shown: str, rel: str) -> str:
     return rel if shown == "." else os.path.join(shown, rel)
 
 
-async def _ripgrep(rg: str, fd: int, where: str | None, shown: str, args: Mapping[str, Any],
+async def _ripgrep(rg: str, opened: _Opened, shown: str, args: Mapping[str, Any],
                    cap: int) -> tuple[list[str], bool, str | None]:
     """Matching lines from ripgrep, read until ``cap``; the process never outlives the call.
 
-    A directory is searched as ``.`` from ``where`` (its fd's path); a file is read from
-    stdin and its lines labelled with ``shown``.
+    A directory is searched as ``.`` from ``opened.cwd``; a file is read from stdin and
+    its lines labelled with ``shown``.
     """
     argv = [rg, "--no-config", "--no-heading", "--with-filename", "--line-number",
             "--color", "never", "--sort", "path"]
@@ -185,10 +207,12 @@ async def _ripgrep(rg: str, fd: int, where: str | None, shown: str, args: Mappin
         argv.append("--ignore-case")
     if args.get("include"):
         argv += ["--glob", args["include"]]
-    argv += ["--regexp", args["pattern"], "--", "." if where else "-"]
+    directory = opened.cwd is not None
+    argv += ["--regexp", args["pattern"], "--", "." if directory else "-"]
+    passed = (opened.fd,) if directory and opened.fd is not None else ()
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=where, pass_fds=(fd,) if where else (),
-        stdin=asyncio.subprocess.DEVNULL if where else fd,
+        *argv, cwd=opened.cwd, pass_fds=passed,
+        stdin=asyncio.subprocess.DEVNULL if directory else opened.fd,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     lines: list[str] = []
@@ -202,7 +226,7 @@ async def _ripgrep(rg: str, fd: int, where: str | None, shown: str, args: Mappin
                 more = True
                 break
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            if where is None:
+            if not directory:
                 lines.append(shown + line.removeprefix("<stdin>"))
             else:
                 name, sep, rest = line.partition(":")
@@ -223,52 +247,41 @@ async def _ripgrep(rg: str, fd: int, where: str | None, shown: str, args: Mappin
     return lines, more, None
 
 
-def _python_grep(fd: int, is_dir: bool, shown: str, forbid: tuple[str, ...],
-                 args: Mapping[str, Any], cap: int) -> tuple[list[str], bool, str | None]:
-    """The ripgrep-free search over the opened root: the same output, sorted by path.
+def _python_grep(target: confine.Target, shown: str, args: Mapping[str, Any],
+                 cap: int) -> tuple[list[str], bool, str | None]:
+    """The ripgrep-free search of the target: the same output, sorted by path.
 
-    Walks by directory fd in ``rg --sort path`` order (each directory's entries by name,
-    descending into a directory where it sorts), skipping hidden entries and symlinks and
-    never entering a protected directory; opens nothing through a symlink.
+    Lists the tree without following links (:func:`safeopen.walk`, which never enters a
+    protected directory), skips hidden entries, then opens each file through the
+    boundary again, so a name swapped for a link meanwhile cannot lead it outside.
     """
     try:
         regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
     except re.error as exc:
         return [], False, f"grep failed: invalid regular expression: {exc}"
-    include = args.get("include")
     lines: list[str] = []
-    if not is_dir:
-        return lines, _grep_file(os.dup(fd), regex, shown, lines, cap), None
-    skip = safeopen.ids_of(forbid)
-
-    def search(dir_fd: int, prefix: str) -> bool:
+    try:
+        fd = safeopen.open_regular(target.anchor, target.rel)
+    except IsADirectoryError:
+        fd = None
+    if fd is not None:
+        return lines, _grep_file(fd, regex, shown, lines, cap), None
+    include = args.get("include")
+    found: list[tuple[str, ...]] = []
+    for rel, dirs, files, _ in safeopen.walk(target.anchor, target.rel):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        prefix = tuple(rel.split("/")) if rel else ()
+        found += [(*prefix, name) for name in files if not name.startswith(".")
+                  and (not include or fnmatch.fnmatch(name, include))]
+    for parts in sorted(found):
+        rel = "/".join(parts)
         try:
-            with os.scandir(dir_fd) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            return False
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") or entry.is_symlink():
-                continue
-            rel = f"{prefix}{name}"
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    child = safeopen.open_child(dir_fd, name, directory=True, skip=skip)
-                    try:
-                        if search(child, rel + "/"):
-                            return True
-                    finally:
-                        os.close(child)
-                elif not include or fnmatch.fnmatch(name, include):
-                    child = safeopen.open_child(dir_fd, name, directory=False)
-                    if _grep_file(child, regex, _joined(shown, rel), lines, cap):
-                        return True
-            except (OSError, safeopen.BeneathError):
-                continue  # swapped, unreadable, protected or not regular: skipped like rg
-        return False
-
-    return lines, search(fd, ""), None
+            fd = safeopen.open_regular(target.anchor, os.path.join(target.rel, rel))
+        except (OSError, safeopen.BeneathError):
+            continue  # swapped, unreadable, or no regular file: skipped, as rg does
+        if _grep_file(fd, regex, _joined(shown, rel), lines, cap):
+            return lines, True, None
+    return lines, False, None
 
 
 def _grep_file(fd: int, regex: re.Pattern[str], label: str, lines: list[str],
