@@ -25,6 +25,7 @@ from conftest import make_plugin, run, tools_of
 from dsh.envsnapshot import snapshot
 from dsh.errors import ConfigError
 from dsh_runtime.tools.base import ToolContext
+from dsh_runtime.tools.confine import Boundary
 from dsh_runtime.tools.sandbox import Policy, probe, wrap
 from dsh_runtime.tools.shell import ShellTools
 
@@ -169,6 +170,24 @@ def test_the_dsh_home_stays_hidden_and_unwritable_when_it_is_the_workspace(
     assert "Read-only file system" in result.text, result.text
     assert "\nunset\n" in result.text, result.text
     assert (dsh_home / ".env").read_text() == "SANDBOX_SECRET=hunter2\n"
+    assert (dsh_home / "patch.yml").read_text() == "[]\n"
+
+
+@needs_bwrap
+def test_a_workspace_kept_in_the_home_is_writable_and_the_rest_of_the_home_is_not(
+        dsh_home: Path) -> None:
+    (dsh_home / ".env").write_text("SANDBOX_SECRET=hunter2\n")
+    (dsh_home / "patch.yml").write_text("[]\n")
+    work = dsh_home / "workspaces" / "w"
+    work.mkdir(parents=True)
+    ctx = ToolContext("s1", {}, asyncio.Event(), lambda: str(work), lambda path: path,
+                      boundary=Boundary(str(work), protected=(str(dsh_home),)))
+    bash = shell(dsh_home, mode="workspace-write")
+    result = run(bash, ctx, command="echo made > f.txt; cat ../../.env; "
+                                    "echo x > ../../patch.yml; ls -a ../..")
+    assert "hunter2" not in result.text, result.text
+    assert "Read-only file system" in result.text, result.text
+    assert (work / "f.txt").read_text() == "made\n"
     assert (dsh_home / "patch.yml").read_text() == "[]\n"
 
 

@@ -349,10 +349,10 @@ def _mounts(policy: Policy, roots: Sequence[str], hidden: Sequence[str],
     A ``readable`` path is bound only where a cover hid it: elsewhere the read-only root
     already shows it, and binding, say, ``/`` again would bring back the host's ``/proc``.
     Each ``private`` directory (the dsh home, protected paths) that is a workspace root or
-    lies in one is covered once more after every bind at its depth, and that cover made
-    read-only, so binding that root does not bring it back and nothing can be written
-    there; one above the root (a workspace kept in the home) stays covered by its first
-    tmpfs, below which the root's bind shows the workspace.
+    lies in one is covered once more after every bind at its depth, so binding that root
+    does not bring it back; one above the root (a workspace kept in the home) stays
+    covered by its first tmpfs, below which the root's bind shows the workspace. Every
+    private cover is made read-only at the end.
     """
     covers = ["/tmp", *hidden]
     plan: list[tuple[int, int, list[str]]] = [(_depth(path), 0, ["--tmpfs", path])
@@ -367,9 +367,11 @@ def _mounts(policy: Policy, roots: Sequence[str], hidden: Sequence[str],
     recovered = [path for path in private if any(_inside(path, root) for root in roots)]
     plan += [(_depth(path), 4, ["--tmpfs", path]) for path in recovered]
     plan.sort(key=lambda item: (item[0], item[1]))
-    # Read-only last, once every mount point beneath has been made in the tmpfs.
+    # Read-only last, once every mount point beneath has been made in the cover: a write
+    # there fails instead of vanishing with the sandbox (a root bound beneath, its own
+    # mount, stays writable).
     return [*(option for _, _, options in plan for option in options),
-            *(option for path in recovered for option in ("--remount-ro", path))]
+            *(option for path in private for option in ("--remount-ro", path))]
 
 
 def _without(env: Mapping[str, str] | None, secrets: str | None) -> list[str]:
