@@ -198,11 +198,11 @@ def _call_openat2(dir_fd: int, rel: str, flags: int, exact: bool) -> int:
     if fd >= 0:
         return int(fd)
     code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
+    if code in (errno.ENOSYS, errno.EPERM, errno.E2BIG):
         _openat2 = False  # no openat2 here (old kernel, seccomp filter): walk from now on
         raise _Fallback
-    if code in (errno.EXDEV, errno.ELOOP, errno.EAGAIN):
-        raise _Fallback
+    if code in (errno.EXDEV, errno.ELOOP, errno.EAGAIN, errno.EINVAL):
+        raise _Fallback  # the walk decides this one (and says what is wrong, if anything)
     raise OSError(code, os.strerror(code), rel)
 
 
@@ -316,7 +316,15 @@ def _walk_to(anchor: Anchor, anchor_fd: int, rel: str, forbid: dict[tuple[int, i
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
-                target = os.readlink(name, dir_fd=top)
+                try:
+                    target = os.readlink(name, dir_fd=top)
+                except OSError as exc:
+                    if exc.errno not in (errno.EINVAL, errno.ENOENT):
+                        raise
+                    race()  # no longer a link (or gone) since the lstat: look again
+                    parts.appendleft(name)
+                    links -= 1
+                    continue
                 if target.startswith("/"):
                     inner = _inside_rel(anchor.path, target)
                     if inner is None:
