@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import anchors as anchor_probes
-from benchlib import fileaccess  # noqa: F401  (registers safe_open, safe_open_walk)
+from benchlib import fileaccess as _fileaccess  # noqa: F401  (registers its benchmarks)
+from benchlib import providers as _providers  # noqa: F401 - registers its benchmarks
+from benchlib import sessions as _sessions  # noqa: F401  (registers its benchmarks)
 from benchlib.cli import main
 from benchlib.registry import Options, Result, benchmark, result
 
@@ -778,6 +780,7 @@ def sessions_db_scaling(opts: Options) -> Result:
         try:
             for n in range(1, count + 1):
                 session = f"session-{n:06d}"
+                store.acquire(session)
                 store.save(SessionRecord(session, tmp))
                 t0 = time.perf_counter()
                 for event in events:

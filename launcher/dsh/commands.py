@@ -65,7 +65,9 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
 @_home_option
 @click.option("--profile", "profile", default="sdk", show_default=True)
 @click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
-@click.option("--live", is_flag=True, help="Also boot the runtime (prints its help).")
+@click.option("--live", is_flag=True,
+              help="Also boot the runtime, reach the default model route (key, server, "
+                   "model listed) and every MCP server.")
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj

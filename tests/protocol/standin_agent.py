@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh.errors import JsonRpcError
+from dsh_runtime.agent.store import HistoryPage
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -126,6 +127,10 @@ class StandInAgent:
     def history(self, sid: str) -> list[dict[str, Any]]:
         self.get_cwd(sid)
         return []
+
+    def history_page(self, sid: str, **window: int) -> HistoryPage:
+        self.get_cwd(sid)
+        return HistoryPage([], None)
 
     def set_approver(self, fn: Any) -> None:
         """Approvals are not exercised through this stand-in."""

@@ -102,7 +102,8 @@ def test_list_names_every_benchmark_and_flags_the_scaling_series() -> None:
                          capture_output=True, text=True, check=True, timeout=60).stdout
     rows = {line.split("\t")[0]: line for line in out.splitlines()}
     for name in ("compose_100x50", "sdk_import", "sdk_initialize", "runtime_idle_rss",
-                 "sessions_db_scaling", "install_size", "mcp_tool_overhead"):
+                 "sessions_db_scaling", "install_size", "mcp_tool_overhead",
+                 "session_lease_acquire"):
         assert name in rows and not rows[name].endswith("(full run only)")
     for name in ("compose_scaling", "sdk_sessions_throughput", "sdk_clients_scaling"):
         assert rows[name].endswith("\t(full run only)")

@@ -7,10 +7,12 @@ import asyncio
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dsh.sdk import (
     AsyncDshClient,
+    BusyError,
     ClientConfig,
     DshClient,
     JsonRpcError,
@@ -152,3 +154,32 @@ def test_sessions_take_mcp_servers_a_history_and_modes(
     texts = [e["data"].get("content", [{}])[0].get("text") for e in history
              if e["type"] == "user/message"]
     assert texts[0] == "remember 42"
+
+
+def test_history_reads_every_page_and_busy_names_the_holder(
+        real: Callable[..., ClientConfig]) -> None:
+    """``history`` follows ``nextCursor`` to the end, sync and async; a second runtime on
+    the same home reads a session the first holds, and is refused resuming it."""
+    with DshClient(real("sdk")) as client:
+        session = client.new_session()
+        session.run("look")
+        session.run("again")
+        whole = list(session.history())
+        assert [e["seq"] for e in whole] == list(range(len(whole))) and len(whole) > 10
+        assert list(session.history(page_size=3)) == whole
+        assert list(client.history(session.id, page_size=1)) == whole
+        early = session.history(page_size=2)
+        assert next(early)["seq"] == 0
+        early.close()  # leaving early closes the pages' iterator on the loop
+
+        async def other_runtime() -> tuple[list[dict[str, Any]], BusyError]:
+            async with AsyncDshClient(real("sdk")) as second:
+                read = [e async for e in second.history(session.id, page_size=4)]
+                with pytest.raises(BusyError) as caught:
+                    await second.resume_session(session.id)
+                return read, caught.value
+
+        read, busy = asyncio.run(other_runtime())
+        assert read == whole
+        assert busy.data["holder"]["pid"] == client.pid
+        assert f"pid {client.pid}" in busy.message

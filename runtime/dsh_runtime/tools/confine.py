@@ -30,6 +30,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from dsh.errors import ConfigError
+
 from dsh_runtime.tools import safeopen
 from dsh_runtime.tools.base import ToolResult
 
@@ -104,6 +106,27 @@ def absolute(cwd: str, path: str) -> str:
     if any(len(part) > NAME_MAX for part in raw.split(b"/")):
         raise PathError(f"path has a name longer than {NAME_MAX} bytes: {path[:80]}...")
     return full
+
+
+def config_paths(config: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """The ``key`` list of absolute (or ``~/``) paths in a row's config, expanded;
+    ConfigError naming a bad entry (``where`` names the config, e.g. the row)."""
+    found = []
+    for index, path in enumerate(config.get(key, ())):
+        full = os.path.expanduser(path)
+        if not os.path.isabs(full):
+            raise ConfigError(f"{where}.{key}[{index}]: expected an absolute or ~/ path")
+        found.append(full)
+    return tuple(found)
+
+
+def protected_dirs(home: str, configured: Iterable[str] = ()) -> tuple[str, ...]:
+    """The directories no tool reaches (real paths): the dsh home, ``configured`` ones
+    and, on Linux, this process's own ``/proc/PID`` (what ``/proc/self`` resolves to: its
+    environment holds the credentials, its fds the home's open files)."""
+    own = f"/proc/{os.getpid()}"
+    paths = (home, *configured, own if os.path.isdir(own) else "")
+    return tuple(dict.fromkeys(realpath(p) for p in paths if p))
 
 
 class Place(NamedTuple):

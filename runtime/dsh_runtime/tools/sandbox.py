@@ -57,6 +57,8 @@ from typing import Any, NamedTuple
 
 from dsh.errors import ConfigError
 
+from dsh_runtime.tools.confine import config_paths
+
 OFF = "off"
 READ_ONLY = "read-only"
 WORKSPACE_WRITE = "workspace-write"
@@ -120,8 +122,9 @@ class Policy(NamedTuple):
             raise ConfigError(f"{where}.required: true needs mode read-only or "
                               "workspace-write, not off")
         return cls(mode, bool(config.get("network")), bool(config.get("required")),
-                   _paths(config, "readable", where), config.get("bwrap", ""),
-                   bool(config.get("path_toolchains", True)), _paths(config, "hide", where))
+                   config_paths(config, "readable", where), config.get("bwrap", ""),
+                   bool(config.get("path_toolchains", True)),
+                   config_paths(config, "hide", where))
 
     def to_config(self) -> dict[str, Any]:
         """The ``sandbox`` config that gives this policy (what a sub-agent's shell inherits)."""
@@ -285,17 +288,6 @@ def tied_to_parent(argv: Sequence[str]) -> list[str]:
     """
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
     return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
-
-
-def _paths(config: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    """The ``key`` list of absolute (or ``~/``) paths, expanded; ConfigError naming a bad one."""
-    found = []
-    for index, path in enumerate(config.get(key, ())):
-        full = os.path.expanduser(path)
-        if not os.path.isabs(full):
-            raise ConfigError(f"{where}.{key}[{index}]: expected an absolute or ~/ path")
-        found.append(full)
-    return tuple(found)
 
 
 def _inside(path: str, root: str) -> bool:
