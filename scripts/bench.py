@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import anchors as anchor_probes
+from benchlib import fileaccess as _fileaccess  # noqa: F401  (registers its benchmarks)
 from benchlib import providers as _providers  # noqa: F401 - registers its benchmarks
 from benchlib import sessions as _sessions  # noqa: F401  (registers its benchmarks)
 from benchlib.cli import main

@@ -72,8 +72,9 @@ def test_resume_and_working_directory_in_one_runtime(dsh_home: Path) -> None:
     with harness(dsh_home, workdir) as client:
         session = client.start_session("compat-2")
         assert session.run(PROMPT).finish_reason == "completed"
-        # The script's second tool call moved the session to the parent directory.
-        assert Path(session.get_working_directory()) == workdir.parent
+        # The script's second tool call asked to move to the parent directory, outside
+        # the workspace root: with no client to approve it, the session stayed.
+        assert Path(session.get_working_directory()) == workdir
         resumed = client.resume_session("compat-2")  # idle and live: resumable
         assert Path(resumed.set_working_directory(str(sub))) == sub
         assert Path(resumed.set_working_directory("..")) == workdir
@@ -86,7 +87,7 @@ def test_resume_in_a_new_runtime(dsh_home: Path) -> None:
         assert client.run(PROMPT, session_id="compat-3").finish_reason == "completed"
     with harness(dsh_home, workdir) as client:  # a new runtime process, same home
         session = client.resume_session("compat-3")
-        assert Path(session.get_working_directory()) == workdir.parent
+        assert Path(session.get_working_directory()) == workdir
 
 
 def test_resume_of_an_unknown_session_fails(dsh_home: Path) -> None:

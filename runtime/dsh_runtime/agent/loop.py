@@ -46,6 +46,7 @@ from dsh_runtime.providers.base import (
     ToolSpec,
 )
 from dsh_runtime.tools.base import Tool, ToolContext, ToolResult
+from dsh_runtime.tools.confine import Boundary
 
 logger = logging.getLogger("dsh.agent")
 
@@ -102,6 +103,10 @@ class Host(Protocol):
 
     def tools_for(self, session_id: str) -> Mapping[str, Tool]:
         """The tools this session's model may call now (registered plus per-session)."""
+        ...
+
+    def boundary(self, session: Session) -> Boundary:
+        """What the session's tools may reach now (root, granted roots, protected)."""
         ...
 
     async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
@@ -300,10 +305,11 @@ class Turn:
         await self._fire("before_tool_call", message=name, payload=summary)
         context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
                               emit=s.emit, history=lambda: copy.deepcopy(s.messages),
-                              images_supported=self._images)
+                              images_supported=self._images,
+                              boundary=self.host.boundary(s))
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
-                               approver=self.host.approver, context=context)
+                               approver=self.host.approver, context=context, grant=s.grant)
         self._answer(call_id, answer)
         await self._fire("after_tool_call", message=name, payload={
             **summary, "text": answer.result.text, "isError": answer.result.is_error})

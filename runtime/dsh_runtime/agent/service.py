@@ -40,7 +40,9 @@ from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
 from dsh_runtime.plugin import ContextRequest, RuntimeContext
 from dsh_runtime.providers.base import EFFORTS, Provider
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import Tool
+from dsh_runtime.tools.confine import Boundary
 
 INVALID_PARAMS = -32602
 INTERNAL = -32603
@@ -61,11 +63,16 @@ class AgentConfig(NamedTuple):
     hook_budget_s: float = 10.0
     compact_at: float = 0.8
     compact_keep: float = 0.25
+    protected_paths: tuple[str, ...] = ()
 
     @classmethod
-    def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
-        """Build from a validated row config (unknown keys were rejected by the schema)."""
-        return cls(**{k: config[k] for k in cls._fields if k in config})
+    def from_mapping(cls, config: Mapping[str, Any], *, row_id: str = "agent") -> AgentConfig:
+        """Build from a validated row config (unknown keys were rejected by the schema);
+        ``protected_paths`` are checked and expanded (ConfigError naming a bad one)."""
+        values = {k: config[k] for k in cls._fields if k in config}
+        values["protected_paths"] = confine.config_paths(
+            config, "protected_paths", f"row '{row_id}' config")
+        return cls(**values)
 
 
 class Agent:
@@ -138,6 +145,11 @@ class Agent:
             if text:
                 sections.append((source.name, str(text)))
         return sections
+
+    def boundary(self, session: Session) -> Boundary:
+        """What ``session``'s tools may reach now (its root, granted roots, protected)."""
+        return session.boundary(confine.protected_dirs(self._rt.home,
+                                                       self.config.protected_paths))
 
     @property
     def guardrails(self) -> GuardrailChain:
@@ -500,7 +512,8 @@ class Agent:
             del self._sessions[session.id]
             self._holdings.release(session.id)
             raise
-        await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
+        await self.fire(session, "session_start",
+                        payload={"cwd": record.cwd, "root": record.root, "resumed": resumed})
         return session
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:

@@ -132,7 +132,8 @@ class SqliteSessionStore:
         Only while this holder leases the session: otherwise ``SessionHeldError`` (lost),
         and nothing is written.
         """
-        state = json.dumps({"turns": record.turns, "context_cwd": record.context_cwd})
+        state = json.dumps({"turns": record.turns, "context_cwd": record.context_cwd,
+                            "root": record.root, "granted": record.granted})
         now = _now()
         session_id = record.session_id
         with workspaces.transaction(self._conn):
@@ -188,8 +189,11 @@ class SqliteSessionStore:
         log = [json.loads(body) for (body,) in self._conn.execute(
             "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))]
         self._next_seq[session_id] = len(log)
+        # A session stored before roots were kept takes its stored cwd as its root.
         record = SessionRecord(session_id, cwd, title=title, events=log,
-                               context_cwd=state.get("context_cwd"))
+                               context_cwd=state.get("context_cwd"),
+                               root=state.get("root") or os.path.realpath(cwd),
+                               granted=list(state.get("granted") or ()))
         turns = 0
         for event in log:
             kind, data = event["type"], event.get("data", {})

@@ -109,18 +109,24 @@ class Child:
     # -- starting -------------------------------------------------------------------------
 
     async def start(self, client: Any, *, history: list[dict[str, Any]] | None,
-                    relay: Relay | None = None) -> None:
+                    relay: Relay | None = None, root: str | None = None) -> None:
         """Spawn the runtime and open the session (seeded with ``history`` for a fork);
         from then on the notifications in :data:`RELAYED` are handed to ``relay``.
 
-        Raises what the SDK raised; the caller closes the child then.
+        The session is created at ``root`` (the parent's workspace root, which becomes
+        the child's, default its cwd) and then moved to its cwd, so the child's tools
+        reach what the parent's reach. Raises what the SDK raised; the caller closes the
+        child then.
         """
         self._client = client
         self._relay = relay
         await client.start()
         self.pid = client.pid
-        session = await client.new_session(cwd=self.cwd, history=history)
+        session = await client.new_session(cwd=root or self.cwd, history=history)
         self.session_id = session.id
+        if root is not None and root != self.cwd:
+            await client.request("session/working-directory/set",
+                                 {"sessionId": session.id, "path": self.cwd})
         subscription = client.subscribe(self._mine)
         self._watcher = asyncio.create_task(self._watch(subscription),
                                             name=f"dsh-subagent-{self.id}")

@@ -76,8 +76,8 @@ from dsh_runtime.subagents.environment import child_environment
 from dsh_runtime.subagents.fork import fork_history
 from dsh_runtime.subagents.messaging import InterruptAgentTool, ListAgentsTool, SendMessageTool
 from dsh_runtime.subagents.registry import LimitReached, Registry
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
-from dsh_runtime.tools.confine import PathEscapeError, resolve
 
 logger = logging.getLogger("dsh.subagent")
 
@@ -234,8 +234,8 @@ class SubagentPlugin(Plugin):
         if rt is None:
             return ToolResult("Error: the subagent tool is not started", is_error=True)
         try:
-            cwd = resolve(ctx.cwd, args.get("cwd") or ".")
-        except PathEscapeError as exc:
+            root, cwd = _child_root(ctx, args.get("cwd") or ".")
+        except confine.PathError as exc:
             return ToolResult(f"Error: cwd {exc}", is_error=True)
         if not os.path.isdir(cwd):
             return ToolResult(f"Error: cwd is not a directory: {args['cwd']}", is_error=True)
@@ -250,9 +250,10 @@ class SubagentPlugin(Plugin):
             return ToolResult(f"Error: {exc}", is_error=True)
         store = self._store()
         try:
-            home = self._child_home(rt, store, ctx.session_id)
+            home = self._child_home(rt, store, ctx.session_id, confine.of(ctx).protected)
             await child.start(AsyncDshClient(self._client_config(cwd, ctx.env, home)),
-                              history=history, relay=rt.service("agent").announce)
+                              history=history, relay=rt.service("agent").announce,
+                              root=root)
             if store is not None:
                 store.acquire_workspace(child.session_id, ctx.session_id)
         except BaseException as exc:
@@ -305,7 +306,8 @@ class SubagentPlugin(Plugin):
         rt = self._rt
         return rt.service("sessions") if rt and "sessions" in rt.service_names() else None
 
-    def _child_home(self, rt: RuntimeContext, store: Any, parent: str) -> Path:
+    def _child_home(self, rt: RuntimeContext, store: Any, parent: str,
+                    protected: tuple[str, ...]) -> Path:
         """A fresh, private home under the parent session's workspace."""
         if store is not None:
             workspace = Path(store.acquire_workspace(parent))
@@ -314,31 +316,35 @@ class SubagentPlugin(Plugin):
         # os.urandom rather than uuid or secrets: neither may load at boot.
         home = workspace / "subagents" / os.urandom(6).hex() / "home"
         os.makedirs(home, mode=0o700)
-        self._confine(rt, home)
+        self._confine(rt, home, protected)
         return home.resolve()
 
     @staticmethod
-    def _confine(rt: RuntimeContext, home: Path) -> None:
-        """Give the child's shell no more reach than the parent's: the child home's patch.
+    def _confine(rt: RuntimeContext, home: Path, protected: tuple[str, ...]) -> None:
+        """Give the child no more reach than the parent: the child home's patch.
 
-        The parent's ``bash`` sandbox policy is the child's too, with the parent's home
-        hidden as well (the child's home lies inside it, so ``$DSH_HOME/../..`` would reach
-        the parent's ``.env``); a parent without ``bash`` gets a child without one. The
-        row's own ``patches`` come later in the child's layers, so explicit config wins.
+        The child's tools get the parent's protected directories (its dsh home among
+        them: the child's home lies inside it) as ``protected_paths`` of the ``agent``
+        row. The parent's ``bash`` sandbox policy is the child's too, with the parent's
+        home hidden as well (``$DSH_HOME/../..`` would otherwise reach the parent's
+        ``.env``); a parent without ``bash`` gets a child without one. The row's own
+        ``patches`` come later in the child's layers, so explicit config wins.
         """
+        parent_home = os.path.realpath(rt.home)
+        paths = list(dict.fromkeys([*protected, parent_home]))
+        operations: list[dict[str, Any]] = [
+            {"id": "agent", "merge": {"config": {"protected_paths": paths}}}]
         bash = rt.tools.get("bash")
+        policy = getattr(bash, "sandbox", None)
         if bash is None:
-            operation: dict[str, Any] = {"id": "tools:shell", "disabled": True}
-        else:
-            policy = getattr(bash, "sandbox", None)
-            if policy is None:  # a shell of another plugin: nothing to inherit
-                return
+            operations.append({"id": "tools:shell", "disabled": True})
+        elif policy is not None:  # else a shell of another plugin: nothing to inherit
             sandbox = policy.to_config()
-            sandbox["hide"] = [*sandbox["hide"], os.path.realpath(rt.home)]
-            operation = {"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}}
+            sandbox["hide"] = [*sandbox["hide"], parent_home]
+            operations.append({"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}})
         staging = home / ".patch.yml.tmp"
         staging.write_text("# Written by the parent runtime: the sub-agent's confinement.\n"
-                           + json.dumps([operation]) + "\n", encoding="utf-8")
+                           + json.dumps(operations) + "\n", encoding="utf-8")
         os.replace(staging, home / "patch.yml")
 
     def _client_config(self, cwd: str, env: Mapping[str, str], home: Path) -> Any:
@@ -378,6 +384,17 @@ class SubagentPlugin(Plugin):
         """The parent session ended: close its children."""
         if event.session_id is not None:
             await self.registry.end_session(event.session_id)
+
+
+def _child_root(ctx: ToolContext, path: str) -> tuple[str, str]:
+    """The child's workspace root and working directory (real paths) for ``path``.
+
+    A sub-agent shares its parent's root: the root when ``path`` lies in it, the granted
+    root holding it, or the directory this call was approved for. Raises
+    :class:`~dsh_runtime.tools.confine.PathError` for a protected or unapproved path.
+    """
+    target = confine.of(ctx).target(ctx.cwd, path)
+    return target.anchor.path, target.real
 
 
 async def unless_cancelled(awaitable: Awaitable[T], cancelled: asyncio.Event) -> T:

@@ -16,9 +16,12 @@ killed when it ends, which also keeps them from holding the output pipe open. A 
 meant to outlive the call runs with ``run_in_background``: it becomes a job of the session
 (:mod:`dsh_runtime.tools.jobs`), read with ``job_output`` and stopped with ``job_kill``,
 tools this row registers too, so disabling the row disables jobs. ``workdir`` runs one
-call elsewhere than the working directory (relative to it, or absolute; it must exist).
-The tool is mutating, and ``workdir`` is its one path argument: under the workspace policy
-it runs unasked inside the working directory, as the original ran ``bash`` without asking.
+call elsewhere than the working directory (relative to it, absolute, or ``~/``; it must
+exist). The tool is mutating, and ``workdir`` is its one path argument: the agent judges
+it (the working directory when absent) against the session's workspace root, so under the
+workspace policy it runs unasked inside the root, as the original ran ``bash`` without
+asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
+granted roots) writable, whatever the working directory.
 Process groups are POSIX; on Windows only the shell itself is killed.
 """
 
@@ -30,13 +33,14 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsh._version import __version__
 
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
 from dsh_runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh_runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
@@ -135,13 +139,19 @@ class Bash:
         config = self._plugin.config
         timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
                       float(config["max_timeout_seconds"]))
-        # No ``~`` expansion: the policy judges ``workdir`` as the literal path it is.
-        cwd = os.path.normpath(os.path.join(ctx.cwd, args.get("workdir", "")))
+        workdir = args.get("workdir") or "."
+        boundary = confine.of(ctx)
+        try:
+            boundary.target(ctx.cwd, workdir)
+            cwd = os.path.normpath(confine.absolute(ctx.cwd, workdir))
+        except confine.PathError as exc:
+            return confine.refusal(workdir, exc)
         if not os.path.isdir(cwd):
-            return ToolResult(f"workdir is not a directory: {args.get('workdir', '.')} "
+            return ToolResult(f"workdir is not a directory: {workdir} "
                               f"(resolves to {cwd})", is_error=True)
         try:
-            argv = command_argv(config, args["command"], cwd, workspace=ctx.cwd,
+            argv = command_argv(config, args["command"], cwd, workspace=boundary.root,
+                                writable=boundary.granted, protected=boundary.protected,
                                 home=self._plugin.home, env=ctx.env)
         except SandboxUnavailable as exc:
             return ToolResult(str(exc), is_error=True)
@@ -190,21 +200,24 @@ class Bash:
 
 
 def command_argv(config: Mapping[str, Any], command: str, cwd: str, *,
-                 workspace: str | None = None, home: str | None = None,
+                 workspace: str | None = None, writable: Sequence[str] = (),
+                 protected: Sequence[str] = (), home: str | None = None,
                  env: Mapping[str, str] | None = None) -> list[str]:
     """The argv that runs ``command`` in ``cwd`` under this row's ``config``.
 
     The one place a shell command becomes a process, for foreground calls and background
     jobs alike, so the row's sandbox (:mod:`dsh_runtime.tools.sandbox`) wraps every
-    command. ``workspace`` is the session's working directory, the one the sandbox may
-    make writable (default ``cwd``); ``home`` is the dsh home it hides, and ``env`` the
+    command. ``workspace`` is the session's workspace root and ``writable`` its granted
+    roots, what the sandbox may make writable (default ``cwd``); ``home`` is the dsh home
+    and ``protected`` the other protected directories it hides, and ``env`` the
     environment the process gets (names from the dsh home's ``.env`` are dropped). Raises
     :class:`~dsh_runtime.tools.sandbox.SandboxUnavailable` when the row requires a sandbox
     that cannot run here.
     """
     shell = config["shell"] or shutil.which("bash") or "/bin/sh"
     return wrap(Policy.from_config(config.get("sandbox")), [shell, "-c", command], cwd,
-                workspace=workspace, home=home, env=env)
+                workspace=workspace, writable=writable, protected=protected, home=home,
+                env=env)
 
 
 def sandbox_note(config: Mapping[str, Any]) -> str:
