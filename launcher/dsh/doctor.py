@@ -221,17 +221,20 @@ class Doctor:
                                                   "commands run unsandboxed"))
 
     def check_live(self) -> None:
-        import subprocess
+        from dsh import process
 
         # In the frozen carrier sys.executable is the dsh runtime itself.
-        carrier = [sys.executable] if carriers.running_frozen() else [sys.executable, "-m",
-                                                                      "dsh"]
+        carrier = ([sys.executable] if carriers.running_frozen()
+                   else process.python_command("dsh"))
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                                  stdin=subprocess.DEVNULL, cwd=self.cwd)
-        except subprocess.TimeoutExpired:
+            proc = process.run(argv, text=True, timeout=60, cwd=self.cwd)
+        except OSError as exc:
+            self.add("runtime.boot", "fail", f"the runtime cannot be started: "
+                                             f"{exc.strerror or exc}")
+            return
+        if proc.timed_out:
             self.add("runtime.boot", "fail", "the runtime did not answer -h within 60 s")
             return
         if proc.returncode == 0:

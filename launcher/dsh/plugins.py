@@ -22,17 +22,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh import shipped
+from dsh import process, shipped
 from dsh.bundles import GROUP as BUNDLE_GROUP
 from dsh.errors import ConfigError, PluginError, UsageError
 from dsh.home import ensure_dir
+from dsh.process import python_command
 from dsh.profiles import PROFILE_FILE, Profile, parse_profile_toml, profiles_dir, seed_template
 
 BASE_BUNDLE = "dsh-base"
@@ -379,13 +379,16 @@ def _install(requirements: list[str], target: Path) -> None:
     if uv:
         argv = [uv, "pip", "install", "--python", sys.executable, "--target", str(target)]
     else:
-        argv = [sys.executable, "-m", "pip", "install", "--target", str(target),
+        argv = [*python_command("pip"), "install", "--target", str(target),
                 "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
                 "--quiet"]
     if any(_is_local(r) for r in requirements):
         argv.append("--no-build-isolation")
-    result = subprocess.run([*argv, *requirements], capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, check=False)
+    try:
+        result = process.run([*argv, *requirements], text=True)
+    except OSError as exc:
+        raise PluginError(f"installing {' '.join(requirements)} failed: cannot start "
+                          f"{argv[0]} ({exc.strerror or exc}); nothing was changed") from exc
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         why = next((line for line in lines if "ERROR" in line), lines[-1] if lines else "")

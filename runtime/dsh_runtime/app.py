@@ -213,34 +213,9 @@ def _force_exit(code: int) -> None:
 
 
 def _kill_children() -> None:
-    """Kill direct children still alive, with their process groups when they lead one.
+    """Kill whatever child is still alive (:func:`dsh.process.kill_children`): tools stop
+    their processes on disposal; this is the last line for a forced exit or a plugin that
+    forgot. Imported here, at the end: a boot that starts no process never loads it."""
+    from dsh.process import kill_children
 
-    Tools start their processes in their own groups and dispose them; this is the last
-    line for whatever escaped that (a forced exit, a plugin that forgot).
-    """
-    for pid in _child_pids():
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
-
-
-def _child_pids() -> list[int]:
-    """Direct children of this process (Linux ``/proc``; elsewhere none are found)."""
-    me = os.getpid()
-    task_dir = f"/proc/{me}/task"
-    pids: list[int] = []
-    try:
-        tids = os.listdir(task_dir)
-    except OSError:
-        return pids
-    for tid in tids:
-        try:
-            with open(f"{task_dir}/{tid}/children") as f:
-                pids.extend(int(p) for p in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return pids
+    kill_children()

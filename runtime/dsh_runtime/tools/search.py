@@ -19,7 +19,6 @@ fallback skips hidden files and directories, binary files and symlinks (it does 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import os
 import re
@@ -27,6 +26,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from dsh import process
 from dsh._version import __version__
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
@@ -148,15 +148,13 @@ async def _ripgrep(rg: str, root: str, rel: str, args: Mapping[str, Any],
     if args.get("include"):
         argv += ["--glob", args["include"]]
     argv += ["--regexp", args["pattern"], "--", rel]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=root, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    child = await process.spawn_async(argv, cwd=root)
+    assert child.stdout is not None and child.stderr is not None
     lines: list[str] = []
     more = False
     try:
         while True:
-            raw = await proc.stdout.readline()
+            raw = await child.stdout.readline()
             if not raw:
                 break
             if len(lines) == cap:
@@ -165,14 +163,12 @@ async def _ripgrep(rg: str, root: str, rel: str, args: Mapping[str, Any],
             line = raw.decode("utf-8", "replace").rstrip("\n")
             lines.append(line[2:] if line.startswith("./") else line)
         if more:
-            proc.kill()
-        stderr = await proc.stderr.read(4096)
-        code = await proc.wait()
+            child.kill()
+        stderr = await child.stderr.read(4096)
+        await child.exited()
+        code = child.returncode
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await child.stop(0)
     # Code 2 with matches means some files were unreadable: the matches still stand.
     if code == 2 and not lines:
         message = stderr.decode("utf-8", "replace").strip()
