@@ -68,6 +68,8 @@ TERM_GRACE = 0.5
 KILL_WAIT = 5.0
 """Seconds a killed leader is awaited; only a process stuck in the kernel takes longer."""
 _POLL = 0.01
+_RUN_SLICE = 0.05
+"""How often :func:`run` checks whether the leader exited while its pipes stay open."""
 """How often an async wait checks the exit status (asyncio's own wait also waits for
 the pipes to close, which a grandchild holding one would delay forever)."""
 
@@ -222,14 +224,23 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
     """
     child = spawn(argv, cwd=cwd, env=env, stdin=DEVNULL if input is None else PIPE,
                   tie=tie, text=text)
+    deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
     try:
-        try:
-            out, err = child.popen.communicate(input, timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            child.kill()
-            out, err = child.popen.communicate()
+        while True:
+            # Short slices: a daemon the command left behind holds the pipes open, and
+            # only the leader's exit (then the group's kill) may end the wait.
+            try:
+                out, err = child.popen.communicate(input, _RUN_SLICE)
+                break
+            except subprocess.TimeoutExpired:
+                input = None  # written already; communicate() keeps what it read
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+            if timed_out or child.popen.poll() is not None:
+                child.kill()
+                out, err = child.popen.communicate()
+                break
     finally:
         child.stop(0)
     return Completed(child.popen.returncode, out, err, timed_out)
