@@ -233,3 +233,34 @@ def test_the_310_runner_gives_the_module_the_arguments_minus_main(tmp_path: Path
                                                   "PYTHONPATH": str(tmp_path / "site")},
                        text=True)
     assert done.stdout == "['a', '--b'] __main__\n", done.stderr
+
+
+def _python310() -> str | None:
+    """A Python 3.10 interpreter on this machine, if any (PATH, then pyenv's versions)."""
+    candidates = [shutil.which("python3.10"), "/usr/bin/python3.10",
+                  *sorted(str(p) for p in Path("~/.pyenv/versions").expanduser()
+                          .glob("3.10*/bin/python3.10"))]
+    for candidate in filter(None, candidates):
+        try:
+            done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        if done.stdout.strip() == "(3, 10)":
+            return candidate
+    return None
+
+
+def test_the_310_runner_on_a_real_310_interpreter(tmp_path: Path) -> None:
+    """3.10 has no ``-P``: its ``-c`` puts ``''`` first on ``sys.path``, which the runner
+    drops before the module (here the stdlib's ``json.tool``) imports anything."""
+    python = _python310()
+    if python is None:
+        pytest.skip("no Python 3.10 interpreter on this machine")
+    (tmp_path / "json.py").write_text("open('IMPORTED', 'w').write('json.py')\n")
+    done = process.run([python, "-c", process._SAFE_MAIN, "json.tool", "--compact"],
+                       cwd=str(tmp_path), input=b'{"a": [1]}')
+    assert (done.returncode, done.stdout) == (0, b'{"a":[1]}\n'), done.stderr
+    assert not (tmp_path / "IMPORTED").exists()
+    process.run([python, "-m", "json.tool"], cwd=str(tmp_path), input=b"{}")
+    assert (tmp_path / "IMPORTED").exists(), "the control (plain -m) did not import json.py"
