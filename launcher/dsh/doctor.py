@@ -115,6 +115,9 @@ class Doctor:
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
             env = None
+        else:
+            if env.warnings:
+                self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
         required: dict[str, list[str]] = {}
         for row, disabled in resolved.tree.walk():
             if row.children is not None:

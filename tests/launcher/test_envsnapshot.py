@@ -57,7 +57,8 @@ def test_snapshot_is_immutable_and_repr_hides_values() -> None:
 
 def test_values_parse_like_dotenv(tmp_path: Path) -> None:
     path = write(tmp_path / ".env", "# comment\n\nexport A=1\nB='two words'\nC=\"x=y\"\nD=\n")
-    assert read_env_file(path, is_home=False) == {"A": "1", "B": "two words", "C": "x=y", "D": ""}
+    assert read_env_file(path, is_home=False).values == {"A": "1", "B": "two words",
+                                                         "C": "x=y", "D": ""}
 
 
 def test_malformed_line_names_file_and_line_but_no_value(tmp_path: Path) -> None:
@@ -68,28 +69,73 @@ def test_malformed_line_names_file_and_line_but_no_value(tmp_path: Path) -> None
     assert info.value.exit_code == 2
 
 
-@pytest.mark.parametrize("name", ["PATH", "PYTHONPATH", "PYTHONHOME", "DSH_HOME",
-                                  "DSH_ANYTHING", "LD_PRELOAD", "DYLD_LIBRARY_PATH"])
-@pytest.mark.parametrize("is_home", [True, False])
-def test_bootstrap_names_are_refused_from_any_env_file(tmp_path: Path, name: str,
-                                                       is_home: bool) -> None:
+BOOTSTRAP = ["PATH", "PYTHONPATH", "PYTHONHOME", "DSH_HOME", "DSH_ANYTHING", "LD_PRELOAD",
+             "DYLD_LIBRARY_PATH"]
+ROUTING = ["HTTPS_PROXY", "http_proxy", "NO_PROXY", "ALL_PROXY", "SSL_CERT_FILE",
+           "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+           "DEEPSEEK_BASE_URL", "openai_base_url", "OPENAI_API_BASE", "ANTHROPIC_API_URL",
+           "DSH_POSTGRES_DSN"]
+
+
+@pytest.mark.parametrize("name", BOOTSTRAP)
+def test_bootstrap_names_are_an_error_in_the_home_env_file(tmp_path: Path, name: str) -> None:
     path = write(tmp_path / ".env", f"OK=1\n{name}={SECRET}\n")
     with pytest.raises(EnvFileError) as info:
-        read_env_file(path, is_home=is_home)
+        read_env_file(path, is_home=True)
     assert str(info.value) == (f"{path}:2: {name} is bootstrap-only and refused from any .env; "
                                "set it in the launching environment")
     assert SECRET not in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["HTTPS_PROXY", "http_proxy", "NO_PROXY", "ALL_PROXY",
-                                  "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-                                  "CURL_CA_BUNDLE"])
-def test_network_settings_only_from_the_home_env_file(tmp_path: Path, name: str) -> None:
-    path = write(tmp_path / ".env", f"{name}=value\n")
-    assert read_env_file(path, is_home=True) == {name: "value"}
-    with pytest.raises(EnvFileError, match=rf":1: {name} is bootstrap-only and refused from "
-                                           r"a project \.env \(home \.env only\)"):
-        read_env_file(path, is_home=False)
+@pytest.mark.parametrize("name", BOOTSTRAP)
+def test_bootstrap_names_are_ignored_in_a_project_env_file_with_a_warning(
+        tmp_path: Path, name: str) -> None:
+    """Trusted or not: they take effect before any ``.env`` is read."""
+    path = write(tmp_path / ".env", f"OK=1\n{name}={SECRET}\n")
+    for trusted in (False, True):
+        read = read_env_file(path, is_home=False, trusted=lambda t=trusted: t)
+        assert read.values == {"OK": "1"}
+        assert read.ignored == (f"{path}:2: {name} ignored: it is bootstrap-only (it takes "
+                                "effect before any .env is read); set it in the launching "
+                                "environment",)
+
+
+@pytest.mark.parametrize("name", ROUTING)
+def test_routing_names_only_from_the_home_or_a_trusted_project(tmp_path: Path,
+                                                               name: str) -> None:
+    path = write(tmp_path / ".env", f"{name}=value\nOTHER=1\n")
+    assert read_env_file(path, is_home=True) == ({name: "value", "OTHER": "1"}, ())
+    untrusted = read_env_file(path, is_home=False)
+    assert untrusted.values == {"OTHER": "1"}
+    assert untrusted.ignored == (
+        f"{path}:1: {name} ignored: a project's .env may not route credentials (base URLs, "
+        f"proxies, CA bundles, DSH_POSTGRES_DSN) unless you trust the folder: dsh trust "
+        f"{tmp_path}",)
+    trusted = read_env_file(path, is_home=False, trusted=lambda: True)
+    assert trusted == ({name: "value", "OTHER": "1"}, ())
+
+
+def test_trust_is_asked_only_when_a_routing_name_is_there(tmp_path: Path) -> None:
+    path = write(tmp_path / ".env", "A=1\n")
+
+    def never() -> bool:
+        raise AssertionError("trust looked up for a file without routing names")
+
+    assert read_env_file(path, is_home=False, trusted=never).values == {"A": "1"}
+
+
+def test_the_snapshot_reads_trust_from_the_home(dsh_home: Path, tmp_path: Path) -> None:
+    from dsh import trust
+
+    project = tmp_path / "project"
+    project.mkdir()
+    write(project / ".env", "DEEPSEEK_BASE_URL=http://127.0.0.1:9/v1\n")
+    env = snapshot(dsh_home, project, {})
+    assert "DEEPSEEK_BASE_URL" not in env and len(env.warnings) == 1
+    trust.add(dsh_home, project)
+    env = snapshot(dsh_home, project, {})
+    assert env["DEEPSEEK_BASE_URL"] == "http://127.0.0.1:9/v1" and env.warnings == ()
+    assert env.with_defaults({"X": "1"}).warnings == ()
 
 
 def test_not_utf8(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ Issue 22's pin. The source of both packages is parsed (not imported) and every w
 has to start a process or send a signal to one is looked for: the ``subprocess`` and
 ``pty`` modules, asyncio's subprocess functions and loop methods, and the ``os`` calls
 (``kill``, ``killpg``, ``fork``, ``exec*``, ``spawn*``, ``posix_spawn*``, ``system``,
-``popen``), and process pools. A second start path would skip the process group, the parent tie, the limits
+``popen``), and process pools. A second start path would skip the process group, the
+parent tie, the limits
 and the one stop ladder, which is why one is not allowed anywhere else.
 """
 

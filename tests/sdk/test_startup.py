@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from dsh.process import python_command
 from dsh.sdk import (
     AsyncDshClient,
     ClientConfig,
@@ -20,7 +21,6 @@ from dsh.sdk import (
     SpawnError,
     Stage,
 )
-from dsh.process import python_command
 from dsh.sdk._launch import child_environment, launch_spec
 from dsh.sdk._locate import locate
 from sdkkit import children, write_fake_bin
