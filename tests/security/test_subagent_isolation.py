@@ -37,6 +37,7 @@ CHILD_PATCH = """\
 - insert:
     - {id: llm-scripted, name: llm-scripted, config: {script: !path child.json}}
 - {id: agent, merge: {config: {default_route: scripted}}}
+- {id: "tools:shell", merge: {config: {env: {set: {KEY_THE_RUNTIME_GOT: !env DEEPSEEK_API_KEY}}}}}
 """
 
 
@@ -102,7 +103,9 @@ def test_the_child_has_its_own_home_and_a_scrubbed_environment(
     parent_home = Path(probed["home"])
     assert child_home != parent_home
     assert child_home.is_relative_to(parent_home / "workspaces")
-    assert env["DEEPSEEK_API_KEY"] == probed["passed"]  # listed in pass_env
+    # Listed in pass_env: the child runtime has it; its shell only as its policy sets it.
+    assert env["KEY_THE_RUNTIME_GOT"] == probed["passed"]
+    assert "DEEPSEEK_API_KEY" not in env
     for secret in (probed["home_secret"], probed["env_secret"]):
         assert secret not in probed["child-env.txt"]
     assert "PARENT_HOME_SETTING" not in env and "OTHER_SERVICE_TOKEN" not in env

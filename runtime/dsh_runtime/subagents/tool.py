@@ -353,7 +353,7 @@ class SubagentPlugin(Plugin):
             patches=patches,
             dsh_home=str(home),
             cwd=cwd,
-            env=child_environment(env, config.get("pass_env", ())),
+            env=child_environment(env, config.get("pass_env", ()), rt.secret_env),
             inherit_env=False,
             provider=config.get("provider"),
             model=config.get("model"),

@@ -173,8 +173,9 @@ class JobTable:
     # -- starting ---------------------------------------------------------------------------
 
     async def start(self, ctx: ToolContext, argv: Sequence[str], cwd: str, command: str, *,
-                    note: str = "") -> ToolResult:
-        """Spawn ``argv`` in ``cwd`` as a new job of ``ctx``'s session; answer its id.
+                    env: Mapping[str, str], note: str = "") -> ToolResult:
+        """Spawn ``argv`` in ``cwd`` with ``env`` as a new job of ``ctx``'s session; answer
+        its id.
 
         ``note`` (the shell's word that a command ran unsandboxed) leads the answer.
         """
@@ -189,7 +190,7 @@ class JobTable:
         self._starting[session] = self._starting.get(session, 0) + 1
         try:
             child = await process.spawn_async(
-                argv, cwd=cwd, env=ctx.env, stdout=process.PIPE, stderr=process.STDOUT,
+                argv, cwd=cwd, env=env, stdout=process.PIPE, stderr=process.STDOUT,
                 limits=Limits.from_config(self._config().get("limits")))
         except OSError as exc:
             return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)

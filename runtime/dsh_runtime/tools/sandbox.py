@@ -53,6 +53,8 @@ from typing import Any, NamedTuple
 from dsh import process
 from dsh.errors import ConfigError
 
+from dsh_runtime.envpolicy import scrubbed
+
 OFF = "off"
 READ_ONLY = "read-only"
 WORKSPACE_WRITE = "workspace-write"
@@ -177,7 +179,7 @@ def _trial(exe: str, network: bool) -> Probe:
     """Run ``true`` under the options every command gets; any failure is the reason."""
     argv = [exe, *_namespaces(network), *_ROOT, "--tmpfs", "/tmp", *_KERNEL, "true"]
     try:
-        proc = process.run(argv, timeout=_PROBE_TIMEOUT)
+        proc = process.run(argv, timeout=_PROBE_TIMEOUT, env=scrubbed(os.environ))
     except OSError as exc:
         return Probe(False, f"bwrap cannot be started: {exc.strerror or exc}")
     if proc.timed_out:

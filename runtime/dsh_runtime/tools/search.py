@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from dsh import process
 from dsh._version import __version__
 
+from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
 from dsh_runtime.tools.base import ToolContext, ToolResult
 from dsh_runtime.tools.confine import PathEscapeError, escape_result, real_root, resolve
@@ -148,7 +149,8 @@ async def _ripgrep(rg: str, root: str, rel: str, args: Mapping[str, Any],
     if args.get("include"):
         argv += ["--glob", args["include"]]
     argv += ["--regexp", args["pattern"], "--", rel]
-    child = await process.spawn_async(argv, cwd=root)
+    # ripgrep needs nothing of the runtime's environment, least of all its secrets.
+    child = await process.spawn_async(argv, cwd=root, env=scrubbed(os.environ))
     assert child.stdout is not None and child.stderr is not None
     lines: list[str] = []
     more = False

@@ -38,6 +38,8 @@ from dsh._version import __version__
 from dsh.limits import SCHEMA as LIMITS_SCHEMA
 from dsh.limits import Limits
 
+from dsh_runtime.envpolicy import SCHEMA as ENV_SCHEMA
+from dsh_runtime.envpolicy import EnvPolicy
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.tools.base import ToolContext, ToolResult
@@ -141,19 +143,20 @@ class Bash:
         if not os.path.isdir(cwd):
             return ToolResult(f"workdir is not a directory: {args.get('workdir', '.')} "
                               f"(resolves to {cwd})", is_error=True)
+        env = self._plugin.environment(ctx.env)
         try:
             argv = command_argv(config, args["command"], cwd, workspace=ctx.cwd,
-                                home=self._plugin.home, env=ctx.env)
+                                home=self._plugin.home, env=env)
         except SandboxUnavailable as exc:
             return ToolResult(str(exc), is_error=True)
         if args.get("run_in_background"):
-            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"],
+            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"], env=env,
                                                  note=sandbox_note(config))
         output = CappedOutput(config["max_output_chars"])
         if unsandboxed := sandbox_note(config):
             output.feed(f"{unsandboxed}\n".encode())  # first, so no output cap drops it
         try:
-            child = await process.spawn_async(argv, cwd=cwd, env=ctx.env, stdout=process.PIPE,
+            child = await process.spawn_async(argv, cwd=cwd, env=env, stdout=process.PIPE,
                                               stderr=process.STDOUT,
                                               limits=self._plugin.limits)
         except OSError as exc:
@@ -246,6 +249,7 @@ class ShellTools(Plugin):
                           "description": "Shell executable; default bash on PATH, else sh."},
                 "sandbox": SANDBOX_SCHEMA,
                 "limits": LIMITS_SCHEMA,
+                "env": ENV_SCHEMA,
                 "max_jobs": {"type": "integer", "minimum": 1, "default": 32,
                              "description": "Background jobs kept per session."},
                 "max_job_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
@@ -262,6 +266,14 @@ class ShellTools(Plugin):
 
     home: str | None = None
     """The dsh home, which a sandboxed command must not see (known from ``start``)."""
+    _rt: RuntimeContext | None = None
+
+    def environment(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """The environment a command gets: the runtime's ``env`` under the row's ``env``
+        policy (secrets left out by default: :mod:`dsh_runtime.envpolicy`)."""
+        declared = self._rt.secret_env if self._rt is not None else frozenset()
+        return EnvPolicy.from_config(self.config.get("env"),
+                                     row_id=self.row_id).build(env, declared)
 
     @property
     def limits(self) -> Limits:
@@ -272,6 +284,7 @@ class ShellTools(Plugin):
         """Register the tools and the hook; they read this row's current config on every call."""
         Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)  # fail at load
         Limits.from_config(self.config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(self.config.get("env"), row_id=self.row_id)
         reg.tool(Bash(self))
         reg.tool(JobOutputTool(self.jobs, lambda: self.config))
         reg.tool(JobListTool(self.jobs))
@@ -288,12 +301,14 @@ class ShellTools(Plugin):
         await self.jobs.close()
 
     async def start(self, rt: RuntimeContext) -> None:
-        """Learn the dsh home, for the sandbox to hide."""
+        """Learn the dsh home, for the sandbox to hide, and the runtime's secret names."""
         self.home = rt.home
+        self._rt = rt
 
     async def update(self, config: Mapping[str, Any]) -> bool:
         """New limits and sandbox settings apply to the next call."""
         Policy.from_config(config.get("sandbox"), row_id=self.row_id)
         Limits.from_config(config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(config.get("env"), row_id=self.row_id)
         self.config = config
         return True
