@@ -46,7 +46,10 @@ class Doctor:
         self.checks: list[Check] = []
 
     def add(self, check_id: str, status: str, message: str) -> None:
-        self.checks.append(Check(check_id, status, message))
+        """Record a check; credentials inside URLs (an MCP server's ``?key=``) are masked."""
+        from dsh.redact import redact
+
+        self.checks.append(Check(check_id, status, redact(message)))
 
     def scrub(self, text: str) -> str:
         """Replace absolute home/cwd prefixes in a message."""

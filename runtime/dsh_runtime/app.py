@@ -100,15 +100,25 @@ def usage_for(help_text: str, profile: str) -> str:
 
 
 def _log_to_stderr(launch: Launch) -> None:
-    """Logs and warnings go to stderr, at ``DSH_LOG_LEVEL`` (default WARNING)."""
+    """Logs and warnings go to stderr, at ``DSH_LOG_LEVEL`` (default WARNING), redacted."""
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("dsh: %(levelname)s: %(name)s: %(message)s"))
+        handler.setFormatter(_Redacting("dsh: %(levelname)s: %(name)s: %(message)s"))
         root.addHandler(handler)
     level = launch.env.get("DSH_LOG_LEVEL", "WARNING").upper()
     root.setLevel(level if isinstance(logging.getLevelName(level), int) else logging.WARNING)
     logging.captureWarnings(True)
+
+
+class _Redacting(logging.Formatter):
+    """Every log line, traceback included, with credentials inside URLs masked (an access
+    log's ``?token=``, a failed request's ``https://user:pass@host``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from dsh.redact import redact
+
+        return redact(super().format(record))
 
 
 class _Process:

@@ -8,10 +8,10 @@ whole stderr at debug level, every file the run left in the home (the session da
 among them), headless ``--json``, the web app's API, and a provider refused by a local
 server, also one that echoes the key back.
 
-What a tool may see is a separate contract (DESIGN.md section 6, docs/contracts.md "Shell
-sandbox"): a sandboxed command gets the launch environment the user passed, but neither
-the names the home's ``.env`` set nor the file itself. That is tested exactly, in
-:func:`test_sandboxed_shell_sees_the_launch_environment_but_not_the_home_env`.
+What a tool may see is a separate contract (docs/contracts.md "Shell sandbox", docs/security.md):
+a command gets the launch environment minus its secrets, and a sandboxed one neither the
+names the home's ``.env`` set nor the file itself. That is tested exactly, in
+:func:`test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env`.
 """
 
 from __future__ import annotations

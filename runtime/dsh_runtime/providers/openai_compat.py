@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from dsh._version import __version__
 from dsh.errors import PluginError
+from dsh.redact import redact as redact_url
 
 from dsh_runtime.plugin import Capability, EnvVar, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import Chunk, ModelError, ModelRequest
@@ -144,6 +145,8 @@ class ChatCompletionsProvider:
         self._models = frozenset(config["models"])
         base_url = config.get("base_url") or env.get(config["base_url_env"]) or DEFAULT_BASE_URL
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.shown_url = redact_url(self.url)
+        """The URL as messages show it: credentials in it (user:pass@, ?key=) masked."""
         self._max_retries: int = config["max_retries"]
         self._backoff = (config["backoff_base_s"], config["backoff_max_s"])
         self._extra_headers = dict(config["extra_headers"])
@@ -161,17 +164,18 @@ class ChatCompletionsProvider:
         self._http: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
-        return f"ChatCompletionsProvider(route={self.route!r}, url={self.url!r})"
+        return f"ChatCompletionsProvider(route={self.route!r}, url={self.shown_url!r})"
 
     def accepts_model(self, model: str) -> bool:
         """Any model when the row lists none; otherwise only the listed ones."""
         return not self._models or model in self._models
 
     def redact(self, text: str) -> str:
-        """``text`` without the key, header secrets, bearer tokens or masked key echoes."""
+        """``text`` without the key, header secrets, bearer tokens, masked key echoes or
+        credentials inside URLs."""
         for secret in self._secrets:
             text = text.replace(secret, _REDACTED)
-        return _MASKED.sub(_REDACTED, _BEARER.sub("Bearer " + _REDACTED, text))
+        return redact_url(_MASKED.sub(_REDACTED, _BEARER.sub("Bearer " + _REDACTED, text)))
 
     @property
     def _client(self) -> httpx.AsyncClient:
@@ -244,7 +248,7 @@ class ChatCompletionsProvider:
         if not decoder.finished:
             if yielded:
                 raise self._interrupted(None)
-            raise _Retry(ModelError(f"{self.url} closed the stream before answering",
+            raise _Retry(ModelError(f"{self.shown_url} closed the stream before answering",
                                     code="connection", retryable=True))
         for chunk in decoder.end():
             yield chunk
@@ -294,7 +298,7 @@ class ChatCompletionsProvider:
         if status in (401, 403):
             return ModelError(f"route '{self.route}' was refused (HTTP {status}: {detail}); "
                               f"check the key: {self._key_hint()}", code="auth")
-        error = ModelError(f"HTTP {status} from {self.url}: {detail}", code=f"http-{status}",
+        error = ModelError(f"HTTP {status} from {self.shown_url}: {detail}", code=f"http-{status}",
                            retryable=status == 429 or status >= 500)
         if error.retryable:
             return _Retry(error, retry_after_seconds(response.headers.get("retry-after")))
@@ -321,12 +325,16 @@ class ChatCompletionsProvider:
         import httpx
 
         code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
-        reason = self.redact(str(exc) or type(exc).__name__)[:MESSAGE_LIMIT]
-        return ModelError(f"cannot reach {self.url}: {reason}", code=code, retryable=True)
+        if isinstance(exc, httpx.LocalProtocolError):
+            # Its text quotes the offending header value: the key, or a configured secret.
+            reason = "a header value or the URL cannot be sent"
+        else:
+            reason = self.redact(str(exc) or type(exc).__name__)[:MESSAGE_LIMIT]
+        return ModelError(f"cannot reach {self.shown_url}: {reason}", code=code, retryable=True)
 
     def _interrupted(self, exc: Exception | None) -> ModelError:
         reason = "closed" if exc is None else self.redact(str(exc) or type(exc).__name__)
-        return ModelError(f"the model stream from {self.url} broke off mid-answer ({reason})",
+        return ModelError(f"the model stream from {self.shown_url} broke off mid-answer ({reason})",
                           code="stream-interrupted", retryable=True)
 
 
