@@ -213,6 +213,7 @@ class Doctor:
         except DshError as exc:
             self.add(check_id, "fail", self.scrub(str(exc)))
             return
+        self.check_limits(row.id, config)
         if policy.mode == "off":
             self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
             return
@@ -225,6 +226,30 @@ class Doctor:
         else:
             self.add(check_id, "warn", self.scrub(f"{policy.describe()}, but {found.reason}: "
                                                   "commands run unsandboxed"))
+
+    def check_limits(self, row_id: str, config: Any) -> None:
+        """``limits.<row>``: how the shell row's resource limits are enforced here.
+
+        A cgroup bounds a command's processes and memory together (ok); rlimits bound each
+        process alone, and root ignores the process limit (warn then); none is a warning.
+        """
+        from dsh.limits import Limits
+        from dsh.process import enforcement
+
+        check_id = f"limits.{row_id}"
+        try:
+            limits = Limits.from_config(config.get("limits"), row_id=row_id)
+        except DshError as exc:
+            self.add(check_id, "fail", self.scrub(str(exc)))
+            return
+        found = enforcement(limits)
+        root = hasattr(os, "getuid") and os.getuid() == 0
+        if found.how == "none" or (found.how == "rlimits" and root and limits.processes):
+            extra = (" (running as root, which RLIMIT_NPROC does not bound: processes are "
+                     "not limited)" if found.how == "rlimits" else "")
+            self.add(check_id, "warn", f"{found.how}: {found.detail}{extra}")
+        else:
+            self.add(check_id, "ok", f"{found.how}: {found.detail}")
 
     def check_live(self) -> None:
         from dsh import process
