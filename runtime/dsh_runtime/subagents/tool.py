@@ -321,8 +321,10 @@ class SubagentPlugin(Plugin):
 
         The parent's ``bash`` sandbox policy is the child's too, with the parent's home
         hidden as well (the child's home lies inside it, so ``$DSH_HOME/../..`` would reach
-        the parent's ``.env``); a parent without ``bash`` gets a child without one. The
-        row's own ``patches`` come later in the child's layers, so explicit config wins.
+        the parent's ``.env``), and so are its resource limits; a parent without ``bash``
+        gets a child without one. The row's own ``patches`` come later in the child's
+        layers, so explicit config wins. (The parent's ``env`` policy is not copied: its
+        ``set`` values may be secrets, which this file must not hold.)
         """
         bash = rt.tools.get("bash")
         if bash is None:
@@ -333,7 +335,11 @@ class SubagentPlugin(Plugin):
                 return
             sandbox = policy.to_config()
             sandbox["hide"] = [*sandbox["hide"], os.path.realpath(rt.home)]
-            operation = {"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}}
+            config: dict[str, Any] = {"sandbox": sandbox}
+            limits = getattr(bash, "limits", None)
+            if limits is not None:
+                config["limits"] = limits._asdict()
+            operation = {"id": "tools:shell", "merge": {"config": config}}
         staging = home / ".patch.yml.tmp"
         staging.write_text("# Written by the parent runtime: the sub-agent's confinement.\n"
                            + json.dumps([operation]) + "\n", encoding="utf-8")

@@ -125,6 +125,11 @@ class Bash:
         return Policy.from_config(self._plugin.config.get("sandbox"))
 
     @property
+    def limits(self) -> Limits:
+        """The row's resource limits now (a sub-agent's shell is given the same)."""
+        return self._plugin.limits
+
+    @property
     def description(self) -> str:
         """The description the model sees: the base text plus the row's sandbox, if any."""
         sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
