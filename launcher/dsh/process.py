@@ -68,6 +68,8 @@ TERM_GRACE = 0.5
 KILL_WAIT = 5.0
 """Seconds a killed leader is awaited; only a process stuck in the kernel takes longer."""
 _POLL = 0.01
+_RELEASE_TRIES = 50
+"""How often (every :data:`_POLL` s) a stop tries to remove a killed command's cgroup."""
 _RUN_SLICE = 0.05
 """How often :func:`run` checks whether the leader exited while its pipes stay open."""
 """How often an async wait checks the exit status (asyncio's own wait also waits for
@@ -294,16 +296,13 @@ class Group:
                         hit = True
         return hit
 
-    def release(self) -> None:
-        """Forget the group and remove its cgroup (after the leader was reaped)."""
+    def release(self) -> bool:
+        """Forget the group and try once to remove its cgroup (after the leader was
+        reaped); False when the cgroup is still busy (killed members leave it a moment
+        later: the stop ladders retry, and a later dsh sweeps what a dead one left)."""
         with _live_lock:
             _live.pop(id(self), None)
-        cgroup = self.cgroup
-        if cgroup is not None:
-            for _ in range(50):  # killed members leave their cgroup a moment later
-                if cgroup.remove():
-                    break
-                time.sleep(0.01)
+        return self.cgroup is None or self.cgroup.remove()
 
 
 class Child(Group):
@@ -332,7 +331,10 @@ class Child(Group):
             self.wait(grace)
         self.kill()
         code = self.wait(KILL_WAIT)
-        self.release()
+        for _ in range(_RELEASE_TRIES):
+            if self.release():
+                break
+            time.sleep(_POLL)
         return code
 
 
@@ -376,7 +378,10 @@ class AsyncChild(Group):
             await self.exited(grace)
         self.kill()
         await self.exited(KILL_WAIT)
-        self.release()
+        for _ in range(_RELEASE_TRIES):  # never blocking the loop while members leave
+            if self.release():
+                break
+            await asyncio.sleep(_POLL)
         return self.returncode
 
 
