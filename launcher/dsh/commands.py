@@ -197,8 +197,9 @@ def plugin_list(manager: Any, as_json: bool) -> None:
 
 
 @group.command(help="Trust a project folder (default: the current one): its own .env may "
-                    "then set provider base URLs, proxies, CA bundles and DSH_POSTGRES_DSN, "
-                    "which dsh otherwise ignores there. Recorded in $DSH_HOME/trusted.toml.")
+                    "then set provider base URLs, proxies, CA bundles and DSH_POSTGRES_DSN "
+                    "as they are now (dsh otherwise ignores them there; a later change needs "
+                    "dsh trust again). Recorded in $DSH_HOME/trusted.toml.")
 @click.argument("path", required=False)
 @click.option("--list", "show", is_flag=True, help="List the trusted folders.")
 @click.option("--remove", "remove", metavar="PATH", default=None,
@@ -224,10 +225,11 @@ def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
         _emit("trust", None, as_json, data, lambda d: f"no longer trusted: {d['folder']}\n")
         return
     folder = Path(path) if path is not None else Path.cwd()
-    added = trust_mod.add(home_path, folder)
-    data = {"folder": os.path.realpath(folder), "trusted": True, "added": added}
-    _emit("trust", None, as_json, data,
-          lambda d: f"{'trusted' if d['added'] else 'already trusted'}: {d['folder']}\n")
+    change = trust_mod.add(home_path, folder)
+    data = {"folder": os.path.realpath(folder), "trusted": True, "change": change}
+    words = {"added": "trusted", "updated": "trusted (its .env's routing settings as they "
+             "are now)", "unchanged": "already trusted"}
+    _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
 
 
 def run_subcommand(inv: Invocation) -> int:

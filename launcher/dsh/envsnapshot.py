@@ -12,8 +12,8 @@ Two kinds of names are not taken from every ``.env``:
 * **Routing** names (:data:`ROUTING`: provider base URLs, proxies, CA bundles,
   ``DSH_POSTGRES_DSN`` (the store's address, with its password)): they decide where the
   user's credentials are sent, so a project's ``.env`` (a cloned repository's, written by
-  anyone) may set them only in a folder the user trusts (:mod:`dsh.trust`). The home
-  ``.env`` is the user's own and may.
+  anyone) may set them only in a folder the user trusts, and only as they were when the
+  user trusted it (:mod:`dsh.trust`). The home ``.env`` is the user's own and may.
 
 In the home ``.env`` a bootstrap-only name is an error (exit 2: the user's own setting
 would be lost). In a project ``.env`` a refused name is ignored with one warning naming it
@@ -99,8 +99,13 @@ class EnvFile(NamedTuple):
     ignored: tuple[str, ...] = ()
 
 
+TRUSTED, UNTRUSTED, CHANGED = "trusted", "untrusted", "changed"
+"""What a trust lookup answers for a project's routing settings (:mod:`dsh.trust`)."""
+
+
 def read_env_file(path: Path, *, is_home: bool,
-                  trusted: Callable[[], bool] = lambda: False) -> EnvFile:
+                  trusted: Callable[[Mapping[str, str]], str] = lambda routing: UNTRUSTED,
+                  ) -> EnvFile:
     """Parse one ``.env`` file strictly; a malformed line exits 2.
 
     python-dotenv skips lines it cannot parse with only a logged warning; a harness that
@@ -108,8 +113,10 @@ def read_env_file(path: Path, *, is_home: bool,
     line by line here and any unparsed line is an error naming the file and line.
 
     A bootstrap-only name is an error in the home file and ignored (with a warning) in a
-    project file; a routing name in a project file is ignored unless ``trusted()`` (asked
-    only when the file has one) says the folder is trusted.
+    project file. A project file's routing names are taken all together or not at all:
+    ``trusted(routing)`` (asked only when there are some) answers :data:`TRUSTED` when
+    the user trusts the folder with exactly these settings, :data:`CHANGED` when it was
+    trusted with others, :data:`UNTRUSTED` otherwise.
     """
     from dotenv.parser import parse_stream
 
@@ -120,8 +127,9 @@ def read_env_file(path: Path, *, is_home: bool,
     except OSError as exc:
         raise EnvFileError(f"{path}: cannot read ({exc.strerror})") from exc
     values: dict[str, str] = {}
-    ignored: list[str] = []
-    trust: bool | None = None
+    ignored: list[tuple[int, str]] = []
+    routing: dict[str, str] = {}
+    lines: dict[str, int] = {}
     import io
 
     for binding in parse_stream(io.StringIO(text)):
@@ -137,27 +145,49 @@ def read_env_file(path: Path, *, is_home: bool,
             start = _NAME_START.match(name).group()
             raise EnvFileError(f"{path}:{line}: invalid variable name (it starts {start!r}; "
                                "expected NAME=value, NAME of letters, digits and _)")
-        routing = ROUTING.match(name) is not None
-        if _BOOTSTRAP.match(name) and not routing:
+        is_routing = ROUTING.match(name) is not None
+        if _BOOTSTRAP.match(name) and not is_routing:
             if is_home:
                 raise EnvFileError(
                     f"{path}:{line}: {name} is bootstrap-only and refused from any .env; "
                     "set it in the launching environment")
-            ignored.append(f"{path}:{line}: {name} ignored: it is bootstrap-only (it takes "
-                           "effect before any .env is read); set it in the launching "
-                           "environment")
+            ignored.append((line, f"{path}:{line}: {name} ignored: it is bootstrap-only (it "
+                                  "takes effect before any .env is read); set it in the "
+                                  "launching environment"))
             continue
-        if routing and not is_home:
-            if trust is None:
-                trust = trusted()
-            if not trust:
-                ignored.append(
-                    f"{path}:{line}: {name} ignored: a project's .env may not route "
-                    "credentials (base URLs, proxies, CA bundles, DSH_POSTGRES_DSN) unless "
-                    f"you trust the folder: dsh trust {path.parent}")
-                continue
+        if is_routing and not is_home:
+            routing[name] = binding.value or ""
+            lines[name] = line
+            continue
         values[name] = binding.value or ""
-    return EnvFile(values, tuple(ignored))
+    if routing:
+        verdict = trusted(routing)
+        if verdict == TRUSTED:
+            values.update(routing)
+        else:
+            why = (f"this folder's credential routing changed since you trusted it (`dsh "
+                   f"trust {path.parent}` accepts it as it is now)" if verdict == CHANGED else
+                   "a project's .env may not route credentials (base URLs, proxies, CA "
+                   f"bundles, DSH_POSTGRES_DSN) unless you trust the folder: dsh trust "
+                   f"{path.parent}")
+            ignored += [(lines[name], f"{path}:{lines[name]}: {name} ignored: {why}")
+                        for name in routing]
+    return EnvFile(values, tuple(text for _, text in sorted(ignored)))
+
+
+def routing_settings(path: Path) -> dict[str, str]:
+    """The routing names and values a project ``.env`` sets (``{}`` when it has none or
+    there is no file): what ``dsh trust`` records a digest of."""
+    if not path.is_file():
+        return {}
+    found: dict[str, str] = {}
+
+    def keep(routing: Mapping[str, str]) -> str:
+        found.update(routing)
+        return UNTRUSTED
+
+    read_env_file(path, is_home=False, trusted=keep)
+    return found
 
 
 def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -189,10 +219,10 @@ def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None) ->
     if home_env.is_file():
         layers.append((str(home_env), read_env_file(home_env, is_home=True).values))
     if cwd_env.is_file() and cwd_env.resolve() != home_env.resolve():
-        from dsh.trust import is_trusted
+        from dsh.trust import verdict
 
         project = read_env_file(cwd_env, is_home=False,
-                                trusted=lambda: is_trusted(home, cwd_env.parent))
+                                trusted=lambda routing: verdict(home, cwd, routing))
         layers.append((str(cwd_env), project.values))
         warnings += project.ignored
     layers.append(("environment", _launch_environment(environ)))

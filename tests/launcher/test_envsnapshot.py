@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dsh.envsnapshot import EnvSnapshot, read_env_file, snapshot
+from dsh.envsnapshot import (
+    CHANGED,
+    TRUSTED,
+    UNTRUSTED,
+    EnvSnapshot,
+    read_env_file,
+    snapshot,
+)
 from dsh.errors import EnvFileError
 
 SECRET = "sk-very-secret-value"
@@ -92,8 +99,8 @@ def test_bootstrap_names_are_ignored_in_a_project_env_file_with_a_warning(
         tmp_path: Path, name: str) -> None:
     """Trusted or not: they take effect before any ``.env`` is read."""
     path = write(tmp_path / ".env", f"OK=1\n{name}={SECRET}\n")
-    for trusted in (False, True):
-        read = read_env_file(path, is_home=False, trusted=lambda t=trusted: t)
+    for verdict in (UNTRUSTED, TRUSTED):
+        read = read_env_file(path, is_home=False, trusted=lambda r, v=verdict: v)
         assert read.values == {"OK": "1"}
         assert read.ignored == (f"{path}:2: {name} ignored: it is bootstrap-only (it takes "
                                 "effect before any .env is read); set it in the launching "
@@ -111,31 +118,56 @@ def test_routing_names_only_from_the_home_or_a_trusted_project(tmp_path: Path,
         f"{path}:1: {name} ignored: a project's .env may not route credentials (base URLs, "
         f"proxies, CA bundles, DSH_POSTGRES_DSN) unless you trust the folder: dsh trust "
         f"{tmp_path}",)
-    trusted = read_env_file(path, is_home=False, trusted=lambda: True)
+    asked: list[dict[str, str]] = []
+    trusted = read_env_file(path, is_home=False,
+                            trusted=lambda r: asked.append(dict(r)) or TRUSTED)
     assert trusted == ({name: "value", "OTHER": "1"}, ())
+    assert asked == [{name: "value"}]  # exactly the routing settings, once
+    changed = read_env_file(path, is_home=False, trusted=lambda r: CHANGED)
+    assert changed.values == {"OTHER": "1"}
+    assert changed.ignored == (
+        f"{path}:1: {name} ignored: this folder's credential routing changed since you "
+        f"trusted it (`dsh trust {tmp_path}` accepts it as it is now)",)
+
+
+def test_routing_names_are_taken_all_together_or_not_at_all(tmp_path: Path) -> None:
+    path = write(tmp_path / ".env", "HTTPS_PROXY=p\nA=1\nPYTHONPATH=x\nX_BASE_URL=u\n")
+    read = read_env_file(path, is_home=False)
+    assert read.values == {"A": "1"}
+    assert [w.split(" ignored")[0] for w in read.ignored] == [
+        f"{path}:1: HTTPS_PROXY", f"{path}:3: PYTHONPATH", f"{path}:4: X_BASE_URL"]
 
 
 def test_trust_is_asked_only_when_a_routing_name_is_there(tmp_path: Path) -> None:
     path = write(tmp_path / ".env", "A=1\n")
 
-    def never() -> bool:
+    def never(routing: object) -> str:
         raise AssertionError("trust looked up for a file without routing names")
 
     assert read_env_file(path, is_home=False, trusted=never).values == {"A": "1"}
 
 
-def test_the_snapshot_reads_trust_from_the_home(dsh_home: Path, tmp_path: Path) -> None:
+def test_the_snapshot_trusts_the_settings_the_user_trusted(dsh_home: Path,
+                                                           tmp_path: Path) -> None:
     from dsh import trust
 
     project = tmp_path / "project"
     project.mkdir()
-    write(project / ".env", "DEEPSEEK_BASE_URL=http://127.0.0.1:9/v1\n")
+    write(project / ".env", "DEEPSEEK_BASE_URL=http://127.0.0.1:9/v1\nA=1\n")
     env = snapshot(dsh_home, project, {})
     assert "DEEPSEEK_BASE_URL" not in env and len(env.warnings) == 1
-    trust.add(dsh_home, project)
+    assert trust.add(dsh_home, project) == "added"
     env = snapshot(dsh_home, project, {})
     assert env["DEEPSEEK_BASE_URL"] == "http://127.0.0.1:9/v1" and env.warnings == ()
     assert env.with_defaults({"X": "1"}).warnings == ()
+    write(project / ".env", "DEEPSEEK_BASE_URL=http://127.0.0.1:9/v1\nA=2\nB=3\n")
+    assert snapshot(dsh_home, project, {})["DEEPSEEK_BASE_URL"]  # other names: no matter
+    write(project / ".env", "DEEPSEEK_BASE_URL=http://evil.example/v1\nA=1\n")
+    env = snapshot(dsh_home, project, {})
+    assert "DEEPSEEK_BASE_URL" not in env and "changed since you trusted" in env.warnings[0]
+    assert trust.add(dsh_home, project) == "updated"
+    assert snapshot(dsh_home, project, {})["DEEPSEEK_BASE_URL"] == "http://evil.example/v1"
+    assert trust.add(dsh_home, project) == "unchanged"
 
 
 def test_not_utf8(tmp_path: Path) -> None:

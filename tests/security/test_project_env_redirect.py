@@ -5,11 +5,14 @@ author's server; the user, whose key sits in ``$DSH_HOME/.env``, runs ``dsh`` th
 the key leaves as a bearer token. Here the author's server is a loopback HTTP server that
 records every request. Untrusted, the run ignores the name (one warning naming it and the
 file), the real endpoint is tried (through a dead proxy, so the test never leaves the
-machine) and the server records nothing; after ``dsh trust`` the same run reaches it.
+machine) and the server records nothing; after ``dsh trust`` the same run reaches it. And
+trust covers the settings as they were: a ``.env`` rewritten afterwards (a ``git pull``,
+or the model writing its workspace) to point elsewhere is ignored again.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
@@ -65,6 +68,16 @@ def test_a_project_env_cannot_redirect_the_key_until_trusted(run_dsh, dsh_home: 
         assert "ignored" not in redirected.stderr
         assert [r.headers.get("authorization") for r in server.requests] == [f"Bearer {KEY}"]
 
+        with FakeOpenAIServer() as elsewhere:
+            (project / ".env").write_text(f"# the repository's settings\n"
+                                          f"DEEPSEEK_BASE_URL={elsewhere.base_url}\n")
+            rewritten = run_dsh("--profile", "headless", "--patch", str(patch), "say hi",
+                                cwd=project, env=env)
+            assert elsewhere.requests == [] and len(server.requests) == 1
+            assert rewritten.returncode != 0
+            assert (f"DEEPSEEK_BASE_URL ignored: this folder's credential routing changed "
+                    f"since you trusted it (`dsh trust {project}`") in rewritten.stderr
+
 
 def test_trust_list_and_remove(run_dsh, dsh_home: Path, tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
@@ -74,7 +87,12 @@ def test_trust_list_and_remove(run_dsh, dsh_home: Path, tmp_path: Path) -> None:
     assert run_dsh("trust", str(one)).stdout == f"trusted: {one}\n"
     assert run_dsh("trust", str(tmp_path / "link")).stdout == f"trusted: {two}\n"
     assert run_dsh("trust", str(two)).stdout == f"already trusted: {two}\n"
+    (two / ".env").write_text("HTTPS_PROXY=http://127.0.0.1:3128\n")
+    assert run_dsh("trust", str(two)).stdout == (
+        f"trusted (its .env's routing settings as they are now): {two}\n")
     assert run_dsh("trust", "--list").stdout == f"{one}\n{two}\n"
+    listed = json.loads(run_dsh("trust", "--list", "--json").stdout)
+    assert listed["data"] == {"folders": [str(one), str(two)]}
     assert run_dsh("trust", "--remove", str(one)).stdout == f"no longer trusted: {one}\n"
     gone = run_dsh("trust", "--remove", str(one))
     assert gone.returncode == 2 and "not a trusted folder" in gone.stderr
@@ -83,11 +101,12 @@ def test_trust_list_and_remove(run_dsh, dsh_home: Path, tmp_path: Path) -> None:
     assert missing.returncode == 2 and "not an existing directory" in missing.stderr
     both = run_dsh("trust", "--list", str(one))
     assert both.returncode == 2 and "one of PATH, --list or --remove" in both.stderr
-    (dsh_home / "trusted.toml").write_text("folders = 'oops'\n")
+    assert "3128" not in (dsh_home / "trusted.toml").read_text()  # a digest, no value
+    (dsh_home / "trusted.toml").write_text("[[folder]]\npath = 'relative'\nrouting = 'x'\n")
     broken = run_dsh("trust", "--list")
     assert broken.returncode == 2
-    assert broken.stderr == (f"dsh: error: {dsh_home / 'trusted.toml'}: 'folders' must be a "
-                             "list of absolute paths\n")
+    assert broken.stderr == (f"dsh: error: {dsh_home / 'trusted.toml'}: folder 1: 'path' "
+                             "must be an absolute path\n")
 
 
 def test_concurrent_trust_commands_lose_nothing(run_dsh, tmp_path: Path) -> None:
