@@ -105,7 +105,7 @@ TRUSTED, UNTRUSTED, CHANGED = "trusted", "untrusted", "changed"
 
 def read_env_file(path: Path, *, is_home: bool,
                   trusted: Callable[[Mapping[str, str]], str] = lambda routing: UNTRUSTED,
-                  ) -> EnvFile:
+                  routing_names: frozenset[str] = frozenset()) -> EnvFile:
     """Parse one ``.env`` file strictly; a malformed line exits 2.
 
     python-dotenv skips lines it cannot parse with only a logged warning; a harness that
@@ -116,7 +116,8 @@ def read_env_file(path: Path, *, is_home: bool,
     project file. A project file's routing names are taken all together or not at all:
     ``trusted(routing)`` (asked only when there are some) answers :data:`TRUSTED` when
     the user trusts the folder with exactly these settings, :data:`CHANGED` when it was
-    trusted with others, :data:`UNTRUSTED` otherwise.
+    trusted with others, :data:`UNTRUSTED` otherwise. ``routing_names`` are routing too:
+    the variables the composed tree reads an address from (``url: !env TRACKER_URL``).
     """
     from dotenv.parser import parse_stream
 
@@ -145,7 +146,7 @@ def read_env_file(path: Path, *, is_home: bool,
             start = _NAME_START.match(name).group()
             raise EnvFileError(f"{path}:{line}: invalid variable name (it starts {start!r}; "
                                "expected NAME=value, NAME of letters, digits and _)")
-        is_routing = ROUTING.match(name) is not None
+        is_routing = ROUTING.match(name) is not None or name in routing_names
         if _BOOTSTRAP.match(name) and not is_routing:
             if is_home:
                 raise EnvFileError(
@@ -176,8 +177,9 @@ def read_env_file(path: Path, *, is_home: bool,
 
 
 def routing_settings(path: Path) -> dict[str, str]:
-    """The routing names and values a project ``.env`` sets (``{}`` when it has none or
-    there is no file): what ``dsh trust`` records a digest of."""
+    """Every setting of a project ``.env`` that may route (``{}`` without a file): what
+    ``dsh trust`` records digests of. That is every name but the bootstrap-only ones,
+    since a config may read an address from any variable."""
     if not path.is_file():
         return {}
     found: dict[str, str] = {}
@@ -186,8 +188,8 @@ def routing_settings(path: Path) -> dict[str, str]:
         found.update(routing)
         return UNTRUSTED
 
-    read_env_file(path, is_home=False, trusted=keep)
-    return found
+    read = read_env_file(path, is_home=False, trusted=keep)
+    return {**read.values, **found}
 
 
 def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -207,8 +209,13 @@ def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return values
 
 
-def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> EnvSnapshot:
-    """Build the launch snapshot: environment > ``cwd/.env`` > ``home/.env``."""
+def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None, *,
+             routing: frozenset[str] = frozenset()) -> EnvSnapshot:
+    """Build the launch snapshot: environment > ``cwd/.env`` > ``home/.env``.
+
+    ``routing`` names more variables that route credentials (the tree's, see
+    :meth:`dsh.compose.Tree.routing_names`) beside :data:`ROUTING`.
+    """
     environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
     origins: dict[str, str] = {}
@@ -222,7 +229,8 @@ def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None) ->
         from dsh.trust import verdict
 
         project = read_env_file(cwd_env, is_home=False,
-                                trusted=lambda routing: verdict(home, cwd, routing))
+                                trusted=lambda found: verdict(home, cwd, found),
+                                routing_names=routing)
         layers.append((str(cwd_env), project.values))
         warnings += project.ignored
     layers.append(("environment", _launch_environment(environ)))

@@ -117,7 +117,7 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
     """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included)."""
     from dsh.envsnapshot import snapshot
 
-    env = snapshot(resolved.home, cwd, environ)
+    env = snapshot(resolved.home, cwd, environ, routing=resolved.tree.routing_names())
     profile, files, home = resolved.profile, resolved.files, resolved.home
 
     def recompose() -> tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]:

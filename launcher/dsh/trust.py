@@ -9,13 +9,16 @@ the user said so: ``dsh trust [PATH]``, recorded in ``$DSH_HOME/trusted.toml``::
     # Folders whose own .env may route credentials (dsh trust; docs/security.md).
     [[folder]]
     path = "/home/me/work/shop"
-    routing = "sha256:1f0c..."
+    [folder.settings]
+    DEEPSEEK_BASE_URL = "sha256:1f0c..."
 
-Trust covers the routing settings **as they were when the user trusted the folder**
-(``routing`` is a digest of those names and values): anything that later adds or changes
-one (a ``git pull``, or the model writing ``.env`` in its workspace) makes them ignored
-again, with a warning, until ``dsh trust`` is run again. Other names of the file are
-never affected. A folder is trusted exactly (not its subfolders: a launch reads only its
+Trust covers the routing settings **as they were when the user trusted the folder**:
+``settings`` holds a digest of every value the ``.env`` set then (never the value), so
+a routing name added or changed later (a ``git pull``, or the model writing ``.env`` in
+its workspace) is ignored again, with a warning, until ``dsh trust`` is run again. Which
+names route is known only at launch (a config can read an address from any variable:
+``url: !env TRACKER_URL``), so every name is recorded; a name that does not route at that
+launch may change freely. A folder is trusted exactly (not its subfolders: a launch reads only its
 own working directory's ``.env``), compared by real path, so a symlink or a ``..``
 spelling of a folder is the same folder. Changes are atomic (a temporary file renamed
 over the old one) under a lock, so two ``dsh trust`` commands never lose each other's
@@ -41,8 +44,9 @@ _HEADER = ("# Folders whose own .env may route credentials (provider base URLs, 
            "# see docs/security.md.\n")
 
 
-def records(home: Path) -> dict[str, str]:
-    """Trusted folder (real path) -> digest of its routing settings; ``{}`` without a file."""
+def records(home: Path) -> dict[str, dict[str, str]]:
+    """Trusted folder (real path) -> {name: digest of the value it was trusted with};
+    ``{}`` without a file."""
     path = home / TRUST_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -62,20 +66,22 @@ def records(home: Path) -> dict[str, str]:
     unknown = sorted(set(data) - {"folder"})
     if unknown:
         raise ConfigError(f"{path}: unknown key '{unknown[0]}' (expected [[folder]] tables)")
-    found: dict[str, str] = {}
+    found: dict[str, dict[str, str]] = {}
     entries = data.get("folder", [])
     if not isinstance(entries, list):
         raise ConfigError(f"{path}: 'folder' must be [[folder]] tables")
     for index, entry in enumerate(entries):
         where = f"{path}: folder {index + 1}"
-        if not isinstance(entry, dict) or set(entry) != {"path", "routing"}:
-            raise ConfigError(f"{where}: expected exactly the keys 'path' and 'routing'")
-        folder, routing = entry["path"], entry["routing"]
+        if not isinstance(entry, dict) or set(entry) - {"path", "settings"} \
+                or "path" not in entry:
+            raise ConfigError(f"{where}: expected the keys 'path' and 'settings'")
+        folder, settings = entry["path"], entry.get("settings", {})
         if not isinstance(folder, str) or not os.path.isabs(folder):
             raise ConfigError(f"{where}: 'path' must be an absolute path")
-        if not isinstance(routing, str) or not routing.startswith("sha256:"):
-            raise ConfigError(f"{where}: 'routing' must be a sha256: digest")
-        found[folder] = routing
+        if not isinstance(settings, dict) or not all(
+                isinstance(d, str) and d.startswith("sha256:") for d in settings.values()):
+            raise ConfigError(f"{where}: 'settings' must map names to sha256: digests")
+        found[folder] = settings
     return found
 
 
@@ -84,21 +90,22 @@ def folders(home: Path) -> list[str]:
     return list(records(home))
 
 
-def digest(routing: Mapping[str, str]) -> str:
-    """The digest ``trusted.toml`` keeps of a folder's routing names and values."""
-    text = json.dumps(sorted(routing.items()), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+def digest(value: str) -> str:
+    """The digest ``trusted.toml`` keeps of one value."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def verdict(home: Path, folder: Path, routing: Mapping[str, str]) -> str:
-    """Whether ``folder``'s ``routing`` settings are trusted: ``trusted``, ``changed`` (the
-    folder is, with other settings) or ``untrusted``."""
+    """Whether ``folder``'s ``routing`` settings are trusted: ``trusted`` (each was there,
+    with this value, when the folder was trusted), ``changed`` (the folder is trusted, with
+    other settings) or ``untrusted``."""
     from dsh.envsnapshot import CHANGED, TRUSTED, UNTRUSTED
 
     recorded = records(home).get(os.path.realpath(folder))
     if recorded is None:
         return UNTRUSTED
-    return TRUSTED if recorded == digest(routing) else CHANGED
+    same = all(recorded.get(name) == digest(value) for name, value in routing.items())
+    return TRUSTED if same else CHANGED
 
 
 def add(home: Path, folder: Path) -> str:
@@ -109,7 +116,8 @@ def add(home: Path, folder: Path) -> str:
     real = os.path.realpath(folder)
     if not os.path.isdir(real):
         raise UsageError(f"{folder}: not an existing directory")
-    now = digest(routing_settings(Path(real) / ".env"))
+    now = {name: digest(value)
+           for name, value in sorted(routing_settings(Path(real) / ".env").items())}
     with _locked(home):
         recorded = records(home)
         before = recorded.get(real)
@@ -132,12 +140,14 @@ def remove(home: Path, folder: Path) -> None:
         _write(home, kept)
 
 
-def _write(home: Path, recorded: Mapping[str, str]) -> None:
+def _write(home: Path, recorded: Mapping[str, Mapping[str, str]]) -> None:
     """Replace the file atomically (a crash leaves the old one or the new one whole)."""
     path = home / TRUST_FILE
     try:
-        body = "".join(f"\n[[folder]]\npath = {json.dumps(f, ensure_ascii=False)}\n"
-                       f"routing = {json.dumps(d)}\n" for f, d in recorded.items())
+        body = "".join(
+            f"\n[[folder]]\npath = {json.dumps(f, ensure_ascii=False)}\n[folder.settings]\n"
+            + "".join(f"{n} = {json.dumps(d)}\n" for n, d in settings.items())
+            for f, settings in recorded.items())
         data = (_HEADER + body).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise UsageError("a trusted folder's path must be valid UTF-8") from exc

@@ -183,3 +183,19 @@ def test_malformed_cwd_env_fails_the_snapshot(dsh_home: Path, tmp_path: Path) ->
     write(cwd / ".env", "=nothing\n")
     with pytest.raises(EnvFileError, match=r"project/\.env:1: "):
         snapshot(dsh_home, cwd, {})
+
+
+def test_routing_names_of_a_config() -> None:
+    from dsh.tags import EnvRef, routing_names
+
+    config = {"base_url_env": "MY_URL", "api_key_env": "MY_KEY", "timeout_env": "T",
+              "servers": [{"url": EnvRef("TRACKER_URL"), "env": {"X": EnvRef("X")}}],
+              "proxy": EnvRef("P", "d"), "db": {"dsn": EnvRef("DB")},
+              "headers": {"Authorization": EnvRef("AUTH")}}
+    assert routing_names(config) == {"MY_URL", "TRACKER_URL", "P", "DB"}
+
+
+def test_the_trees_routing_names_count_as_routing(tmp_path: Path) -> None:
+    path = write(tmp_path / ".env", "TRACKER_URL=u\nOTHER=1\n")
+    read = read_env_file(path, is_home=False, routing_names=frozenset({"TRACKER_URL"}))
+    assert read.values == {"OTHER": "1"} and "TRACKER_URL ignored" in read.ignored[0]

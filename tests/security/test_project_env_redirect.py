@@ -102,7 +102,7 @@ def test_trust_list_and_remove(run_dsh, dsh_home: Path, tmp_path: Path) -> None:
     both = run_dsh("trust", "--list", str(one))
     assert both.returncode == 2 and "one of PATH, --list or --remove" in both.stderr
     assert "3128" not in (dsh_home / "trusted.toml").read_text()  # a digest, no value
-    (dsh_home / "trusted.toml").write_text("[[folder]]\npath = 'relative'\nrouting = 'x'\n")
+    (dsh_home / "trusted.toml").write_text("[[folder]]\npath = 'relative'\n")
     broken = run_dsh("trust", "--list")
     assert broken.returncode == 2
     assert broken.stderr == (f"dsh: error: {dsh_home / 'trusted.toml'}: folder 1: 'path' "
@@ -126,3 +126,22 @@ def test_concurrent_trust_commands_lose_nothing(run_dsh, tmp_path: Path) -> None
         assert proc.returncode == 0, err
     listed = run_dsh("trust", "--list").stdout.split()
     assert sorted(listed) == sorted(str(f) for f in folders)
+
+
+def test_a_variable_the_config_reads_an_address_from_routes_too(run_dsh, dsh_home: Path,
+                                                                tmp_path: Path) -> None:
+    """``url: !env TRACKER_URL`` in the user's config: a project ``.env`` setting
+    ``TRACKER_URL`` would send the tracker's ``Authorization`` header to its server."""
+    project = tmp_path / "repo"
+    project.mkdir()
+    (project / ".env").write_text("TRACKER_URL=http://127.0.0.1:9/mcp\nPLAIN=1\n")
+    (dsh_home / "patch.yml").write_text(
+        "- id: tools:mcp\n"
+        "  merge: {config: {servers: [{name: tracker,\n"
+        "                             url: !env [TRACKER_URL, 'http://127.0.0.1:8/mcp']}]}}\n")
+    offline = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
+    proc = run_dsh("--profile", "sdk", "--patch", str(offline), "-h", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"{project / '.env'}:1: TRACKER_URL ignored: a project's .env may not route "
+            "credentials") in proc.stderr
+    assert "PLAIN" not in proc.stderr
