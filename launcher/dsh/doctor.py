@@ -114,7 +114,7 @@ class Doctor:
         from dsh.envsnapshot import snapshot
 
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
             env = None
@@ -296,7 +296,7 @@ class Doctor:
         from dsh_runtime.schema import validate
 
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError:
             env = {}  # check_plugins_and_env already reported the broken .env
         for row in rows:

@@ -199,3 +199,25 @@ def test_the_trees_routing_names_count_as_routing(tmp_path: Path) -> None:
     path = write(tmp_path / ".env", "TRACKER_URL=u\nOTHER=1\n")
     read = read_env_file(path, is_home=False, routing_names=frozenset({"TRACKER_URL"}))
     assert read.values == {"OTHER": "1"} and "TRACKER_URL ignored" in read.ignored[0]
+
+
+def test_a_live_edit_cannot_read_an_address_from_the_project_env(dsh_home: Path,
+                                                                 tmp_path: Path) -> None:
+    """The snapshot is fixed at launch; a patch edited later that reads a URL from a
+    variable the project's ``.env`` set gets nothing for it (as if unset)."""
+    from dsh import launch
+
+    project = tmp_path / "project"
+    project.mkdir()
+    write(project / ".env", "TRACKER_URL=http://127.0.0.1:9/evil\nPLAIN=1\n")
+    resolved = launch.resolve(dsh_home, "web", [], project)
+    prepared = launch.prepare(resolved, project, [], environ={})
+    assert prepared.env["TRACKER_URL"] == "http://127.0.0.1:9/evil"  # nothing routed yet
+    write(dsh_home / "patch.yml",
+          "- id: tools:mcp\n  merge: {config: {servers: [{name: t, url: !env [TRACKER_URL, "
+          "'http://127.0.0.1:8/default']}], note: !env PLAIN}}\n")
+    assert prepared.recompose is not None
+    rows, _ = prepared.recompose()
+    mcp = next(r for r in rows if r["id"] == "tools:mcp")
+    assert mcp["config"]["servers"][0]["url"] == "http://127.0.0.1:8/default"
+    assert mcp["config"]["note"] == "1"
