@@ -133,6 +133,8 @@ def _prepare(argv: Sequence[str], *, env: Mapping[str, str] | None, tie: str | N
     wrapper a missing program would only show as a wrapper exiting 127, so the error a
     plain exec gives (``FileNotFoundError``, ``PermissionError``) is raised here instead.
     """
+    if _guard == "asked":
+        _hide_from_children()
     command = list(argv)
     options: dict[str, Any] = {}
     prefix: list[str] = []
@@ -407,6 +409,40 @@ def _call(action: Callable[[], None]) -> bool:
 
 
 # -- processes in general ------------------------------------------------------------------
+
+
+_guard = "off"
+"""``off``, ``asked`` (by :func:`protect_parent`, applied at the next start) or ``on``."""
+
+
+def protect_parent() -> None:
+    """Keep this process's own environment and memory from its children (the runtime).
+
+    A child running as the same user can read its parent's ``/proc/PID/environ`` (the
+    launch environment, API keys included) and ptrace it, whatever environment the child
+    itself was given; the sandbox's pid namespace hides the parent, an unsandboxed command
+    or an MCP server does not. So the runtime makes itself non-dumpable (Linux
+    ``PR_SET_DUMPABLE`` 0): its ``/proc`` files become root's, and same-user processes can
+    neither read them nor attach. Applied just before the first child starts (loading
+    ``ctypes`` would cost every boot about 2 ms, one that starts no child too); root's
+    children can still read it. No core dumps of the runtime follow either. Not for the
+    SDK: it would change the embedding program.
+    """
+    global _guard
+    if _LINUX and _guard == "off":
+        _guard = "asked"
+
+
+def _hide_from_children() -> None:
+    global _guard
+    _guard = "on"
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+_PR_SET_DUMPABLE = 4
 
 
 def pid_alive(pid: int) -> bool:

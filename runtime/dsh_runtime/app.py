@@ -11,7 +11,8 @@ rest of the process's life, the same way for every profile:
 * The first SIGTERM (or ``main`` returning, e.g. on stdin EOF or ``shutdown``) disposes
   the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
-* Child processes still alive at the end are killed: none outlives the runtime.
+* Child processes still alive at the end are killed: none outlives the runtime; and none
+  can read the runtime's own environment (:func:`dsh.process.protect_parent`).
 * The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
   loads; a ``live`` profile gets a :class:`~dsh_runtime.reloader.Reloader` while running
   (a ``startup`` one never imports it: no watcher thread, no OS watch handle).
@@ -48,6 +49,9 @@ def run(launch: Launch) -> int:
     from dsh_runtime.kernel import Kernel
 
     _add_plugin_dir(launch)
+    from dsh.process import protect_parent
+
+    protect_parent()  # no child reads the runtime's environment through /proc
     # Servers report the launch (effective config, layer files) to their clients.
     kernel = Kernel(launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd,
                     env=launch.env, launch=launch)

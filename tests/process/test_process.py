@@ -264,3 +264,30 @@ def test_the_310_runner_on_a_real_310_interpreter(tmp_path: Path) -> None:
     assert not (tmp_path / "IMPORTED").exists()
     process.run([python, "-m", "json.tool"], cwd=str(tmp_path), input=b"{}")
     assert (tmp_path / "IMPORTED").exists(), "the control (plain -m) did not import json.py"
+
+
+@pytest.mark.skipif(not LINUX or shutil.which("setpriv") is None, reason="Linux, setpriv")
+def test_a_child_cannot_read_a_protected_parents_environment(tmp_path: Path) -> None:
+    """As an ordinary user (root reads everything): the parent's launch environment holds a
+    canary the child's own environment lacks; ``/proc/$PPID/environ`` shows it only when
+    the parent did not call :func:`dsh.process.protect_parent`."""
+    canary = "canary-" + os.urandom(8).hex()
+    script = textwrap.dedent("""
+        import os, sys
+        from dsh import process
+        if sys.argv[1] == "protect":
+            process.protect_parent()
+        done = process.run(["sh", "-c", "cat /proc/$PPID/environ"], env={"PATH": os.defpath})
+        sys.stdout.write(repr(done.stdout))
+    """)
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if os.getuid() == 0 else []
+    seen = {}
+    for mode in ("plain", "protect"):
+        done = subprocess.run([*drop, sys.executable, "-c", script, mode], cwd=tmp_path,
+                              env={**os.environ, "PARENT_CANARY": canary},
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        seen[mode] = done.stdout
+    assert canary in seen["plain"], "the control run could not read its parent at all"
+    assert canary not in seen["protect"], seen["protect"]
