@@ -15,6 +15,9 @@ Two kinds of names are not taken from every ``.env``:
   anyone) may set them only in a folder the user trusts, and only as they were when the
   user trusted it (:mod:`dsh.trust`). The home ``.env`` is the user's own and may.
 
+A project's ``.env`` may not set the shell's startup names either (``BASH_ENV``, ``ENV``,
+``SHELLOPTS``, ``BASHOPTS``): they would run a file of the project before every command.
+
 In the home ``.env`` a bootstrap-only name is an error (exit 2: the user's own setting
 would be lost). In a project ``.env`` a refused name is ignored with one warning naming it
 and the file (:attr:`EnvSnapshot.warnings`): that file was written for the project's own
@@ -42,6 +45,10 @@ ROUTING = re.compile(
 )
 """Names that route credentials: taken from a project ``.env`` only in a trusted folder."""
 _BOOTSTRAP = re.compile(r"^(PATH|PYTHON.*|DSH_.*|LD_.*|DYLD_.*)$")
+_SHELL_STARTUP = re.compile(r"^(BASH_ENV|ENV|SHELLOPTS|BASHOPTS)$")
+"""Names that make every ``bash -c``/``sh -c`` of the shell tool run code first: from a
+project's ``.env`` they would run the project's file before each command, even one the
+model never meant to run there (outside the sandbox when it is off)."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_START = re.compile(r"[A-Za-z0-9_]*")
 
@@ -155,6 +162,11 @@ def read_env_file(path: Path, *, is_home: bool,
             ignored.append((line, f"{path}:{line}: {name} ignored: it is bootstrap-only (it "
                                   "takes effect before any .env is read); set it in the "
                                   "launching environment"))
+            continue
+        if _SHELL_STARTUP.match(name) and not is_home:
+            ignored.append((line, f"{path}:{line}: {name} ignored: it would make every shell "
+                                  "command run code first; set it in the launching "
+                                  "environment"))
             continue
         if is_routing and not is_home:
             routing[name] = binding.value or ""

@@ -221,3 +221,15 @@ def test_a_live_edit_cannot_read_an_address_from_the_project_env(dsh_home: Path,
     mcp = next(r for r in rows if r["id"] == "tools:mcp")
     assert mcp["config"]["servers"][0]["url"] == "http://127.0.0.1:8/default"
     assert mcp["config"]["note"] == "1"
+
+
+@pytest.mark.parametrize("name", ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"])
+def test_shell_startup_names_only_from_the_home(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path / ".env", f"{name}=./evil.sh\nA=1\n")
+    assert read_env_file(path, is_home=True).values == {name: "./evil.sh", "A": "1"}
+    for verdict in (UNTRUSTED, TRUSTED):
+        read = read_env_file(path, is_home=False, trusted=lambda r, v=verdict: v)
+        assert read.values == {"A": "1"}
+        assert read.ignored == (f"{path}:1: {name} ignored: it would make every shell "
+                                "command run code first; set it in the launching "
+                                "environment",)
