@@ -32,6 +32,7 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh --dump-config-schema
        dsh profile list [--json]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
+       dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
 
 Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
 or one of your own under $DSH_HOME/profiles/.
@@ -110,7 +111,8 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
                 created.path.parent.rmdir()  # the profiles folder, if this made it
         raise
     resolved.files.cache.save()
-    for warning in resolved.tree.warnings:
+    for warning in (*(prepared.env.warnings if prepared is not None else ()),
+                    *resolved.tree.warnings):
         sys.stderr.write(f"dsh: warning: {warning}\n")
     if prepared is None:
         document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)

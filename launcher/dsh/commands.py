@@ -1,4 +1,5 @@
-"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``), built with click.
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``), built
+with click.
 
 They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
 turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
@@ -231,6 +232,42 @@ def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
     sys.stdout.write(f"created {shown}/ (plugin {name}, {backend})\n"
                      f"next: cd {shown} && pip install -e '.[test]' && python -m pytest\n"
                      f"      dsh plugin --profile mine add {shown}\n")
+
+
+@group.command(help="Trust a project folder (default: the current one): its own .env may "
+                    "then set provider base URLs, proxies, CA bundles and DSH_POSTGRES_DSN "
+                    "as they are now (dsh otherwise ignores them there; a later change needs "
+                    "dsh trust again). Recorded in $DSH_HOME/trusted.toml.")
+@click.argument("path", required=False)
+@click.option("--list", "show", is_flag=True, help="List the trusted folders.")
+@click.option("--remove", "remove", metavar="PATH", default=None,
+              help="Stop trusting PATH.")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
+          home: str | None, as_json: bool) -> None:
+    from dsh import trust as trust_mod
+
+    if sum((show, remove is not None, path is not None)) > 1:
+        raise UsageError("give one of PATH, --list or --remove PATH")
+    home_path = resolve_home(home or inv.home)
+    if show:
+        data: dict[str, Any] = {"folders": trust_mod.folders(home_path)}
+        _emit("trust", None, as_json, data,
+              lambda d: "".join(f"{f}\n" for f in d["folders"]))
+        return
+    if remove is not None:
+        trust_mod.remove(home_path, Path(remove))
+        data = {"folder": os.path.realpath(remove), "trusted": False}
+        _emit("trust", None, as_json, data, lambda d: f"no longer trusted: {d['folder']}\n")
+        return
+    folder = Path(path) if path is not None else Path.cwd()
+    change = trust_mod.add(home_path, folder)
+    data = {"folder": os.path.realpath(folder), "trusted": True, "change": change}
+    words = {"added": "trusted", "updated": "trusted (its .env's routing settings as they "
+             "are now)", "unchanged": "already trusted"}
+    _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
 
 
 def run_subcommand(inv: Invocation) -> int:

@@ -47,7 +47,10 @@ class Doctor:
         self.checks: list[Check] = []
 
     def add(self, check_id: str, status: str, message: str) -> None:
-        self.checks.append(Check(check_id, status, message))
+        """Record a check; credentials inside URLs (an MCP server's ``?key=``) are masked."""
+        from dsh.redact import redact
+
+        self.checks.append(Check(check_id, status, redact(message)))
 
     def scrub(self, text: str) -> str:
         """Replace absolute home/cwd prefixes in a message."""
@@ -127,10 +130,13 @@ class Doctor:
         add_plugin_dir(resolved.profile.plugin_dir)
 
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
             env = None
+        else:
+            if env.warnings:
+                self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
         required: dict[str, list[str]] = {}
         for row, disabled in resolved.tree.walk():
             if row.children is not None:
@@ -223,6 +229,7 @@ class Doctor:
         except DshError as exc:
             self.add(check_id, "fail", self.scrub(str(exc)))
             return
+        self.check_limits(row.id, config)
         if policy.mode == "off":
             self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
             return
@@ -236,18 +243,45 @@ class Doctor:
             self.add(check_id, "warn", self.scrub(f"{policy.describe()}, but {found.reason}: "
                                                   "commands run unsandboxed"))
 
+    def check_limits(self, row_id: str, config: Any) -> None:
+        """``limits.<row>``: how the shell row's resource limits are enforced here.
+
+        A cgroup bounds a command's processes and memory together (ok); rlimits bound each
+        process alone, and root ignores the process limit (warn then); none is a warning.
+        """
+        from dsh.limits import Limits
+        from dsh.process import enforcement
+
+        check_id = f"limits.{row_id}"
+        try:
+            limits = Limits.from_config(config.get("limits"), row_id=row_id)
+        except DshError as exc:
+            self.add(check_id, "fail", self.scrub(str(exc)))
+            return
+        found = enforcement(limits)
+        root = hasattr(os, "getuid") and os.getuid() == 0
+        if found.how == "none" or (found.how == "rlimits" and root and limits.processes):
+            extra = (" (running as root, which RLIMIT_NPROC does not bound: processes are "
+                     "not limited)" if found.how == "rlimits" else "")
+            self.add(check_id, "warn", f"{found.how}: {found.detail}{extra}")
+        else:
+            self.add(check_id, "ok", f"{found.how}: {found.detail}")
+
     def check_live(self) -> None:
-        import subprocess
+        from dsh import process
 
         # In the frozen carrier sys.executable is the dsh runtime itself.
-        carrier = [sys.executable] if carriers.running_frozen() else [sys.executable, "-m",
-                                                                      "dsh"]
+        carrier = ([sys.executable] if carriers.running_frozen()
+                   else process.python_command("dsh"))
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                                  stdin=subprocess.DEVNULL, cwd=self.cwd)
-        except subprocess.TimeoutExpired:
+            proc = process.run(argv, text=True, timeout=60, cwd=self.cwd)
+        except OSError as exc:
+            self.add("runtime.boot", "fail", f"the runtime cannot be started: "
+                                             f"{exc.strerror or exc}")
+            return
+        if proc.timed_out:
             self.add("runtime.boot", "fail", "the runtime did not answer -h within 60 s")
             return
         if proc.returncode == 0:
@@ -338,7 +372,7 @@ class Doctor:
         from dsh_runtime.schema import validate
 
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError:
             env = {}  # check_plugins_and_env already reported the broken .env
         for row in rows:

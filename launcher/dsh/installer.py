@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from dsh import process
 from dsh.errors import PluginError
 
 MESSAGE_LIMIT = 300
@@ -142,7 +142,7 @@ def _installer(target: Path) -> list[str]:
     uv = shutil.which("uv")
     if uv:
         return [uv, "pip", "install", "--python", sys.executable, "--target", str(target)]
-    return [sys.executable, "-m", "pip", "install", "--target", str(target), "--no-input",
+    return [*process.python_command("pip"), "install", "--target", str(target), "--no-input",
             "--disable-pip-version-check", "--no-warn-script-location", "--progress-bar",
             "off"]
 
@@ -151,10 +151,18 @@ def _run(argv: list[str], log: Any) -> int:
     """Run the installer with its output (both streams) appended to ``log``."""
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
-    result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, check=False)
+    try:
+        child = process.spawn(argv, stdout=log, stderr=process.STDOUT)
+    except OSError as exc:
+        raise PluginError(f"cannot start the installer {argv[0]} ({exc.strerror or exc}); "
+                          "nothing was changed") from exc
+    try:
+        code = child.wait()
+    finally:
+        child.stop(0)  # what the build left running in its group goes with it
     log.flush()
-    return result.returncode
+    assert code is not None
+    return code
 
 
 def _read(log: Any, *, after: str | None = None) -> str:

@@ -163,7 +163,9 @@ class RuntimeContext:
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
     ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
-    a kernel built directly).
+    a kernel built directly). ``secret_env`` names the variables the running rows declare
+    secret (:func:`dsh_runtime.envpolicy.declared_secrets`), which children never get by
+    default.
     """
 
     launch: Any
@@ -171,6 +173,7 @@ class RuntimeContext:
     home: str
     cwd: str
     env: Mapping[str, str]
+    secret_env: frozenset[str] = frozenset()
     tools: NamedRegistry[Any]
     commands: NamedRegistry[Command]
     prompts: NamedRegistry[Prompt]

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dsh.redact import redact
+
 from dsh_runtime.agent import events
 from dsh_runtime.tools.confine import Boundary
 
@@ -126,7 +128,13 @@ class Session:
 
     def emit(self, type: str, data: Mapping[str, Any],
              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Log an event with the next ``seq`` and deliver it; returns the event."""
+        """Log an event with the next ``seq`` and deliver it; returns the event.
+
+        The message of an ``error`` or ``turn/end`` event is diagnostic text: a credential
+        inside a URL it names (a provider's ``user:pass@``, an MCP server's ``?key=``) is
+        masked before the event is stored or sent (:func:`dsh.redact.redact`).
+        """
+        data = _redacted(type, data)
         event = events.event(type, len(self.record.events), data, extra or {})
         self.record.events.append(event)
         self._notify("session.event", {"sessionId": self.id, "event": event})
@@ -166,3 +174,16 @@ class Session:
         """The ``list_sessions`` entry."""
         return {"sessionId": self.id, "cwd": self.cwd, "status": self.status.value,
                 "title": self.record.title}
+
+
+def _redacted(type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with its diagnostic message redacted (``error`` and ``turn/end`` only)."""
+    if type == events.ERROR and isinstance(data.get("message"), str):
+        return {**data, "message": redact(data["message"])}
+    if type == events.TURN_END:
+        reason = data.get("reason")
+        error = reason.get("error") if isinstance(reason, Mapping) else None
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            error = {**error, "message": redact(error["message"])}
+            return {**data, "reason": {**reason, "error": error}}
+    return data

@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 
 from dsh._version import __version__
 from dsh.errors import ConfigError, PluginError
+from dsh.redact import redact as redact_url
 
 from dsh_runtime.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (
@@ -266,6 +267,8 @@ class HttpRoute:
             base_url, self._url_where = config["default_base_url"], "the row's default_base_url"
         self.base_url = base_url.strip().rstrip("/")
         self.url = self.base_url + self.path
+        self.shown_url = redact_url(self.url)
+        """The URL as messages show it: credentials in it (user:pass@, ?key=) masked."""
         self._url_problem = _url_problem(self.base_url, self._url_where)
         self._max_retries: int = config["max_retries"]
         self._backoff = (config["backoff_base_s"], config["backoff_max_s"])
@@ -288,7 +291,7 @@ class HttpRoute:
         self._http: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(route={self.route!r}, url={self.url!r})"
+        return f"{type(self).__name__}(route={self.route!r}, url={self.shown_url!r})"
 
     # -- what the agent asks before using the route -------------------------------------
 
@@ -329,10 +332,11 @@ class HttpRoute:
     # -- streaming ------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
-        """``text`` without the key, header secrets, bearer tokens or masked key echoes."""
+        """``text`` without the key, header secrets, bearer tokens, masked key echoes or
+        credentials inside URLs."""
         for secret in self._secrets:
             text = text.replace(secret, _REDACTED)
-        return _MASKED.sub(_REDACTED, _BEARER.sub("Bearer " + _REDACTED, text))
+        return redact_url(_MASKED.sub(_REDACTED, _BEARER.sub("Bearer " + _REDACTED, text)))
 
     @property
     def _client(self) -> httpx.AsyncClient:
@@ -423,7 +427,7 @@ class HttpRoute:
         if not decoder.finished:
             if yielded:
                 raise self._interrupted("closed")
-            raise _Retry(ModelError(f"{self.url} closed the stream before answering",
+            raise _Retry(ModelError(f"{self.shown_url} closed the stream before answering",
                                     code="connection", retryable=True))
         for chunk in decoder.end():
             if isinstance(chunk, Usage):
@@ -446,7 +450,7 @@ class HttpRoute:
                 if not decoder.done:
                     chunks += decoder.decode(event)
         except SSEError as exc:
-            raise ModelError(f"bad event stream from {self.url}: {exc}",
+            raise ModelError(f"bad event stream from {self.shown_url}: {exc}",
                              code="bad-response") from exc
         return chunks
 
@@ -523,11 +527,15 @@ class HttpRoute:
         import httpx
 
         code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
-        reason = self.redact(str(exc) or type(exc).__name__)[:MESSAGE_LIMIT]
-        return ModelError(f"cannot reach {self.url}: {reason}", code=code, retryable=True)
+        if isinstance(exc, httpx.LocalProtocolError):
+            # Its text quotes the offending header value: the key, or a configured secret.
+            reason = "a header value or the URL cannot be sent"
+        else:
+            reason = self.redact(str(exc) or type(exc).__name__)[:MESSAGE_LIMIT]
+        return ModelError(f"cannot reach {self.shown_url}: {reason}", code=code, retryable=True)
 
     def _interrupted(self, reason: str) -> ModelError:
-        return ModelError(f"the model stream from {self.url} broke off mid-answer "
+        return ModelError(f"the model stream from {self.shown_url} broke off mid-answer "
                           f"({reason[:MESSAGE_LIMIT]})", code="stream-interrupted",
                           retryable=True)
 

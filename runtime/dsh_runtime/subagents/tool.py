@@ -327,8 +327,10 @@ class SubagentPlugin(Plugin):
         them: the child's home lies inside it) as ``protected_paths`` of the ``agent``
         row. The parent's ``bash`` sandbox policy is the child's too, with the parent's
         home hidden as well (``$DSH_HOME/../..`` would otherwise reach the parent's
-        ``.env``); a parent without ``bash`` gets a child without one. The row's own
-        ``patches`` come later in the child's layers, so explicit config wins.
+        ``.env``), and so are its resource limits; a parent without ``bash`` gets a child
+        without one. The row's own ``patches`` come later in the child's layers, so
+        explicit config wins. (The parent's ``env`` policy is not copied: its ``set``
+        values may be secrets, which this file must not hold.)
         """
         parent_home = os.path.realpath(rt.home)
         paths = list(dict.fromkeys([*protected, parent_home]))
@@ -341,7 +343,11 @@ class SubagentPlugin(Plugin):
         elif policy is not None:  # else a shell of another plugin: nothing to inherit
             sandbox = policy.to_config()
             sandbox["hide"] = [*sandbox["hide"], parent_home]
-            operations.append({"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}})
+            config: dict[str, Any] = {"sandbox": sandbox}
+            limits = getattr(bash, "limits", None)
+            if limits is not None:
+                config["limits"] = limits._asdict()
+            operations.append({"id": "tools:shell", "merge": {"config": config}})
         staging = home / ".patch.yml.tmp"
         staging.write_text("# Written by the parent runtime: the sub-agent's confinement.\n"
                            + json.dumps(operations) + "\n", encoding="utf-8")
@@ -361,7 +367,7 @@ class SubagentPlugin(Plugin):
             patches=patches,
             dsh_home=str(home),
             cwd=cwd,
-            env=child_environment(env, config.get("pass_env", ())),
+            env=child_environment(env, config.get("pass_env", ()), rt.secret_env),
             inherit_env=False,
             provider=config.get("provider"),
             model=config.get("model"),

@@ -50,13 +50,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from dsh import process
 from dsh.errors import ConfigError
 
+from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.tools.confine import config_paths
 
 OFF = "off"
@@ -184,12 +185,11 @@ def _trial(exe: str, network: bool) -> Probe:
     """Run ``true`` under the options every command gets; any failure is the reason."""
     argv = [exe, *_namespaces(network), *_ROOT, "--tmpfs", "/tmp", *_KERNEL, "true"]
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=_PROBE_TIMEOUT, check=False)
-    except subprocess.TimeoutExpired:
-        return Probe(False, f"bwrap did not finish a trial run within {_PROBE_TIMEOUT:g} s")
+        proc = process.run(argv, timeout=_PROBE_TIMEOUT, env=scrubbed(os.environ))
     except OSError as exc:
         return Probe(False, f"bwrap cannot be started: {exc.strerror or exc}")
+    if proc.timed_out:
+        return Probe(False, f"bwrap did not finish a trial run within {_PROBE_TIMEOUT:g} s")
     if proc.returncode == 0:
         return Probe(True)
     lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -224,17 +224,18 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     environment the process will be given (names the dsh home's ``.env`` set are removed
     before bwrap starts). Returns ``argv`` unchanged when the mode is off, or when
     bubblewrap is unusable and not required; raises :class:`SandboxUnavailable` when it
-    is unusable and required.
+    is unusable and required. (Tying the command to the runtime and its resource limits
+    are :mod:`dsh.process`'s, for sandboxed and unsandboxed commands alike.)
     """
     if policy.mode == OFF:
-        return tied_to_parent(argv)
+        return list(argv)
     found = probe(policy)
     if not found.usable:
         if policy.required:
             raise SandboxUnavailable(
                 f"Refused: this profile requires the {policy.mode} sandbox for shell "
                 f"commands, but {found.reason}. The command was not run.")
-        return tied_to_parent(argv)
+        return list(argv)
     exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
     real_cwd = os.path.realpath(cwd)
     roots = list(dict.fromkeys(os.path.realpath(p) for p in (workspace or cwd, *writable)))
@@ -277,17 +278,6 @@ def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None)
     return found
 
 
-def tied_to_parent(argv: Sequence[str]) -> list[str]:
-    """``argv`` killed with the runtime even when the runtime is killed outright (Linux).
-
-    An unsandboxed command runs in a session of its own, so only the runtime's cleanup
-    kills it; a SIGKILLed runtime runs none. ``setpriv --pdeathsig KILL`` (util-linux) has
-    the kernel kill it when the runtime dies, and the setting survives the shell's
-    ``exec`` of a lone command. What a shell forks is not covered (bubblewrap's pid
-    namespace covers that for sandboxed commands). Unchanged where setpriv is missing.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
 
 def _inside(path: str, root: str) -> bool:

@@ -29,7 +29,6 @@ boundary again. The fallback streams each file, so a huge line costs bounded mem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import os
 import re
@@ -37,8 +36,10 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
+from dsh import process
 from dsh._version import __version__
 
+from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
 from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import ToolContext, ToolResult
@@ -210,16 +211,16 @@ async def _ripgrep(rg: str, opened: _Opened, shown: str, args: Mapping[str, Any]
     directory = opened.cwd is not None
     argv += ["--regexp", args["pattern"], "--", "." if directory else "-"]
     passed = (opened.fd,) if directory and opened.fd is not None else ()
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=opened.cwd, pass_fds=passed,
-        stdin=asyncio.subprocess.DEVNULL if directory else opened.fd,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    # ripgrep needs nothing of the runtime's environment, least of all its secrets.
+    child = await process.spawn_async(
+        argv, cwd=opened.cwd, env=scrubbed(os.environ), pass_fds=passed,
+        stdin=process.DEVNULL if directory else opened.fd)
+    assert child.stdout is not None and child.stderr is not None
     lines: list[str] = []
     more = False
     try:
         while True:
-            raw = await proc.stdout.readline()
+            raw = await child.stdout.readline()
             if not raw:
                 break
             if len(lines) == cap:
@@ -232,14 +233,12 @@ async def _ripgrep(rg: str, opened: _Opened, shown: str, args: Mapping[str, Any]
                 name, sep, rest = line.partition(":")
                 lines.append(_joined(shown, name) + sep + rest)
         if more:
-            proc.kill()
-        stderr = await proc.stderr.read(4096)
-        code = await proc.wait()
+            child.kill()
+        stderr = await child.stderr.read(4096)
+        await child.exited()
+        code = child.returncode
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await child.stop(0)
     # Code 2 with matches means some files were unreadable: the matches still stand.
     if code == 2 and not lines:
         message = stderr.decode("utf-8", "replace").strip()

@@ -22,7 +22,9 @@ it (the working directory when absent) against the session's workspace root, so 
 workspace policy it runs unasked inside the root, as the original ran ``bash`` without
 asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
 granted roots) writable, whatever the working directory.
-Process groups are POSIX; on Windows only the shell itself is killed.
+Every command starts through :mod:`dsh.process` (its own group, tied to the runtime, with
+the row's resource ``limits``: :mod:`dsh.limits`), the one place processes are started
+and stopped.
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dsh import process
 from dsh._version import __version__
+from dsh.limits import SCHEMA as LIMITS_SCHEMA
+from dsh.limits import Limits
 
+from dsh_runtime.envpolicy import SCHEMA as ENV_SCHEMA
+from dsh_runtime.envpolicy import EnvPolicy
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.tools import confine
@@ -48,8 +53,6 @@ from dsh_runtime.tools.sandbox import Policy, SandboxUnavailable, note, wrap
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
-_POLL_SECONDS = 0.01
-"""How often a running shell is checked for exit."""
 
 
 class CappedOutput:
@@ -126,6 +129,11 @@ class Bash:
         return Policy.from_config(self._plugin.config.get("sandbox"))
 
     @property
+    def limits(self) -> Limits:
+        """The row's resource limits now (a sub-agent's shell is given the same)."""
+        return self._plugin.limits
+
+    @property
     def description(self) -> str:
         """The description the model sees: the base text plus the row's sandbox, if any."""
         sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
@@ -149,51 +157,39 @@ class Bash:
         if not os.path.isdir(cwd):
             return ToolResult(f"workdir is not a directory: {workdir} "
                               f"(resolves to {cwd})", is_error=True)
+        env = self._plugin.environment(ctx.env)
         try:
             argv = command_argv(config, args["command"], cwd, workspace=boundary.root,
                                 writable=boundary.granted, protected=boundary.protected,
-                                home=self._plugin.home, env=ctx.env)
+                                home=self._plugin.home, env=env)
         except SandboxUnavailable as exc:
             return ToolResult(str(exc), is_error=True)
         if args.get("run_in_background"):
-            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"],
+            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"], env=env,
                                                  note=sandbox_note(config))
         output = CappedOutput(config["max_output_chars"])
         if unsandboxed := sandbox_note(config):
             output.feed(f"{unsandboxed}\n".encode())  # first, so no output cap drops it
-        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=dict(ctx.env),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=sys.platform != "win32"))
         try:
-            proc = await asyncio.shield(spawn)
-        except asyncio.CancelledError:
-            # Cancelled while the process was being set up: it may already run.
-            with contextlib.suppress(Exception):
-                started = await spawn
-                kill_group(started)
-                await _exited(started)
-            raise
+            child = await process.spawn_async(argv, cwd=cwd, env=env, stdout=process.PIPE,
+                                              stderr=process.STDOUT,
+                                              limits=self._plugin.limits)
         except OSError as exc:
             return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
-        timed_out = False
-        reader = asyncio.ensure_future(_pump(proc, output))
+        reader = asyncio.ensure_future(_pump(child, output))
         try:
-            try:
-                await asyncio.wait_for(_exited(proc), timeout)
-            except asyncio.TimeoutError:
-                timed_out = True
+            timed_out = not await child.exited(timeout)
         finally:
             # Runs on success, timeout and cancellation alike: nothing of the group survives.
-            kill_group(proc)
-            await _finish(proc, reader)
+            child.kill()
+            await _finish(child, reader)
         text = output.text()
         if text and not text.endswith("\n"):
             text += "\n"
         if timed_out:
             return ToolResult(f"{text}[Command timed out after {timeout:g} seconds; "
                               "its process group was killed]", is_error=True)
-        code = proc.returncode if proc.returncode is not None else -1
+        code = child.returncode if child.returncode is not None else -1
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         return ToolResult(f"{text}[Command finished with exit code {code}]")
@@ -225,42 +221,22 @@ def sandbox_note(config: Mapping[str, Any]) -> str:
     return note(Policy.from_config(config.get("sandbox")))
 
 
-async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
+async def _pump(child: process.AsyncChild, output: CappedOutput) -> None:
     """Read the merged output until EOF."""
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(65536):
+    assert child.stdout is not None
+    while chunk := await child.stdout.read(65536):
         output.feed(chunk)
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> int:
-    """The shell's exit code, as soon as it exits.
-
-    Not ``proc.wait()``: asyncio only answers that once the output pipe closes too, and a
-    background job holding the pipe would keep the call waiting for it.
-    """
-    while proc.returncode is None:
-        await asyncio.sleep(_POLL_SECONDS)
-    return proc.returncode
-
-
-async def _finish(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
-    """Reap the shell and drain its output, bounded, even when the call is being cancelled."""
+async def _finish(child: process.AsyncChild, reader: asyncio.Future[None]) -> None:
+    """Drain the output (bounded), then reap the shell and release its group, even when
+    the call is being cancelled."""
     with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
         await asyncio.wait_for(asyncio.shield(reader), _DRAIN_SECONDS)
     if not reader.done():
         reader.cancel()
     with contextlib.suppress(asyncio.CancelledError):
-        await _exited(proc)
-
-
-def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the process group the shell leads (the shell alone where groups are absent)."""
-    if sys.platform == "win32":
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        await child.stop(0)
 
 
 class ShellTools(Plugin):
@@ -290,6 +266,8 @@ class ShellTools(Plugin):
                 "shell": {"type": "string", "default": "",
                           "description": "Shell executable; default bash on PATH, else sh."},
                 "sandbox": SANDBOX_SCHEMA,
+                "limits": LIMITS_SCHEMA,
+                "env": ENV_SCHEMA,
                 "max_jobs": {"type": "integer", "minimum": 1, "default": 32,
                              "description": "Background jobs kept per session."},
                 "max_job_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
@@ -306,10 +284,25 @@ class ShellTools(Plugin):
 
     home: str | None = None
     """The dsh home, which a sandboxed command must not see (known from ``start``)."""
+    _rt: RuntimeContext | None = None
+
+    def environment(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """The environment a command gets: the runtime's ``env`` under the row's ``env``
+        policy (secrets left out by default: :mod:`dsh_runtime.envpolicy`)."""
+        declared = self._rt.secret_env if self._rt is not None else frozenset()
+        return EnvPolicy.from_config(self.config.get("env"),
+                                     row_id=self.row_id).build(env, declared)
+
+    @property
+    def limits(self) -> Limits:
+        """The resource limits every command of this row runs with (its config now)."""
+        return Limits.from_config(self.config.get("limits"), row_id=self.row_id)
 
     def apply(self, reg: Registrar) -> None:
         """Register the tools and the hook; they read this row's current config on every call."""
         Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)  # fail at load
+        Limits.from_config(self.config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(self.config.get("env"), row_id=self.row_id)
         reg.tool(Bash(self))
         reg.tool(JobOutputTool(self.jobs, lambda: self.config))
         reg.tool(JobListTool(self.jobs))
@@ -326,11 +319,14 @@ class ShellTools(Plugin):
         await self.jobs.close()
 
     async def start(self, rt: RuntimeContext) -> None:
-        """Learn the dsh home, for the sandbox to hide."""
+        """Learn the dsh home, for the sandbox to hide, and the runtime's secret names."""
         self.home = rt.home
+        self._rt = rt
 
     async def update(self, config: Mapping[str, Any]) -> bool:
         """New limits and sandbox settings apply to the next call."""
         Policy.from_config(config.get("sandbox"), row_id=self.row_id)
+        Limits.from_config(config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(config.get("env"), row_id=self.row_id)
         self.config = config
         return True
