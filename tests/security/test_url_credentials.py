@@ -1,7 +1,7 @@
 """Credentials inside URLs never reach a message, a log line or a stored event.
 
-A provider whose base URL carries ``user:password@`` and ``?api_key=``, and an MCP server
-whose URL does the same, both unreachable (a closed loopback port): the turn fails and the
+A provider whose base URL carries ``?api_key=`` (a base URL with ``user:password@`` is
+refused before any request, without quoting it), and an MCP server whose URL carries both, both unreachable (a closed loopback port): the turn fails and the
 MCP failure is reported, and the runtime's frames, its whole stderr at debug level and
 every file it left in the home show the URLs with those parts masked, never the values.
 """
@@ -17,8 +17,7 @@ from seckit import FullLogRuntime, assert_clean, home_files
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX")
 
-CANARIES = {"provider password": "url-pass-" + "3c1e" * 5,
-            "provider query key": "query-key-" + "77ab" * 5,
+CANARIES = {"provider query key": "query-key-" + "77ab" * 5,
             "mcp password": "mcp-pass-" + "19fe" * 5,
             "mcp query token": "mcp-token-" + "0d0d" * 5}
 
@@ -32,8 +31,7 @@ def _closed_port() -> int:
 def test_url_credentials_are_masked_everywhere(dsh_home: Path, tmp_path: Path) -> None:
     port = _closed_port()
     c = CANARIES
-    base_url = (f"http://alice:{c['provider password']}@127.0.0.1:{port}/v1"
-                f"?api_key={c['provider query key']}")
+    base_url = f"http://127.0.0.1:{port}/v1?api_key={c['provider query key']}"
     mcp_url = (f"http://bob:{c['mcp password']}@127.0.0.1:{port}/mcp"
                f"?access_token={c['mcp query token']}")
     patch = tmp_path / "patch.yml"
@@ -61,7 +59,7 @@ def test_url_credentials_are_masked_everywhere(dsh_home: Path, tmp_path: Path) -
     assert ends[0]["kind"] == "error", ends
     message = ends[0]["error"]["message"]
     # (the provider appends /chat/completions to the base URL as given, query and all)
-    assert f"cannot reach http://***@127.0.0.1:{port}/v1?api_key=***" in message, message
+    assert f"cannot reach http://127.0.0.1:{port}/v1?api_key=***" in message, message
     errors = [e["data"]["message"] for e in events if e["type"] == "error"]
     assert any(f"http://***@127.0.0.1:{port}/mcp?access_token=***" in m for m in errors), \
         (errors, frames)
