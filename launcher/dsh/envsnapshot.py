@@ -26,6 +26,9 @@ _NETWORK = re.compile(
     r"^((HTTP|HTTPS|ALL|NO)_PROXY|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE)$",
     re.IGNORECASE,
 )
+# What this process alone consumes: the SDK program a runtime watches (see
+# ``dsh_runtime.parentwatch``) is this runtime's tie, not something to hand down.
+_PROCESS_ONLY = frozenset({"DSH_PARENT_PID"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_START = re.compile(r"[A-Za-z0-9_]*")
 
@@ -115,13 +118,14 @@ def read_env_file(path: Path, *, is_home: bool) -> dict[str, str]:
 
 
 def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The non-empty launch environment, minus what the frozen carrier's loader added.
+    """The non-empty launch environment, minus what the frozen carrier's loader added and
+    what this process alone consumes (``DSH_PARENT_PID``).
 
     The frozen runtime's bootloader points the library path at its own folder and keeps
     the user's value in ``*_ORIG``; children (git, curl, a user's shell) must get the
     user's value back, or they would load the runtime's private libraries.
     """
-    values = {k: v for k, v in environ.items() if v != ""}
+    values = {k: v for k, v in environ.items() if v != "" and k not in _PROCESS_ONLY}
     if running_frozen():
         for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
             original = values.pop(f"{name}_ORIG", None)

@@ -9,9 +9,11 @@ What it guarantees:
 
 * The runtime runs in its own session and process group, so signals to the group reach
   whatever it started there, and a terminal's Ctrl-C reaches only the caller, which then
-  closes the client in order. On Linux it also gets ``SIGTERM`` when the thread that
-  spawned it dies (``PR_SET_PDEATHSIG``): a killed caller leaves no runtime behind. The
-  runtime's own ``SIGTERM`` path is bounded and reaps its children, hence ``SIGTERM``.
+  closes the client in order. On Linux a killed caller leaves no runtime behind: dsh's
+  own runtime watches the caller through a pidfd (``LaunchSpec.watches_parent``), and
+  any other gets ``SIGTERM`` when the thread that spawned it dies (``PR_SET_PDEATHSIG``,
+  armed in the child before ``exec``; that needs a full fork, which the first way
+  spares). The runtime's ``SIGTERM`` path is bounded and reaps its children.
 * stderr is always drained, into a tail of the last :data:`STDERR_TAIL_LINES` lines (and
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
@@ -110,7 +112,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
                 lambda: process, *spec.argv,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=spec.cwd, env=dict(spec.env), start_new_session=True,
-                preexec_fn=_parent_death_hook(),
+                preexec_fn=None if spec.watches_parent else _parent_death_hook(),
             )
         except OSError as exc:
             hint = None
