@@ -17,7 +17,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFLINE_PATCH = ROOT / "examples" / "offline" / "patch.yml"
@@ -32,6 +36,25 @@ def ms(seconds: float) -> float:
 def median_ms(samples: list[float]) -> float:
     """The median of ``samples`` (seconds), in milliseconds."""
     return ms(statistics.median(samples))
+
+
+def balanced(sides: Sequence[T], turn: int) -> list[T]:
+    """``sides`` in round ``turn``'s order of a balanced Latin square (Williams design):
+    over ``n`` rounds (``2n`` when ``n`` is odd) each side runs first equally often and
+    right after each other side equally often, so what a side leaves behind (a CPU still
+    busy with its exit, caches it filled or evicted) falls on every side alike."""
+    n = len(sides)
+    if n < 2:
+        return list(sides)
+    base, low, high = [0], 1, n - 1
+    while len(base) < n:
+        base.append(low if len(base) % 2 else high)
+        low, high = (low + 1, high) if len(base) % 2 == 0 else (low, high - 1)
+    row = turn % (n if n % 2 == 0 else 2 * n)
+    order = [(index + row) % n for index in base]
+    if row >= n:  # odd n: the second half runs the first half's rows backwards
+        order = [(index + row - n) % n for index in base][::-1]
+    return [sides[index] for index in order]
 
 
 def clean_environ(**extra: str) -> dict[str, str]:

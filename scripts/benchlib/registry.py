@@ -82,15 +82,17 @@ class Metric:
                 "stretch": self.stretch, "about": self.about, "changes": self.changes}
 
     def measure(self, value: float, *, runs: int = 1, python_pass_ms: float | None = None,
-                anchors: dict[str, Any] | None = None, ok: bool | None = None,
-                **details: Any) -> Result:
+                anchors: dict[str, Any] | None = None, compared: tuple[float, str] | None = None,
+                ok: bool | None = None, **details: Any) -> Result:
         """The row for a measured ``value``: ``ok`` is the comparison with the target.
 
         ``ok=False`` may only tighten it (a check the number cannot show failed, e.g. an
         echoed frame that came back altered). ``anchors`` maps each anchor SDK to the same
-        figure measured of it (or why it was not); ``ratios`` is this value over each
-        measured one. ``python_pass_ms`` is the same run's interpreter start, taken
-        interleaved with this row's samples (:func:`with_python_pass`).
+        figure measured of it (or why it was not); ``ratios`` is dsh's figure over each
+        measured one: ``value``, or ``compared`` (figure, unit) when the value is itself a
+        ratio and the anchors were measured in another unit. ``python_pass_ms`` is the
+        same run's interpreter start, taken interleaved with this row's samples
+        (:func:`with_python_pass`).
         """
         if ok is True:
             raise ValueError(f"{self.name}: ok comes from the target; pass ok=False only")
@@ -98,8 +100,10 @@ class Metric:
         row = {**self._base(), "median": round(value, 3 if abs(value) < 10 else 2),
                "ok": met, "status": "met" if met else "missed", "runs": runs, **details}
         if anchors is not None:
+            ours, unit = compared if compared is not None else (value, self.unit)
             row["anchors"] = anchors
-            row["ratios"] = {k: float(f"{value / v:.3g}") for k, v in anchors.items()
+            row["anchors_unit"] = unit
+            row["ratios"] = {k: float(f"{ours / v:.3g}") for k, v in anchors.items()
                              if isinstance(v, (int, float)) and v > 0}
         if python_pass_ms is not None:
             with_python_pass(row, python_pass_ms, source="interleaved")

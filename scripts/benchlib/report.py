@@ -144,7 +144,7 @@ def _ratio_cell(row: dict[str, Any], anchor: str) -> str:
     ratio = row.get("ratios", {}).get(anchor)
     if ratio is None:
         return "—"
-    unit = "ms" if row.get("unit") == "ratio" else row["unit"]
+    unit = row.get("anchors_unit", row["unit"])
     return f"**{number(ratio)}** ({number(row['anchors'][anchor])} {unit})"
 
 

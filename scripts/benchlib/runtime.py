@@ -18,7 +18,7 @@ from typing import Any
 
 from benchlib import anchors as anchor_probes
 from benchlib.carrier import exe_carrier
-from benchlib.procs import PythonPass, installed_environ, median_ms, ms, rss_mb
+from benchlib.procs import PythonPass, balanced, installed_environ, median_ms, ms, rss_mb
 from benchlib.registry import Metric, Options, Result, benchmark
 from benchlib.rpc import Rpc
 
@@ -84,18 +84,24 @@ def sdk_initialize(opts: Options) -> list[Result]:
         environ = installed_environ(tmp)
         baseline = PythonPass(environ, tmp)
         figures: dict[str, list[float]] = {name: [] for name in [*sides, *anchors]}
+
+        def start(name: str) -> float:
+            if name in anchors:
+                return _anchor_runtime(opts, name, tmp)
+            profile, runtime, offline = sides[name]
+            rpc = Rpc(profile, environ, tmp, runtime, offline=offline)
+            answer = rpc.call("initialize", {"cwd": tmp})
+            elapsed = time.perf_counter() - rpc.t0
+            rpc.close()
+            if "result" not in answer:
+                raise RuntimeError(f"{name}: initialize failed: {answer.get('error')}")
+            return elapsed
+
         for run in range(runs + 1):  # the first round seeds profiles and bytecode
             if run:
                 baseline.sample()
-            for name, (profile, runtime, offline) in sides.items():
-                rpc = Rpc(profile, environ, tmp, runtime, offline=offline)
-                answer = rpc.call("initialize", {"cwd": tmp})
-                figures[name].append(time.perf_counter() - rpc.t0)
-                rpc.close()
-                if "result" not in answer:
-                    raise RuntimeError(f"{name}: initialize failed: {answer.get('error')}")
-            for name in anchors:
-                figures[name].append(_anchor_runtime(opts, name, tmp))
+            for name in balanced(list(figures), run):
+                figures[name].append(start(name))
     medians = {k: median_ms(v[1:]) for k, v in figures.items()}
     python_ms, pass_ms = medians["sdk (python)"], baseline.median_ms
     overheads = [t - p for t, p in zip(figures["sdk (python)"][1:], baseline.samples,

@@ -23,6 +23,7 @@ from benchlib import anchors as anchor_probes
 from benchlib.procs import (
     OFFLINE_PATCH,
     PythonPass,
+    balanced,
     installed_environ,
     median_ms,
     ms,
@@ -94,12 +95,14 @@ def sdk_import(opts: Options) -> Result:
             timed_python(_IMPORT_ANCHOR, environ, tmp, module, python=python)
         ours: list[dict[str, float]] = []
         theirs: dict[str, list[float]] = {name: [] for name in modules}
-        for _ in range(runs):
+        for run in range(runs):
             baseline.sample()
-            ours.append(timed_python(_IMPORT_DSH, environ, tmp))
-            for name, module in modules.items():
-                theirs[name].append(
-                    timed_python(_IMPORT_ANCHOR, environ, tmp, module, python=python)["import"])
+            for name in balanced(["dsh", *modules], run):
+                if name == "dsh":
+                    ours.append(timed_python(_IMPORT_DSH, environ, tmp))
+                else:
+                    theirs[name].append(timed_python(_IMPORT_ANCHOR, environ, tmp,
+                                                     modules[name], python=python)["import"])
     return SDK_IMPORT.measure(
         median_ms([t["from_import"] for t in ours]), runs=runs,
         python_pass_ms=baseline.median_ms,
@@ -208,9 +211,10 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
         for python, code, args in sides.values():  # seeds the profile, writes bytecode
             timed_python(code, environ, tmp, *args, python=python)
         samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-        for _ in range(runs):
+        for run in range(runs):
             baseline.sample()
-            for name, (python, code, args) in sides.items():
+            for name in balanced(list(sides), run):
+                python, code, args = sides[name]
                 samples[name].append(timed_python(code, environ, tmp, *args, python=python))
     ours = samples["dsh"]
     ladder = READY_LADDER.measure(
@@ -280,19 +284,22 @@ def sdk_end_to_end(opts: Options) -> Result:
         timed_python(_DSH_END_TO_END, environ, tmp)  # seeds the profile; not counted
         ours: list[float] = []
         theirs: dict[str, list[float]] = {name: [] for name in anchor_probes.READY_PROBES}
-        for _ in range(runs + 1):  # the first round writes the anchors' bytecode
+        for run in range(runs + 1):  # the first round writes the anchors' bytecode
             baseline.sample()
-            ours.append(timed_python(_DSH_END_TO_END, environ, tmp)["end_to_end"])
-            for name, probe in anchor_probes.READY_PROBES.items():
-                figure = opts.anchors.run(["-c", probe, tmp], cwd=tmp)
-                theirs[name].append(figure["import"] + figure["ready"])
+            for name in balanced(["dsh", *anchor_probes.READY_PROBES], run):
+                if name == "dsh":
+                    ours.append(timed_python(_DSH_END_TO_END, environ, tmp)["end_to_end"])
+                else:
+                    figure = opts.anchors.run(["-c", anchor_probes.READY_PROBES[name], tmp],
+                                              cwd=tmp)
+                    theirs[name].append(figure["import"] + figure["ready"])
     anchors = {name: median_ms(v[1:]) for name, v in theirs.items()}
     fastest = min(anchors, key=anchors.__getitem__)
     value = median_ms(ours[1:])
     return END_TO_END.measure(
         value / anchors[fastest], runs=runs, python_pass_ms=baseline.median_ms,
         dsh_end_to_end_ms=value, fastest_anchor=fastest, anchors=anchors,
-        anchor_runtimes=anchor_probes.RUNTIMES)
+        compared=(value, "ms"), anchor_runtimes=anchor_probes.RUNTIMES)
 
 
 # -- sdk_clients_scaling ----------------------------------------------------------------------

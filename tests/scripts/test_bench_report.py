@@ -9,6 +9,7 @@ shell pipeline it is.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -101,6 +102,27 @@ def test_python_pass_ratio_is_the_value_over_the_yardstick_in_ms(benchlib) -> No
 def test_anchor_ratios_only_for_measured_anchors(benchlib) -> None:
     row = _metric(benchlib).measure(50.0, anchors={"a": 200.0, "b": "not installed"})
     assert row["ratios"] == {"a": 0.25} and row["anchors"]["b"] == "not installed"
+    assert row["anchors_unit"] == "ms"
+    # a ratio-valued row compares the anchors with the dsh figure behind the ratio
+    ratio = _metric(benchlib, unit="ratio", op="<=", target=0.2).measure(
+        0.1, anchors={"a": 1000.0}, compared=(100.0, "ms"))
+    assert ratio["ratios"] == {"a": 0.1} and ratio["anchors_unit"] == "ms"
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5])
+def test_interleaving_puts_each_side_after_each_other_equally_often(benchlib,
+                                                                    count: int) -> None:
+    from benchlib.procs import balanced
+
+    sides = [f"side{i}" for i in range(count)]
+    rounds = [balanced(sides, turn) for turn in range(count if count % 2 == 0 else 2 * count)]
+    assert all(sorted(order) == sides for order in rounds)
+    firsts = [order[0] for order in rounds]
+    assert len({firsts.count(side) for side in sides}) == 1
+    pairs = [pair for order in rounds for pair in itertools.pairwise(order)]
+    expected = {(a, b) for a in sides for b in sides if a != b}
+    assert set(pairs) == expected and len({pairs.count(p) for p in expected}) == 1
+    assert balanced(sides, len(rounds)) == rounds[0] and balanced([], 3) == []
 
 
 def test_registration_refuses_a_row_declared_twice(benchlib) -> None:
@@ -446,3 +468,57 @@ def test_plots_without_matplotlib_say_skipped(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True, timeout=60).stdout
     assert "Plots skipped: matplotlib is not installed" in out
     assert not (tmp_path / "p").exists()
+
+
+# -- the runtime wheel -----------------------------------------------------------------------
+
+
+def _wheel(path: Path, executable: str = "dsh-runtime-linux-x64") -> Path:
+    """A wheel-shaped zip: the payload folder, its manifest, an executable script."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("dsh_runtime_bin/runtime.json", json.dumps(
+            {"format": 1, "version": "0.1.0", "platform": "linux-x64",
+             "executable": executable, "source": {"commit": "a" * 40, "dirty": False}}))
+        exe = zipfile.ZipInfo(f"dsh_runtime_bin/{executable}")
+        exe.external_attr = 0o100755 << 16
+        archive.writestr(exe, "#!/bin/sh\necho frozen \"$@\"\n")
+        archive.writestr("dsh_runtime_bin-0.1.0.dist-info/RECORD", "")
+    return path
+
+
+def test_the_wheel_is_found_explicitly_or_in_the_wheelhouse_or_said_missing(
+        benchlib, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchlib import carrier
+
+    missing = carrier.find_wheel(tmp_path / "nope.whl", build=False)
+    assert missing.path is None and missing.reason == "--wheel nope.whl: no such file"
+    monkeypatch.setattr(carrier, "WHEELHOUSE", tmp_path / "wheelhouse")
+    empty = carrier.find_wheel(None, build=False)
+    assert empty.path is None and empty.reason.startswith("no runtime wheel in wheelhouse/")
+    (tmp_path / "wheelhouse").mkdir()
+    older = _wheel(tmp_path / "wheelhouse" / "dsh_runtime_bin-0.0.9-py3-none-any.whl")
+    newer = _wheel(tmp_path / "wheelhouse" / "dsh_runtime_bin-0.1.0-py3-none-any.whl")
+    import os
+
+    os.utime(older, (1, 1))
+    found = carrier.find_wheel(None, build=False)
+    assert found.path == newer and found.label == f"{newer.name} (wheelhouse/)"
+    assert found.manifest()["source"]["commit"] == "a" * 40
+
+
+def test_the_exe_carrier_is_unpacked_from_the_wheel_and_named_without_its_path(
+        benchlib, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchlib import carrier
+
+    monkeypatch.delenv("DSH_RUNTIME_BIN", raising=False)
+    wheel = carrier.RuntimeWheel(_wheel(tmp_path / "dsh_runtime_bin-0.1.0-x.whl"), "--wheel")
+    exe = carrier.exe_carrier(wheel, tmp_path / "scratch")
+    assert exe is not None and exe.label == "exe carrier (dsh_runtime_bin-0.1.0-x.whl)"
+    out = subprocess.run([*exe.command, "--version"], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout == "frozen --version\n"
+    monkeypatch.setenv("DSH_RUNTIME_BIN", exe.command[0])
+    assert carrier.exe_carrier(wheel, tmp_path / "other").label == \
+        "exe carrier (DSH_RUNTIME_BIN)"
