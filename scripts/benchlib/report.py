@@ -207,7 +207,7 @@ def series_tables(document: dict[str, Any]) -> str:
 _SHOWN = {"name", "unit", "op", "target", "stretch", "about", "changes", "median", "ok",
           "status", "skipped", "error", "runs", "anchors", "ratios", "python_pass_ms",
           "python_pass_source", "vs_python_pass", "seconds", "samples_ms", "points",
-          "anchor_runtimes", "pair_ratios", "largest_kb"}
+          "anchor_runtimes", "anchors_unit", "pair_ratios", "largest_kb"}
 
 
 def _details(row: dict[str, Any]) -> str:
