@@ -34,12 +34,14 @@ Rules for every row (a new family or row follows them; the runner enforces what 
    row gets ``python_pass_ms`` and ``vs_python_pass`` (:func:`~benchlib.registry.
    with_python_pass`). A timed row that does not is given the samples the runner takes
    just before and after the benchmark (``python_pass_source: bracketing``).
-5. **Medians of interleaved repetitions.** Alternate the sides compared (dsh and an
-   anchor, two carriers) within one loop, so a load spike slows each alike; leave the
-   first round out when it seeds caches or writes bytecode. Honour ``opts.reps(full,
-   quick)``; a run of several minutes registers with ``full_only=True``. A benchmark that
-   measures the anchor SDKs registers with ``anchors=True`` and reads ``opts.anchors``
-   (their venv, a large download, is only made when a selected benchmark says so).
+5. **Medians of interleaved repetitions.** Run the sides compared (dsh and an anchor, two
+   carriers) within one loop, in :func:`~benchlib.procs.balanced` order (each runs after
+   each other equally often), so a load spike or what one side leaves behind slows each
+   alike; leave the first round out when it seeds caches or writes bytecode. Honour
+   ``opts.reps(full, quick)``; a run of several minutes registers with
+   ``full_only=True``. A benchmark that measures the anchor SDKs registers with
+   ``anchors=True`` and reads ``opts.anchors`` (their venv, a large download, is only
+   made when a selected benchmark says so).
 6. **Measure what a user gets.** Spawn processes in :func:`~benchlib.procs.
    installed_environ` (own home, no ``DSH_*`` of the caller's, bytecode kept as an
    installed wheel keeps it); time the steps a user's program runs, the imports it needs
