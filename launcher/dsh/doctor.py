@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh import carriers
+from dsh.distribution import RUNTIME_DIST, runtime_hint
 from dsh.errors import DshError
 from dsh.machine import display_path
 
@@ -61,6 +62,7 @@ class Doctor:
                 self.check_instructions()
                 if live:
                     self.check_live()
+                    self.check_route(resolved)
                     self.check_mcp(resolved)
         self.check_carriers()
         checks = sorted(self.checks, key=lambda c: c.id)
@@ -69,13 +71,22 @@ class Doctor:
                 "strict": self.strict}
 
     def check_home(self) -> bool:
-        from dsh.home import ensure_dir
-
+        """Whether the home can be written, creating nothing: a home that does not exist
+        yet is fine when the first run can create it."""
+        if not self.home.exists():
+            parent = next((p for p in self.home.parents if p.exists()), None)
+            if parent is not None and parent.is_dir() and os.access(parent, os.W_OK):
+                self.add("home.writable", "ok", "not created yet; the first run creates it")
+                return True
+            self.add("home.writable", "fail", "does not exist and cannot be created "
+                     f"(no writable {parent})")
+            return False
         try:
-            ensure_dir(self.home)
+            if not self.home.is_dir():
+                raise OSError(f"{self.home}: exists and is not a directory")
             with tempfile.NamedTemporaryFile(dir=self.home, prefix=".doctor-"):
                 pass
-        except (DshError, OSError) as exc:
+        except OSError as exc:
             self.add("home.writable", "fail", self.scrub(str(exc)))
             return False
         self.add("home.writable", "ok", "the home exists and is writable")
@@ -85,7 +96,8 @@ class Doctor:
         from dsh import launch
 
         try:
-            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd)
+            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd,
+                                      seed=False)
         except DshError as exc:
             self.add("profile.resolvable", "fail", self.scrub(str(exc)))
             return None
@@ -106,9 +118,13 @@ class Doctor:
         return resolved
 
     def check_plugins_and_env(self, resolved: Any) -> None:
+        from dsh_runtime.loader import add_plugin_dir
         from dsh_runtime.loader import resolve as resolve_plugin
 
         from dsh.envsnapshot import snapshot
+
+        # Plugins load from the profile's plugin environment, exactly as the runtime does.
+        add_plugin_dir(resolved.profile.plugin_dir)
 
         try:
             env = snapshot(self.home, self.cwd)
@@ -240,6 +256,66 @@ class Doctor:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
 
+    def check_route(self, resolved: Any) -> None:
+        """``--live``: the model route the profile's sessions use by default (the agent
+        row's ``default_route``): its key is set, its server answers, and, where the API
+        lists models (``/models``), it lists the route's default model. Checked with the
+        route's own code, as a session's first request would be."""
+        import asyncio
+
+        from dsh_runtime.agent.service import AgentConfig
+        from dsh_runtime.loader import resolve as resolve_plugin
+        from dsh_runtime.schema import validate
+
+        from dsh import tags
+        from dsh.envsnapshot import snapshot
+
+        leaves = [(row, off) for row, off in resolved.tree.walk() if row.children is None]
+        agent = next((row for row, off in leaves if row.name == "agent-core" and not off), None)
+        if agent is None:
+            return
+        route = (agent.values.get("config") or {}).get("default_route") \
+            or AgentConfig().default_route
+        try:
+            env = snapshot(self.home, self.cwd)
+        except DshError:
+            env = {}  # check_plugins_and_env already reported the broken .env
+        check_id = f"route.{route}"
+        for row, off in leaves:
+            config = row.values.get("config") or {}
+            if off or not isinstance(config, dict) or not str(row.name).startswith("llm"):
+                continue
+            try:
+                plugin_class = resolve_plugin(row.id, row.name)
+            except DshError:
+                continue  # check_plugins_and_env reported it
+            schema = plugin_class.manifest.config_schema or {}
+            default = (schema.get("properties", {}).get("route") or {}).get("default")
+            if config.get("route", default) != route:
+                continue
+            try:
+                values = validate(schema, tags.resolve(config, env, self.home), row_id=row.id)
+            except DshError as exc:
+                self.add(check_id, "fail", self.scrub(str(exc)))
+                return
+            route_for = getattr(plugin_class, "route_for", None)
+            if route_for is None:
+                self.add(check_id, "ok", f"route '{route}' (row '{row.id}', {row.name}) "
+                         "has no server to reach")
+                return
+            try:
+                probe = route_for(values, env=env, home=str(self.home), row_id=row.id)
+                results = asyncio.run(probe.probe())
+            except DshError as exc:
+                self.add(check_id, "fail", self.scrub(str(exc)))
+                return
+            for name, status, message in results:
+                self.add(f"{check_id}.{name}", status,
+                         self.scrub(f"{message} (route '{route}', row '{row.id}')"))
+            return
+        self.add(check_id, "fail", f"no enabled row publishes route '{route}', the agent "
+                 "row's default_route")
+
     def check_mcp(self, resolved: Any) -> None:
         """``--live``: connect to every MCP server the profile configures, bounded.
 
@@ -285,7 +361,7 @@ class Doctor:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
             message = "available" if carrier["available"] else (
-                "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
+                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:

@@ -19,6 +19,8 @@ translated into these where they enter, with the cause chained.
     │   ├── FrameTooLargeError    rpc -32600
     │   └── JsonRpcError          an error answer from the peer (code, message, data)
     │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
+    │           └── SessionHeldError  another runtime holds the session's lease
+    ├── DuplicateEventError       a session event's seq is already stored (never overwritten)
     ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
     └── ClientError               the SDK client and its runtime process (stderr tail kept)
         ├── SpawnError            the runtime process could not be started
@@ -30,7 +32,7 @@ translated into these where they enter, with the cause chained.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 EXIT_OK = 0
@@ -161,6 +163,48 @@ class BusyError(JsonRpcError):
 
     def __init__(self, message: str, data: Any = None) -> None:
         super().__init__(-32001, message, data)
+
+
+class SessionHeldError(BusyError):
+    """A session is leased by another runtime (DESIGN.md: one runtime per session).
+
+    ``holder`` is ``{"host", "pid"}`` of the runtime holding it, or None when this runtime
+    lost a lease it held and nobody holds it now. Retryable: the holder may end, or die and
+    be taken over. ``lost`` says the session was this runtime's until another took it.
+    """
+
+    def __init__(self, session_id: str, holder: Mapping[str, Any] | None, *,
+                 lost: bool = False) -> None:
+        self.session_id = session_id
+        self.holder = None if holder is None else {"host": str(holder["host"]),
+                                                   "pid": int(holder["pid"])}
+        self.lost = lost
+        if self.holder is None:
+            by = "another runtime"
+        else:
+            by = f"another runtime (pid {self.holder['pid']} on host {self.holder['host']})"
+        if lost:
+            message = f"session '{session_id}' was taken over by {by}"
+        elif self.holder is None:
+            message = f"session '{session_id}' is not leased by this runtime"
+        else:
+            message = (f"session busy: '{session_id}' is held by {by}; retry once it "
+                       "exits (a dead holder's lease is taken over)")
+        super().__init__(message, {"retryable": True, "holder": self.holder})
+
+
+class DuplicateEventError(DshError):
+    """An append named a seq the session's log already holds: two writers, a bug.
+
+    The stored event stays; the new one is refused loudly instead of replacing it or
+    vanishing (the log is keyed by session and seq).
+    """
+
+    def __init__(self, session_id: str, seq: int) -> None:
+        super().__init__(f"session '{session_id}' already has an event with seq {seq}; "
+                         "refusing to overwrite or drop it")
+        self.session_id = session_id
+        self.seq = seq
 
 
 class ClientError(DshError):

@@ -95,14 +95,20 @@ class Resolved(NamedTuple):
 
 
 def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
-            *, default_only: bool = False) -> Resolved:
-    """Resolve the profile and compose its layers (bundles only when ``default_only``)."""
+            *, default_only: bool = False, seed: bool = True) -> Resolved:
+    """Resolve the profile and compose its layers (bundles only when ``default_only``).
+
+    ``seed`` off is for commands that only read (``dsh doctor``): a shipped template not
+    in the home yet is read from the installation, and nothing is created.
+    """
     validate_name(profile_name)  # a bad name touches nothing on disk
     if home.exists():
         ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
     cache = LayerCache(home)
-    profile = load_profile(home, profile_name, cache)  # seeding creates the home privately
-    ensure_dir(home)
+    # seeding creates the home privately
+    profile = load_profile(home, profile_name, cache, seed=seed)
+    if seed:
+        ensure_dir(home)
     files = layer_files(home, profile, patches, cwd, cache)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:

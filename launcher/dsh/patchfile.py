@@ -7,6 +7,12 @@ number of times (live reload caches the bundle layers) and is never written back
 YAML is composed into nodes (libyaml's C parser when present) and converted here rather
 than by PyYAML's constructor, because provenance needs the line of every key and the tags
 must become :mod:`dsh.tags` references instead of code.
+
+Aliases are expanded by that conversion (a patch layer is plain data, no shared objects),
+so a file whose aliases would add more than :data:`MAX_ALIAS_NODES` nodes (a "billion
+laughs" file: a few lines asking for billions of values) is refused before any expansion,
+with one line naming the file. The quick reader never expands aliases: it hands every file
+with an anchor to the composed reading, where that budget is kept.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from typing import Any, NamedTuple
 from dsh.errors import PatchError
 from dsh.tags import KNOWN_TAGS, EnvRef, HomeRef, PathRef
 from dsh.yamlreader import Unsupported, read
+
+MAX_ALIAS_NODES = 100_000
+"""Nodes the aliases of one patch file may add to it as written: room for any real reuse
+(a 100-node config repeated on a thousand rows), and converted in well under a second."""
 
 ROW_KEYS = frozenset({"id", "name", "config", "disabled", "group", "inject"})
 ASSIGN_KEYS = frozenset({"name", "config", "disabled", "group", "inject"})
@@ -113,12 +123,57 @@ def _read_nodes(text: str, loader: type, source: str, base: Path | None
     reader = _Reader(source, base if base is not None else Path.cwd())
     if root is None:
         return ()
+    _check_aliases(root, source)
     if not isinstance(root, yaml.SequenceNode):
         raise PatchError(f"{source}:{root.start_mark.line + 1}: a patch file must be a YAML list")
     try:
         return tuple(reader.operation(node) for node in root.value)
-    except RecursionError as exc:  # an alias inside its own anchor (&a [*a]), or absurd depth
-        raise PatchError(f"{source}: a recursive YAML alias or too deep nesting") from exc
+    except RecursionError as exc:  # absurd depth (recursive aliases are refused above)
+        raise PatchError(f"{source}: the YAML nests too deeply") from exc
+
+
+def _check_aliases(root: Any, source: str) -> None:
+    """Refuse a file whose aliases expand beyond :data:`MAX_ALIAS_NODES` extra nodes, or
+    refer to themselves, before anything is expanded.
+
+    Composed YAML is a graph: an alias is the anchored node itself, shared. The expanded
+    size of each node is counted once (post-order, iteratively, so depth costs no
+    recursion), which takes time in the number of distinct nodes, however large the
+    expansion they describe.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise PatchError(f"{source}: a recursive YAML alias (an alias inside the node "
+                             "it names)")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    extra = sizes[id(root)] - len(sizes)
+    if extra > MAX_ALIAS_NODES:
+        raise PatchError(f"{source}: YAML aliases would expand this file by {extra} nodes, "
+                         f"over the limit of {MAX_ALIAS_NODES} (write the values out, or "
+                         "use fewer aliases)")
+
+
+def _children(node: Any) -> list[Any]:
+    """The nodes directly under a composed node (a mapping's keys and values)."""
+    value = node.value
+    if not isinstance(value, list):
+        return []
+    if value and isinstance(value[0], tuple):
+        return [part for pair in value for part in pair]
+    return value
 
 
 class _Reader:

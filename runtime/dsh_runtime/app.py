@@ -62,10 +62,13 @@ def run(launch: Launch) -> int:
     gc.freeze()
     gc.unfreeze()
     gc.enable()
-    main = kernel.command("main")
+    main = _main_command(kernel, launch)
     if _HELP_FLAGS.intersection(launch.app_args):
+        from dsh.argv import LAUNCHER_OPTIONS
+
         text = usage_for(main.help, launch.profile)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        text = text if text.endswith("\n") else text + "\n"
+        sys.stdout.write(f"{text}\n{LAUNCHER_OPTIONS}")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio
@@ -75,17 +78,47 @@ def run(launch: Launch) -> int:
     return _Process(kernel, main, list(launch.app_args)).run()
 
 
+APPLICATION_BUNDLES = ("dsh-headless", "dsh-sdk-app", "dsh-web-app", "dsh-acp-app")
+"""The shipped bundles that add an application (a row registering ``main``) to dsh-base."""
+
+
+def _main_command(kernel: Any, launch: Launch) -> Any:
+    """The ``main`` command; a profile without one is a configuration to fix (exit 2),
+    told in one line with the command that fixes it."""
+    from dsh.errors import ConfigError, PluginError
+
+    try:
+        return kernel.command("main")
+    except PluginError as exc:
+        if kernel.command_row("main") is not None:
+            raise
+        raise ConfigError(no_application(launch)) from exc
+
+
+def no_application(launch: Launch) -> str:
+    """What to do about a profile whose rows register no ``main`` command."""
+    name = launch.profile
+    layers = launch.effective_config.get("layers", ()) if launch.effective_config else ()
+    bundles = [layer["source"] for layer in layers if layer.get("kind") == "bundle"]
+    head = f"profile {name!r} has no application (no row registers command 'main')"
+    if any(b in APPLICATION_BUNDLES for b in bundles):
+        return (f"{head}: a patch disabled or replaced its application's row; see "
+                f"`dsh --profile {name} --dump-config`")
+    at = bundles.index("dsh-base") + 1 if "dsh-base" in bundles else 0
+    order = " ".join([*bundles[:at], "dsh-headless", *bundles[at:]])
+    return (f"{head}: add an application bundle ({', '.join(APPLICATION_BUNDLES)}), "
+            f"e.g. `dsh plugin --profile {name} order {order}`")
+
+
 def _add_plugin_dir(launch: Launch) -> None:
     """Make the profile's plugin environment importable (after everything else, so a
     plugin can never shadow dsh or the packages dsh itself runs on). Added even before
     it exists, so a live profile can use a plugin installed while it runs."""
     plugin_dir = getattr(launch, "plugin_dir", None)
-    if plugin_dir is None or str(plugin_dir) in sys.path:
-        return
-    sys.path.append(str(plugin_dir))
-    from dsh_runtime.loader import entry_point_table
+    if plugin_dir is not None:
+        from dsh_runtime.loader import add_plugin_dir
 
-    entry_point_table.cache_clear()
+        add_plugin_dir(plugin_dir)
 
 
 def usage_for(help_text: str, profile: str) -> str:

@@ -2,12 +2,13 @@
 them.
 
 Families, in report order (:data:`benchlib.registry.FAMILIES`): ``compose``, ``sdk``,
-``runtime``, ``wheel``, ``throughput``, ``agent``, ``sessions``, ``web``, ``plugins``,
-``shell``, ``mcp``. Machinery: :mod:`.registry` (rows, registration, verdict), :mod:`.cli`
-(the runner), :mod:`.report` and :mod:`.plots` (``docs/benchmarks.md``), :mod:`.procs`
-(environments, process timing, the ``python -c pass`` yardstick), :mod:`.rpc` (a bare
-JSON-RPC peer), :mod:`.carrier` (the runtime wheel and the exe carrier), :mod:`.anchors`
-(the anchor SDKs, in a venv of their own).
+``runtime``, ``wheel``, ``throughput``, ``providers``, ``agent``, ``sessions``, ``web``,
+``plugins``, ``shell``, ``mcp``. Machinery: :mod:`.registry` (rows, registration,
+verdict), :mod:`.cli` (the runner), :mod:`.report` and :mod:`.plots`
+(``docs/benchmarks.md``), :mod:`.procs` (environments, process timing, the
+``python -c pass`` yardstick, interleaving), :mod:`.rpc` (a bare JSON-RPC peer),
+:mod:`.carrier` (the runtime wheel and the exe carrier), :mod:`.anchors` (the anchor
+SDKs, in a venv of their own).
 
 Rules for every row (a new family or row follows them; the runner enforces what it can)
 -----------------------------------------------------------------------------------------
@@ -54,11 +55,12 @@ Rules for every row (a new family or row follows them; the runner enforces what 
 8. **Never judge in a test.** Benchmarks run by hand; the test suite runs the machinery
    on tiny rows, with no wall-clock assertion.
 
-Rows other issues will add follow the same rules, for example: the trust boundary's
-race-free open and lease acquisition (a ``trust`` family: the cost of an ``openat2``/
-``O_NOFOLLOW`` open and of taking a lease beside a plain ``open``, in the same loop, as a
-ratio or in µs with ``python -c pass`` beside); providers' per-chunk overhead (the cost the
-provider adds per streamed chunk over the raw SSE decode of the same bytes, skipped without
-its server); the PostgreSQL session store (append and resume beside SQLite's, skipped with
-the reason when no server is reachable, never measured against SQLite in its place).
+Rows other issues add follow the same rules. Examples already fitted: ``providers`` (what
+a route adds per streamed chunk over httpx reading the same body from a local stand-in,
+``python -c pass`` sampled between repetitions), ``session_lease_acquire`` in
+``sessions``. Still to come: the trust boundary's race-free open (a ``trust`` family: an
+``openat2``/``O_NOFOLLOW`` open beside a plain ``open`` in the same loop, as a ratio or
+in µs); the PostgreSQL session store (append, resume and lease beside SQLite's in the same
+loop, skipped with the reason when no server is reachable, never measured against SQLite
+in its place).
 """

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh.errors import JsonRpcError
+from dsh_runtime.agent.store import HistoryPage
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -61,6 +62,9 @@ class StandInAgent:
         sid = session_id or f"s-{uuid.uuid4().hex[:8]}"
         self._cwds[sid] = cwd or self._cwd
         return sid
+
+    async def open_session(self, sid: str, *, cwd: str | None = None) -> None:
+        self._cwds.setdefault(sid, cwd or self._cwd)
 
     async def prompt(
         self, sid: str, blocks: list[dict[str, Any]], *, cwd: str | None = None
@@ -126,6 +130,10 @@ class StandInAgent:
     def history(self, sid: str) -> list[dict[str, Any]]:
         self.get_cwd(sid)
         return []
+
+    def history_page(self, sid: str, **window: int) -> HistoryPage:
+        self.get_cwd(sid)
+        return HistoryPage([], None)
 
     def set_approver(self, fn: Any) -> None:
         """Approvals are not exercised through this stand-in."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from dsh.errors import JsonRpcError
+from dsh_runtime.agent.store import HistoryPage
 from dsh_runtime.layerfiles import LayerFingerprint
 from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
 from dsh_runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
@@ -53,6 +54,10 @@ class StandInAgent:
         self.cwds["s-new"] = cwd or "/"
         return "s-new"
 
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        self.calls.append(("open_session", (session_id, cwd)))
+        self.cwds.setdefault(session_id, cwd or "/")
+
     async def cancel(self, session_id: str) -> bool:
         return session_id in self.cwds
 
@@ -75,6 +80,12 @@ class StandInAgent:
     def history(self, session_id: str) -> list[dict[str, Any]]:
         self.get_cwd(session_id)
         return [{"type": "turn/start"}]
+
+    def history_page(self, session_id: str, **window: int) -> HistoryPage:
+        self.calls.append(("history_page", (session_id, window)))
+        self.get_cwd(session_id)
+        return HistoryPage([{"type": "turn/start", "seq": window["start_seq"]}],
+                           None if window["start_seq"] else 1)
 
     def set_approver(self, fn: Any) -> None:
         self.approver = fn
@@ -248,9 +259,21 @@ def test_session_methods(tmp_path: Path) -> None:
         assert (await client.call("session/list"))["result"] == {
             "sessions": [{"sessionId": "s-new", "cwd": "/tmp"}]}
         assert (await client.call("session/history", wd))["result"] == {
-            "events": [{"type": "turn/start"}]}
-        unknown = await client.call("session/working-directory/get", {"sessionId": "ghost"})
-        assert unknown["error"] == {"code": -32602, "message": "unknown session: ghost"}
+            "events": [{"type": "turn/start", "seq": 0}], "nextCursor": "1"}
+        assert (await client.call("session/history", {**wd, "cursor": "1", "limit": 50_000}))[
+            "result"] == {"events": [{"type": "turn/start", "seq": 1}], "nextCursor": None}
+        # pages: 1000 events by default, at most 10000, and 4 MiB (half a smaller frame cap)
+        assert [c[1] for c in agent.calls if c[0] == "history_page"] == [
+            ("s-new", {"start_seq": 0, "limit": 1000, "max_bytes": 4 * 1024 * 1024}),
+            ("s-new", {"start_seq": 1, "limit": 10_000, "max_bytes": 4 * 1024 * 1024})]
+        # Any id: a new one is created in the server's directory, without a turn.
+        fresh = await client.call("session/working-directory/get", {"sessionId": "ghost"})
+        assert fresh["result"] == {"cwd": str(tmp_path)}
+        assert ("open_session", ("ghost", str(tmp_path))) in agent.calls
+        moved = await client.call("session/working-directory/set",
+                                  {"sessionId": "other", "path": str(sub)})
+        assert moved["result"] == {"cwd": str(sub)}
+        assert ("open_session", ("other", str(tmp_path))) in agent.calls
 
     run_sdk(tmp_path, scenario)
 

@@ -22,6 +22,7 @@ from dsh_runtime.plugin import Command, ContextRequest, EnvVar, Manifest
 from dsh_runtime.providers.base import (
     Finish,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     ToolSpec,
@@ -45,7 +46,7 @@ DATACLASSES_AT_BOOT = {  # all frozen
 PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     Manifest: ("id", "version", "capabilities", "description", "config_schema", "provides",
                "requires", "env"),
-    EnvVar: ("required", "default", "secret", "description"),
+    EnvVar: ("required", "default", "secret", "description", "routing"),
     Command: ("name", "help", "run"),
     ContextRequest: ("session_id", "cwd", "turn"),
     Image: ("mime_type", "data"),
@@ -55,10 +56,12 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     ToolCall: ("session_id", "call_id", "name", "arguments", "cwd", "tool", "can_ask"),
     ToolSpec: ("name", "description", "parameters"),
     ModelRequest: ("session_id", "model", "messages", "tools", "max_tokens",
-                   "reasoning_effort"),
+                   "reasoning_effort", "route"),
     TextDelta: ("text",),
+    ReasoningDelta: ("text", "index", "signature", "redacted"),
     ToolCallDelta: ("index", "id", "name", "arguments"),
-    Usage: ("input_tokens", "output_tokens"),
+    Usage: ("input_tokens", "output_tokens", "cache_hit_tokens", "cache_write_tokens",
+            "reasoning_tokens", "cost_usd", "estimated"),
     Finish: ("reason",),
 }
 

@@ -80,20 +80,22 @@ SIGNATURES = {
                    "mcp_servers: 'Sequence[Mapping[str, Any]] | None' = None, "
                    "history: 'Sequence[Mapping[str, Any]] | None' = None)",
     "resume_session": "(self, session_id: 'str')",
+    "history": "(self, session_id: 'str', *, page_size: 'int | None' = None)",
 }
 
 
 @pytest.mark.parametrize("cls", [AsyncDshClient, DshClient])
 def test_client_signatures_are_pinned(cls: type) -> None:
     assert str(inspect.signature(cls)) == SIGNATURES[cls.__name__]
-    for method in ("request", "notify", "subscribe", "new_session", "resume_session"):
+    for method in ("request", "notify", "subscribe", "new_session", "resume_session",
+                   "history"):
         text = str(inspect.signature(getattr(cls, method)))
         assert text.startswith(SIGNATURES[method]), (cls.__name__, method, text)
     public = {n for n in vars(cls) if not n.startswith("_")}
     assert public == {"config", "state", "runtime", "server_info", "pid", "exit_code",
                       "stderr_tail",
                       "start", "close", "readiness", "request", "notify", "subscribe",
-                      "new_session", "resume_session", "sessions", "tools"}
+                      "new_session", "resume_session", "sessions", "tools", "history"}
 
 
 def _modules_after(code: str) -> set[str]:

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dsh.sdk import (
     AsyncDshClient,
+    BusyError,
     ClientConfig,
     DshClient,
     JsonRpcError,
@@ -250,3 +252,32 @@ def test_parent_pid_naming_another_process_is_ignored(dsh_home: Path, tmp_path: 
         runtime.stdin.close()
         assert runtime.wait(timeout=30) == 0
         runtime.stdout.close()
+
+
+def test_history_reads_every_page_and_busy_names_the_holder(
+        real: Callable[..., ClientConfig]) -> None:
+    """``history`` follows ``nextCursor`` to the end, sync and async; a second runtime on
+    the same home reads a session the first holds, and is refused resuming it."""
+    with DshClient(real("sdk")) as client:
+        session = client.new_session()
+        session.run("look")
+        session.run("again")
+        whole = list(session.history())
+        assert [e["seq"] for e in whole] == list(range(len(whole))) and len(whole) > 10
+        assert list(session.history(page_size=3)) == whole
+        assert list(client.history(session.id, page_size=1)) == whole
+        early = session.history(page_size=2)
+        assert next(early)["seq"] == 0
+        early.close()  # leaving early closes the pages' iterator on the loop
+
+        async def other_runtime() -> tuple[list[dict[str, Any]], BusyError]:
+            async with AsyncDshClient(real("sdk")) as second:
+                read = [e async for e in second.history(session.id, page_size=4)]
+                with pytest.raises(BusyError) as caught:
+                    await second.resume_session(session.id)
+                return read, caught.value
+
+        read, busy = asyncio.run(other_runtime())
+        assert read == whole
+        assert busy.data["holder"]["pid"] == client.pid
+        assert f"pid {client.pid}" in busy.message

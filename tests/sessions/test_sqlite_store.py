@@ -53,6 +53,7 @@ def test_append_and_load_round_trip(dsh_home: Path, tmp_path: Path) -> None:
     store = _store(dsh_home)
     try:
         record = SessionRecord("s1", str(tmp_path), title="first")
+        store.acquire("s1")
         store.save(record)
         _turn(record, store, "hello")
         _turn(record, store, "again")
@@ -78,6 +79,7 @@ def test_events_appended_without_a_save_survive(dsh_home: Path, tmp_path: Path) 
     """Appends alone are durable: a runtime that never saves again loses nothing."""
     store = _store(dsh_home)
     record = SessionRecord("s2", str(tmp_path))
+    store.acquire("s2")
     store.save(record)
     _turn(record, store, "one")
     reader = _store(dsh_home, pid=1)  # another runtime, reading while the writer lives
@@ -96,6 +98,7 @@ def test_save_fills_gaps_left_by_failed_appends(dsh_home: Path, tmp_path: Path) 
         record = SessionRecord("s3", str(tmp_path))
         for seq in range(3):
             record.events.append(events.event(events.ERROR, seq, {"message": str(seq)}, {}))
+        store.acquire("s3")
         store.append("s3", record.events[0])
         store.save(record)
         store.save(record)  # idempotent
@@ -131,11 +134,13 @@ def test_a_newer_schema_is_refused(dsh_home: Path) -> None:
 
 def test_sessions_of_dead_runtimes_become_interrupted(dsh_home: Path, tmp_path: Path) -> None:
     dead = _store(dsh_home, pid=999_999_999)
+    dead.acquire("gone")
     dead.save(SessionRecord("gone", str(tmp_path)))
     dead.connection.close()  # a crash: no close(), the row stays open
     dead._conn = None  # type: ignore[assignment]
     store = _store(dsh_home)
     try:
+        store.acquire("mine")
         store.save(SessionRecord("mine", str(tmp_path)))
         assert store.status("gone") == OPEN
         store.reconcile(alive=lambda pid: False)

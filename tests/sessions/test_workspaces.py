@@ -40,6 +40,7 @@ def test_forced_release_cleans_a_shared_workspace(store: SqliteSessionStore) -> 
 
 
 def test_the_session_row_names_its_workspace(store: SqliteSessionStore, tmp_path: Path) -> None:
+    store.acquire("child")
     store.save(SessionRecord("child", str(tmp_path)))
     store.acquire_workspace("child", "shared")
     row = store.connection.execute("SELECT workspace_id FROM sessions WHERE id = 'child'")

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +26,19 @@ from dsh.errors import (
     DshError,
     InitializeTimeoutError,
     JsonRpcError,
+    ProtocolError,
     RuntimeExitedError,
 )
 from dsh.jsonrpc import INTERNAL_ERROR, Params
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._diagnose import missing_sdk_server
-from dsh.sdk._events import ApprovalRequest, Decision, approval_request, session_id
+from dsh.sdk._events import (
+    ApprovalRequest,
+    Decision,
+    approval_request,
+    history_page,
+    session_id,
+)
 from dsh.sdk._launch import child_environment, launch_spec
 from dsh.sdk._lifecycle import ClientState, ErrorContext, Readiness, Stage
 from dsh.sdk._locate import RuntimeInfo, locate
@@ -223,6 +230,28 @@ class AsyncDshClient:
     async def sessions(self) -> list[dict[str, Any]]:
         """Every session the runtime knows (``session/list``), sorted by id."""
         return _list(await self.request("session/list"), "sessions")
+
+    async def history(self, session_id: str, *,
+                      page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Yield a session's stored events in seq order, one ``session/history`` page at a
+        time (``page_size`` events a page; the runtime's default when None).
+
+        Reading needs no lease: this works for a session another runtime is running, as
+        far as that runtime has stored it. Events are ``{type, seq, time, data, ...}`` as
+        the runtime keeps them.
+        """
+        params: dict[str, Any] = {"sessionId": session_id}
+        if page_size is not None:
+            params["limit"] = page_size
+        while True:
+            events, cursor = history_page(await self.request("session/history", params))
+            for event in events:
+                yield event
+            if cursor is None:
+                return
+            if cursor == params.get("cursor"):
+                raise ProtocolError(f"session/history did not move past cursor {cursor!r}")
+            params["cursor"] = cursor
 
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""

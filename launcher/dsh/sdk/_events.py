@@ -151,3 +151,18 @@ def approval_request(params: Any) -> ApprovalRequest:
         if isinstance(session, str) and isinstance(tool_call, dict):
             return ApprovalRequest(session, tool_call)
     raise JsonRpcError(-32602, "approval/request needs {sessionId, toolCall}")
+
+
+def history_page(answer: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """``(events, nextCursor)`` of a ``session/history`` answer.
+
+    A runtime from before paging answers ``{events}`` alone: that is its whole log, the
+    last page. Anything else malformed is a protocol error, not an empty history.
+    """
+    events = answer.get("events") if isinstance(answer, dict) else None
+    cursor = answer.get("nextCursor") if isinstance(answer, dict) else None
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events) or (
+            cursor is not None and not isinstance(cursor, str)):
+        raise ProtocolError(f"session/history answered {repr(answer)[:200]}, not "
+                            "{events: [...], nextCursor}")
+    return events, cursor

@@ -1,4 +1,4 @@
-"""Which runtime a client starts: the lookup order of DESIGN.md section 9.
+"""Which runtime a client starts: the lookup order in docs/contracts.md.
 
 ``dsh_bin`` > ``DSH_RUNTIME_BIN`` > the installed ``dsh-runtime-bin`` wheel (``exe``
 carrier) > ``sys.executable -m dsh`` (``python`` carrier). An explicit choice (``dsh_bin``
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dsh._version import __version__
+from dsh.distribution import runtime_hint
 from dsh.errors import RuntimeNotFoundError
 from dsh.sdk._config import ClientConfig
 
 RuntimeCarrier = Literal["exe", "python"]
 WHEEL_MODULE = "dsh_runtime_bin"
-WHEEL_HINT = "pip install 'dsh[runtime]'"
+WHEEL_HINT = runtime_hint()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ prompts and are skipped.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsh.jsonrpc import Notification
 from dsh.sdk._events import (
@@ -79,6 +79,11 @@ class AsyncSession:
                     if not received:
                         continue
                 yield event
+
+    def history(self, *, page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Yield this session's stored events in seq order, page by page (see
+        :meth:`AsyncDshClient.history`)."""
+        return self._client.history(self._id, page_size=page_size)
 
     async def cancel(self) -> bool:
         """Cancel the running turn (``session/cancel``); ``True`` if one was cancelled.

@@ -18,7 +18,15 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, TypeVar
 
 from dsh.errors import ClientClosedError, DshError
@@ -210,6 +218,13 @@ class DshClient:
         """Name, description and parameter schema of every tool."""
         return self._run(self._async.tools(), "tools")
 
+    def history(self, session_id: str, *,
+                page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """Yield a session's stored events in seq order, page by page (see
+        :meth:`AsyncDshClient.history`)."""
+        return _blocking(self._engine, self._async.history(session_id, page_size=page_size),
+                         "history")
+
     def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
         return self._engine.run(coro, what)
 
@@ -235,16 +250,11 @@ class Session:
 
     def stream(self, prompt: Prompt) -> Iterator[Event]:
         """Send ``prompt`` and yield this session's events until it is idle again."""
-        events = self._async.stream(prompt)
-        try:
-            while True:
-                try:
-                    yield self._engine.run(_next(events), "stream")
-                except StopAsyncIteration:
-                    return
-        finally:
-            if self._engine.alive:
-                self._engine.run(events.aclose(), "stream")
+        return _blocking(self._engine, self._async.stream(prompt), "stream")
+
+    def history(self, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """Yield this session's stored events in seq order, page by page."""
+        return _blocking(self._engine, self._async.history(page_size=page_size), "history")
 
     def cancel(self) -> bool:
         """Cancel the running turn; ``True`` if one was cancelled."""
@@ -295,6 +305,20 @@ class Subscription:
 async def _call(fn: Callable[..., T], *args: Any) -> T:
     """Run a plain function on the loop thread (router state is the loop's alone)."""
     return fn(*args)
+
+
+def _blocking(engine: _LoopThread, iterator: AsyncIterator[T], what: str) -> Iterator[T]:
+    """Iterate an async iterator of the client's loop from this thread; leaving early
+    closes it on the loop."""
+    try:
+        while True:
+            try:
+                yield engine.run(_next(iterator), what)
+            except StopAsyncIteration:
+                return
+    finally:
+        if engine.alive:
+            engine.run(iterator.aclose(), what)  # type: ignore[attr-defined]
 
 
 async def _next(iterator: Any) -> Any:

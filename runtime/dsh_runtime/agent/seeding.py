@@ -3,9 +3,10 @@
 A forked sub-agent begins with a copy of its parent's conversation. The copy arrives over
 the wire, so it is checked here before any of it reaches a session: a list of messages
 whose roles are ``user``, ``assistant`` or ``tool``, each with a content list of typed
-blocks, and every assistant tool call answered by a tool message before the next
-non-tool message and by the end. A history a provider would refuse is refused now
-(-32602 naming the message index), not at the child's first model request.
+blocks that role may carry (:mod:`.blocks`), and every assistant tool call answered by a
+tool message before the next non-tool message and by the end. A history a provider would
+refuse is refused now (-32602 naming the message index), not at the child's first model
+request.
 
 Seeded messages are logged as the events a turn would have logged for them
 (``user/message``, ``assistant/message``, ``tool/result``) with ``turn: 0`` and ``step: 0``
@@ -22,7 +23,7 @@ from typing import Any
 
 from dsh.errors import JsonRpcError
 
-from dsh_runtime.agent import events
+from dsh_runtime.agent import blocks, events
 from dsh_runtime.agent.session import Session
 
 INVALID_PARAMS = -32602
@@ -46,9 +47,12 @@ def check_history(value: Any) -> list[dict[str, Any]]:
         if role not in ROLES:
             raise _bad(index, f"role must be one of {', '.join(ROLES)}, not {role!r}")
         content = message.get("content")
-        if not isinstance(content, list) or not all(
-                isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in content):
+        if not isinstance(content, list):
             raise _bad(index, "content must be an array of {type, ...} blocks")
+        for position, block in enumerate(content):
+            wrong = blocks.problem(block, blocks.KINDS_BY_ROLE[role])
+            if wrong is not None:
+                raise _bad(index, f"content[{position}]: {wrong}")
         if role == "tool":
             call_id = message.get("toolCallId")
             if call_id not in open_calls:
@@ -59,12 +63,7 @@ def check_history(value: Any) -> list[dict[str, Any]]:
             raise _bad(index, f"tool call {sorted(open_calls)[0]!r} has no result before "
                               "this message")
         if role == "assistant":
-            for block in content:
-                if block["type"] != "tool-call":
-                    continue
-                if not all(isinstance(block.get(k), str) for k in ("id", "name", "arguments")):
-                    raise _bad(index, "a tool-call block needs string id, name and arguments")
-                open_calls.add(block["id"])
+            open_calls.update(b["id"] for b in content if b["type"] == "tool-call")
         seeded = copy.deepcopy(dict(message))
         if not isinstance(seeded.get("id"), str):
             seeded["id"] = events.new_id()

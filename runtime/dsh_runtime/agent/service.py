@@ -11,6 +11,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
   per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
   an ``error`` event on its session and the agent carries on.
+* One runtime per session: a session is live here only under this runtime's lease in the
+  store (taken when the session is created or restored, released at ``close``). Another
+  runtime's session is ``SessionHeldError`` (-32001, naming its holder); a session whose
+  lease this runtime lost is let go at once (:mod:`.leasing`): its turn is cancelled, and
+  nothing more of it is stored or sent.
 """
 
 from __future__ import annotations
@@ -23,17 +28,18 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh.errors import BusyError, JsonRpcError, PluginError
+from dsh.errors import BusyError, DuplicateEventError, JsonRpcError, PluginError, SessionHeldError
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
+from dsh_runtime.agent.leasing import Holdings
 from dsh_runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
 from dsh_runtime.agent.session import Session, SessionRecord, Status
-from dsh_runtime.agent.store import MemorySessionStore, SessionStore
+from dsh_runtime.agent.store import HistoryPage, MemorySessionStore, SessionStore, page_of
 from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
 from dsh_runtime.plugin import ContextRequest, RuntimeContext
-from dsh_runtime.providers.base import Provider
+from dsh_runtime.providers.base import EFFORTS, Provider
 from dsh_runtime.tools.base import Tool
 
 INVALID_PARAMS = -32602
@@ -83,6 +89,8 @@ class Agent:
         self._closed = False
         self._compacting: dict[str, asyncio.Lock] = {}
         self._unhook = rt.hooks.add_error_listener(self._on_hook_error)
+        self._holdings = Holdings(self._store, self._sessions,
+                                  lambda session: self.fire(session, "session_end"))
 
     # -- what a turn reads (loop.Host) ----------------------------------------------------
 
@@ -167,15 +175,24 @@ class Agent:
     def configure(self, *, provider: str | None, model: str | None,
                   reasoning_effort: str | None = None,
                   max_tokens: int | None = None) -> dict[str, str]:
-        """Choose route and model for later turns, checked now; returns them resolved.
+        """Choose route, model and effort for later turns, checked now; returns them resolved.
 
-        ``None`` keeps following the row's ``default_route`` and the route's default
-        model. An unknown route or model is JsonRpcError(-32602).
+        ``None`` keeps following the row's ``default_route``, the route's default model and
+        its default effort. An unknown or retired model, an unknown effort, or one the
+        route cannot send is JsonRpcError(-32602) naming it.
         """
-        route, _, chosen = self._resolve(provider, model)
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown reasoning effort "
+                               f"'{reasoning_effort}' (known: {', '.join(EFFORTS)})",
+                               {"code": "unknown-effort"})
+        route, chosen, name = self._resolve(provider, model)
+        refuse = getattr(chosen, "effort_refusal", None)
+        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unsupported-effort"})
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
-        return {"provider": route, "model": chosen}
+        return {"provider": route, "model": name}
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         """Deliver every notification to ``fn(method, params)``; returns the unsubscribe."""
@@ -192,9 +209,11 @@ class Agent:
         self.approver = fn
 
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
-        """Deliver a notification that is not a session event (``subagent.started``,
-        ``subagent.finished``) to every listener, as the servers forward them."""
-        self._notify(method, params)
+        """Deliver a notification that is not one of this runtime's session events to
+        every listener, as the servers forward them: ``subagent.*``, and the events of
+        sub-agents' sessions relayed to the parent's clients. Nothing is stored: a
+        sub-agent's events belong to its own runtime's log."""
+        self._deliver(method, params)
 
     def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
@@ -231,7 +250,7 @@ class Agent:
         A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
@@ -259,15 +278,27 @@ class Agent:
         return True
 
     async def resume(self, session_id: str) -> None:
-        """Make a persisted session live again; unknown is -32602, running is -32001."""
+        """Make a persisted session live again; unknown is -32602, running here or held
+        by another runtime is -32001."""
         self._check_open()
-        session = self._sessions.get(session_id)
+        session = self._holdings.live(session_id, confirm=True)
         if session is None:
             if await self._restore(session_id) is None:
                 raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         elif session.status is Status.RUNNING:
             raise BusyError(f"session busy: '{session_id}' is running a turn",
                             {"retryable": True})
+
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        """Make ``session_id`` live without running a turn: a live one is left as it is,
+        a stored one is loaded, an unknown one is created in ``cwd``.
+
+        The original client's working-directory calls work on any session id this way
+        (its docs: they create the session without running a turn).
+        """
+        self._check_open()
+        if self._holdings.live(session_id) is None and await self._restore(session_id) is None:
+            await self._create(session_id, cwd)
 
     def get_cwd(self, session_id: str) -> str:
         """The session's working directory."""
@@ -300,7 +331,7 @@ class Agent:
         nothing.
         """
         self._check_open()
-        session = self._sessions.get(session_id) or await self._restore(session_id)
+        session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         if session.status is Status.RUNNING:
@@ -336,9 +367,40 @@ class Agent:
             session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
                                         "source": {"kind": "compaction"}})
 
+    async def compact_for_overflow(self, session: Session, plan: Plan, turn: int) -> bool:
+        """After the provider refused the history as too long: compact it now (reason
+        ``overflow``). False when there was nothing to cut or the summary failed (an
+        ``error`` event says which); the caller then ends the turn with a clear error."""
+        try:
+            done = await self._compact(session, plan, "overflow", turn)
+        except Exception as exc:
+            logger.warning("compaction of session %s failed", session.id, exc_info=True)
+            session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
+                                        "source": {"kind": "compaction"}})
+            return False
+        return done is not None
+
     def history(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events so far, in ``seq`` order."""
+        """A live session's events so far, in ``seq`` order."""
         return list(self._get(session_id).record.events)
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage:
+        """A page of the session's log from ``start_seq`` (see
+        :func:`~dsh_runtime.agent.store.page_of` for the bounds); unknown is -32602.
+
+        A session live here is read from memory, which holds even an event whose append
+        failed; any other (stored, or running in another runtime) from the store, which
+        needs no lease to read.
+        """
+        session = self._holdings.live(session_id)
+        if session is not None:
+            return page_of(session.record.events, start_seq, limit, max_bytes)
+        page = self._store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                        max_bytes=max_bytes)
+        if page is None:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+        return page
 
     async def close(self) -> None:
         """Cancel every turn, fire ``session_end``, save every session; bounded, idempotent."""
@@ -360,7 +422,9 @@ class Agent:
                 task.cancel()
         for session in sessions:
             self._save(session.record)
+            self._holdings.release(session.id)
         self._unhook()
+        self._holdings.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -369,7 +433,7 @@ class Agent:
             raise JsonRpcError(INTERNAL, "the agent is closed")
 
     def _get(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
+        session = self._holdings.live(session_id)
         if session is None:
             raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
         return session
@@ -381,18 +445,27 @@ class Agent:
         every event still missing."""
         try:
             self._store.save(record)
+        except SessionHeldError as exc:
+            logger.warning("did not save session %s: %s", record.session_id, exc)
         except Exception:
             logger.exception("could not save session %s", record.session_id)
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "session.event":
             # Stored before any client sees it: what a client received survives a crash.
+            session_id = params["sessionId"]
             try:
-                self._store.append(params["sessionId"], params["event"])
+                self._store.append(session_id, params["event"])
+            except (SessionHeldError, DuplicateEventError) as exc:
+                # Another runtime runs this session now: neither store nor send its events.
+                self._holdings.let_go(session_id, str(exc))
+                return
             except Exception:
                 # The next save writes what is missing; the session carries on.
-                logger.exception("could not store an event of session %s",
-                                 params["sessionId"])
+                logger.exception("could not store an event of session %s", session_id)
+        self._deliver(method, params)
+
+    def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         for listener in tuple(self._listeners):
             try:
                 listener(method, dict(params))
@@ -403,11 +476,15 @@ class Agent:
         path = os.path.abspath(cwd or self._rt.cwd)
         if not os.path.isdir(path):
             raise JsonRpcError(INVALID_PARAMS, f"not a directory: {path}")
+        self._store.acquire(session_id)  # a runtime racing to create the same id: busy
         return await self._open(SessionRecord(session_id, path), resumed=False)
 
     async def _restore(self, session_id: str) -> Session | None:
+        """Lease, then load (so no other runtime can add to the log after it is read)."""
+        self._store.acquire(session_id)
         record = self._store.load(session_id)
         if record is None:
+            self._holdings.release(session_id)
             return None
         session = await self._open(record, resumed=True)
         if recovery.close_interrupted(session):
@@ -417,7 +494,12 @@ class Agent:
     async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
         session = Session(record, self._notify)
         self._sessions[session.id] = session
-        self._store.save(record)
+        try:
+            self._store.save(record)
+        except BaseException:
+            del self._sessions[session.id]
+            self._holdings.release(session.id)
+            raise
         await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
         return session
 
@@ -431,9 +513,11 @@ class Agent:
             raise JsonRpcError(INVALID_PARAMS, f"unknown provider route '{route}' "
                                f"(registered: {routes})", {"code": "unknown-route"}) from None
         name = model or chosen.default_model
-        if not chosen.accepts_model(name):
-            raise JsonRpcError(INVALID_PARAMS, f"unknown model '{name}' for provider route "
-                               f"'{route}'", {"code": "unknown-model"})
+        refuse = getattr(chosen, "model_refusal", None)
+        problem = refuse(name) if refuse is not None else None if chosen.accepts_model(
+            name) else f"unknown model '{name}' for provider route '{route}'"
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unknown-model"})
         return route, chosen, name
 
     def _routes(self) -> list[str]:
@@ -516,7 +600,9 @@ class Agent:
             messages = session.messages
             window = plan.provider.context_window
             cut = compaction.split_point(messages, int(window * self.config.compact_keep))
-            if cut == 0 and reason == "manual":
+            if cut == 0 and reason in ("manual", "overflow"):
+                # the provider's count, not our estimate, said it is too long: cut back to
+                # the running prompt at least
                 cut = compaction.last_prompt(messages) or len(messages)
             if cut == 0 or (compaction.last_prompt(messages) < cut and not any(
                     m.get("role") == "assistant" for m in messages[:cut])):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from dsh._version import __version__
 from dsh.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.servers import validation
 from dsh_runtime.servers.acp_mapping import (
     UpdateMapper,
     prompt_blocks,
@@ -48,6 +48,11 @@ from dsh_runtime.servers.acp_mapping import (
     tool_call_update,
 )
 from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+from dsh_runtime.servers.validation import params_object as _object
+
+
+def _str(params: Mapping[str, Any], name: str) -> str:
+    return validation.string(params, name)  # type: ignore[return-value]
 
 PROTOCOL_VERSION = 1
 AGENT_NAME = "dsh"
@@ -106,29 +111,9 @@ _UNGATED = frozenset({"initialize", "authenticate"})
 # -- params --------------------------------------------------------------------------------
 
 
-def _object(params: Params | None) -> Mapping[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object")
-    return params
-
-
-def _str(params: Mapping[str, Any], name: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str) or not value:
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"{name}" must be a non-empty string')
-    return value
-
-
 def _cwd(params: Mapping[str, Any]) -> str:
     """ACP requires an absolute ``cwd``; it must also be an existing directory here."""
-    cwd = _str(params, "cwd")
-    if not os.path.isabs(cwd):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"cwd" must be an absolute path: {cwd}')
-    if not os.path.isdir(cwd):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"cwd" is not a directory: {cwd}')
-    return os.path.normpath(cwd)
+    return validation.directory(params.get("cwd"))
 
 
 def _mcp_servers(params: Mapping[str, Any]) -> list[Any]:
@@ -240,16 +225,19 @@ class AcpProtocol:
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
         }
-        return {name: fn if name in _UNGATED else self._gated(fn)
+        return {name: self._checked(fn, gated=name not in _UNGATED)
                 for name, fn in methods.items()}
 
-    def _gated(self, fn: Handler) -> Handler:
-        async def gated(params: Params | None) -> Any:
-            if not self._initialized:
+    def _checked(self, fn: Handler, *, gated: bool) -> Handler:
+        """``fn`` behind the ``initialize`` gate (unless ungated) and the params-object
+        check: every ACP method takes named params."""
+        async def checked(params: Params | None) -> Any:
+            if gated and not self._initialized:
                 raise JsonRpcError(jsonrpc.INVALID_REQUEST, "not initialized: call initialize")
+            _object(params)
             return await fn(params)
 
-        return gated
+        return checked
 
     def close(self) -> None:
         """Detach from the agent: no more frames or questions to a connection that is gone."""
@@ -265,8 +253,13 @@ class AcpProtocol:
     async def initialize(self, params: Params | None) -> dict[str, Any]:
         """Negotiate version 1 (the only one there is) and say what dsh really supports."""
         p = _object(params)
-        if "protocolVersion" not in p:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"protocolVersion" is required')
+        version = p.get("protocolVersion")
+        # An integer (uint16) in ACP v1; early drafts sent a version string, which the
+        # reference SDKs still read (as version 0), so a string is answered with ours.
+        if not (isinstance(version, str) or (isinstance(version, int) and not isinstance(
+                version, bool) and 0 <= version <= 0xFFFF)):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"protocolVersion" is required: '
+                               'an integer from 0 to 65535')
         if not isinstance(p.get("clientCapabilities", {}), dict):
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"clientCapabilities" must be an object')
         if self._initialized:

@@ -14,6 +14,8 @@ How failures leave, so that one bad line never costs the connection:
     undecodable line      -32700, id null
     not a request shape   -32600, id recovered when readable
     oversize line         -32600, id null (the line is skipped, the stream goes on)
+    lone surrogate        in the id or method: -32600, id null; in params: -32602
+                          (such a string cannot be encoded back, nor stored)
     unknown method        -32601
     handler raised        JsonRpcError -> its code; DshError -> its rpc_code;
                           anything else -> -32603 "internal error" (traceback on stderr)
@@ -35,6 +37,7 @@ from dsh.errors import (
     ProtocolError,
 )
 
+from dsh_runtime.servers.validation import lone_surrogate
 from dsh_runtime.stdio import StdioTransport
 
 log = logging.getLogger("dsh.jsonrpc")
@@ -165,10 +168,20 @@ class JsonRpcPeer:
             except InvalidMessageError as exc:
                 self._send(jsonrpc.error(exc.id, exc.rpc_code, exc.message), what="invalid")
                 continue
+            if isinstance(message, jsonrpc.Response):
+                self._pending.resolve(message)
+                continue
+            # A request's id and method are sent back: one that cannot be encoded has no
+            # answer but an anonymous one.
+            unanswerable = lone_surrogate([message.method, getattr(message, "id", None)])
+            if unanswerable is not None:
+                if isinstance(message, jsonrpc.Request):
+                    self._send(jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
+                                             "invalid JSON-RPC message: the id or method "
+                                             "holds a lone surrogate"), what="invalid")
+                continue
             if isinstance(message, jsonrpc.Request):
                 self._start_request(message)
-            elif isinstance(message, jsonrpc.Response):
-                self._pending.resolve(message)
             else:
                 self._dispatch_notification(message)
 
@@ -190,10 +203,13 @@ class JsonRpcPeer:
 
     async def _answer(self, request: jsonrpc.Request) -> None:
         handler = self._methods.get(request.method)
+        problem = None if handler is None else lone_surrogate(request.params)
         if handler is None:
             reply = jsonrpc.error(
                 request.id, jsonrpc.METHOD_NOT_FOUND, f"method not found: {request.method}"
             )
+        elif problem is not None:
+            reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, problem)
         else:
             try:
                 reply = jsonrpc.result(request.id, await handler(request.params))
@@ -222,6 +238,10 @@ class JsonRpcPeer:
         handler = self._notification_handlers.get(message.method)
         if handler is None:
             return  # JSON-RPC: notifications are never answered, unknown ones are ignored
+        problem = lone_surrogate(message.params)
+        if problem is not None:
+            log.warning("notification %s ignored: %s", message.method, problem)
+            return
         try:
             handler(message.params)
         except Exception:

@@ -10,36 +10,23 @@ the results (or the :class:`~dsh.errors.JsonRpcError` raised for bad arguments, 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from dsh import jsonrpc
 from dsh.errors import JsonRpcError, PluginError
 
+from dsh_runtime.agent.store import event_bytes
 from dsh_runtime.layerfiles import LayerFingerprint
 from dsh_runtime.plugin import RuntimeContext
+from dsh_runtime.servers import validation
 
-
-def directory(path: str) -> str:
-    """``path`` if it is an existing absolute directory; otherwise invalid params."""
-    if not os.path.isabs(path) or not os.path.isdir(path):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"not an existing absolute directory: {path}")
-    return path
-
-
-def content_blocks(value: Any) -> list[dict[str, Any]]:
-    """A prompt's ``contentBlocks``: a non-empty array of ``{type, ...}`` objects."""
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
-    ):
-        raise JsonRpcError(
-            jsonrpc.INVALID_PARAMS,
-            '"contentBlocks" must be a non-empty array of {type, ...} objects',
-        )
-    return value
+DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
+"""Bytes of event JSON in a ``session/history`` page at most (a server whose frames are
+smaller uses half its frame cap): a page stays far below the 16 MiB frame cap however
+large its events are."""
+ENVELOPE_BYTES = 1024
+"""Room a page's answer needs besides its events (the JSON-RPC envelope, ``nextCursor``)."""
 
 
 class RuntimeView(NamedTuple):
@@ -119,12 +106,17 @@ class Operations:
         """Create a session in ``cwd`` (absolute, existing) or the server's default,
         optionally seeded with a copy of another conversation (``history``)."""
         seeded = {} if history is None else {"history": history}
-        return await self.agent.new_session(cwd=directory(cwd) if cwd else default_cwd,
-                                            **seeded)
+        return await self.agent.new_session(
+            cwd=validation.directory(cwd) if cwd else default_cwd, **seeded)
+
+    async def open_session(self, session_id: str, default_cwd: str | None) -> None:
+        """Make a session live without a turn: loaded when stored, else created in the
+        server's default directory."""
+        await self.agent.open_session(session_id, cwd=default_cwd)
 
     async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
         """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
-        return await self.agent.prompt(session_id, content_blocks(blocks), cwd=cwd)
+        return await self.agent.prompt(session_id, validation.content_blocks(blocks), cwd=cwd)
 
     async def cancel(self, session_id: str) -> bool:
         """Cancel the running turn; False when none runs."""
@@ -138,9 +130,34 @@ class Operations:
         """Every known session, sorted by id."""
         return self.agent.list_sessions()
 
-    def history(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events so far."""
+    def live_events(self, session_id: str) -> list[dict[str, Any]]:
+        """Every event of a session live in this runtime (-32602 otherwise): what an event
+        stream replays before it goes live, one event per frame."""
         return self.agent.history(session_id)
+
+    def history(self, session_id: str, window: Mapping[str, Any], *,
+                max_frame_bytes: int | None = None) -> dict[str, Any]:
+        """One page of the session's log: ``{events, nextCursor}`` (null at the end).
+
+        ``window`` holds the request's ``cursor`` and ``limit``. A page holds at most
+        :data:`DEFAULT_PAGE_BYTES` of events (half the frame cap when that is less), and
+        always its first event; an event that alone would not fit in a frame
+        (``max_frame_bytes``) is sent as ``{seq, type, time, omitted: {bytes, reason}}``,
+        so no event can make the log unreadable past it.
+        """
+        start, limit = validation.history_window(window)
+        page_bytes = DEFAULT_PAGE_BYTES
+        if max_frame_bytes is not None:
+            page_bytes = min(page_bytes, max_frame_bytes // 2)
+        page = self.agent.history_page(session_id, start_seq=start, limit=limit,
+                                       max_bytes=page_bytes)
+        events = page.events
+        if max_frame_bytes is not None and len(events) == 1:
+            size = event_bytes(events[0])
+            if size > max_frame_bytes - ENVELOPE_BYTES:
+                events = [_omitted(events[0], size, max_frame_bytes)]
+        return {"events": events,
+                "nextCursor": None if page.next_seq is None else str(page.next_seq)}
 
     def tools(self) -> list[dict[str, Any]]:
         """Name, description and JSON Schema parameters of every registered tool."""
@@ -186,3 +203,11 @@ class Operations:
             "patchReload": self.view.patch_reload,
             "reloadRequired": self.view.reload_required(),
         }
+
+
+def _omitted(event: Mapping[str, Any], size: int, max_frame_bytes: int) -> dict[str, Any]:
+    """The stand-in for an event too large for any frame: what it was, and why it is not
+    here (it is kept whole in the store)."""
+    return {"seq": event.get("seq"), "type": event.get("type"), "time": event.get("time"),
+            "omitted": {"bytes": size, "reason": f"the event is larger than a frame "
+                                                 f"({max_frame_bytes} bytes)"}}

@@ -1,6 +1,6 @@
 """The SDK server: the ``sdk`` and ``sdk-minimal`` applications' ``main`` command.
 
-It speaks the SDK protocol of DESIGN.md section 8 on the process's stdio: the DeepSeek
+It speaks the SDK protocol (docs/contracts.md) on the process's stdio: the DeepSeek
 Harness SDK runtime protocol, wire-compatible so that its published Python client can
 drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
 one call on the ``agent`` service, every agent notification becomes one frame. Framing,
@@ -14,7 +14,7 @@ after which the runtime disposes everything and exits 0.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from dsh import jsonrpc
@@ -22,8 +22,12 @@ from dsh._version import __version__
 from dsh.errors import DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.servers import validation
 from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
-from dsh_runtime.servers.operations import Operations, RuntimeView, directory
+from dsh_runtime.servers.operations import Operations, RuntimeView
+from dsh_runtime.servers.validation import params_object as _object
+from dsh_runtime.servers.validation import session_id as _session_id
+from dsh_runtime.servers.validation import string as _str
 
 SERVER_NAME = "dsh-sdk-runtime"
 PROTOCOL_VERSION = 1
@@ -40,13 +44,17 @@ SDK's client given `dsh` as its runtime), not used by hand.
 client -> server requests
   initialize {cwd, provider?, model?, reasoningEffort?, maxTokens?, clientInfo?,
               capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
+      reasoningEffort: none|off (thinking off), minimal, low, medium, high, xhigh, max,
+      ultra; an unknown level, or one the route cannot send, is -32602
   session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
   session/new {cwd?, history?} -> {sessionId}  (history: messages the session starts with)
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
       url, headers: [{name, value}]}]  (ACP's shape; needs an mcp-servers row)
   session/cancel {sessionId} -> {cancelled}
   session/resume {sessionId} -> {}           session/list -> {sessions}
-  session/history {sessionId} -> {events}    session/working-directory/get {sessionId}
+  session/history {sessionId, cursor?, limit?} -> {events, nextCursor}  (pages of at
+      most limit events, default 1000, and 4 MiB; nextCursor null at the end)
+  session/working-directory/get {sessionId}
   session/compact {sessionId} -> {compacted, removedCount, keptCount, tokensBefore, ...}
   session/working-directory/set {sessionId, path} -> {cwd}
   session/mode/get {sessionId} -> {mode, availableModes}
@@ -55,6 +63,8 @@ client -> server requests
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
+                 (the model's reasoning: event assistant/reasoning-delta, and a
+                 "reasoning" block of assistant/message, never in its text)
                  subagent.started, subagent.status, subagent.finished,
                  config.reloaded {diff}, config.reload_failed {file?, message}
                  (live profiles, when the profile's or the home's patch.yml changes)
@@ -66,30 +76,6 @@ stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
 """
 
 _UNGATED = frozenset({"initialize", "shutdown", "runtime/status"})
-
-
-# -- params --------------------------------------------------------------------------------
-
-
-def _object(params: Params | None) -> Mapping[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object")
-    return params
-
-
-def _str(params: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
-    value = params.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value:
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, f'"{name}" must be a non-empty string')
-    return value
-
-
-def _session_id(params: Params | None) -> str:
-    return _str(_object(params), "sessionId")  # type: ignore[return-value]
 
 
 # -- the plugin ----------------------------------------------------------------------------
@@ -134,7 +120,7 @@ class SdkServer(Plugin):
         timeout = float(self.config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S))
         protocol = SdkProtocol(peer, rt.service("agent"), view, timeout,
                                config_state=getattr(rt, "config_state", None),
-                               services=rt.service)
+                               services=rt.service, max_frame_bytes=max_frame)
         peer.methods(protocol.table())
         try:
             await peer.serve()
@@ -153,8 +139,10 @@ class SdkProtocol:
     def __init__(
         self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float,
         *, config_state: Any = None, services: Callable[[str], Any] | None = None,
+        max_frame_bytes: int = jsonrpc.DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         self._peer = peer
+        self._max_frame_bytes = max_frame_bytes  # history pages fit in one frame
         # Looked up only for a session/new with mcpServers (the mcp-servers row's service).
         self._services = services
         # Live reload events (dsh_runtime.configstate) are forwarded once initialized.
@@ -190,16 +178,19 @@ class SdkProtocol:
             "config/get": self.config,
         }
         return {
-            name: fn if name in _UNGATED else self._gated(fn) for name, fn in methods.items()
+            name: self._checked(fn, gated=name not in _UNGATED) for name, fn in methods.items()
         }
 
-    def _gated(self, fn: Handler) -> Handler:
-        async def gated(params: Params | None) -> Any:
-            if self._cwd is None:
+    def _checked(self, fn: Handler, *, gated: bool) -> Handler:
+        """``fn`` behind the -32002 gate (unless ungated) and the params-object check, so
+        no method sees positional params (every method here takes named ones)."""
+        async def checked(params: Params | None) -> Any:
+            if gated and self._cwd is None:
                 raise JsonRpcError(jsonrpc.NOT_INITIALIZED, "not initialized: call initialize")
+            _object(params)
             return await fn(params)
 
-        return gated
+        return checked
 
     def close(self) -> None:
         """Detach from the agent: no more frames to a connection that is gone."""
@@ -218,7 +209,7 @@ class SdkProtocol:
         if self._cwd is not None:
             raise JsonRpcError(jsonrpc.INVALID_REQUEST, "already initialized")
         p = _object(params)
-        cwd = directory(_str(p, "cwd"))  # type: ignore[arg-type]
+        cwd = validation.directory(p.get("cwd"))
         max_tokens = p.get("maxTokens")
         if max_tokens is not None and (
             not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
@@ -290,14 +281,19 @@ class SdkProtocol:
         return {"cancelled": await self._ops.cancel(_session_id(params))}
 
     async def get_cwd(self, params: Params | None) -> dict[str, Any]:
-        """The session's working directory."""
-        return {"cwd": self._agent.get_cwd(_session_id(params))}
+        """The session's working directory (a stored session is loaded, a new id created)."""
+        session_id = _session_id(params)
+        await self._ops.open_session(session_id, self._cwd)
+        return {"cwd": self._agent.get_cwd(session_id)}
 
     async def set_cwd(self, params: Params | None) -> dict[str, Any]:
-        """Change the session's working directory (relative paths from the current one)."""
+        """Change the session's working directory (relative paths from the current one);
+        like ``get``, it loads a stored session or creates a new one first."""
         p = _object(params)
         session_id = _str(p, "sessionId")
-        return {"cwd": self._agent.set_cwd(session_id, _str(p, "path"))}
+        path = _str(p, "path")
+        await self._ops.open_session(session_id, self._cwd)  # type: ignore[arg-type]
+        return {"cwd": self._agent.set_cwd(session_id, path)}
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
         """Every known session, sorted by id."""
@@ -317,8 +313,9 @@ class SdkProtocol:
         return self._ops.set_mode(_session_id(p), _str(p, "mode"))
 
     async def history(self, params: Params | None) -> dict[str, Any]:
-        """The session's events so far."""
-        return {"events": self._ops.history(_session_id(params))}
+        """A page of the session's log (``cursor``, ``limit``): ``{events, nextCursor}``."""
+        p = _object(params)
+        return self._ops.history(_session_id(p), p, max_frame_bytes=self._max_frame_bytes)
 
     # -- introspection -------------------------------------------------------------------
 

@@ -14,6 +14,11 @@ a future version adds a migration step here rather than scattering ``ALTER TABLE
 * ``goals`` (version 2): each session's goals (``g-1``, ``g-2`` ... in ``number`` order).
   ``revision`` counts the model's changes, for compare-and-set updates; ``rounds_used``
   counts the turns the goal was active, which the runtime bumps without a new revision.
+* ``session_leases`` (version 3): which runtime runs each session (one at a time). A row
+  names its holder (``holder_id``, unique per runtime process, with its ``host`` and
+  ``pid``) and its last ``heartbeat_at`` (epoch ms). Its own table rather than columns of
+  ``sessions``: a lease is taken before a new session's row exists, and is gone, not
+  nulled, when released. See :mod:`dsh_runtime.agent.store` for the rules.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sqlite3
 
 from dsh.errors import PluginError
 
-VERSION = 2
+VERSION = 3
 
 _V1 = """
 CREATE TABLE sessions (
@@ -78,7 +83,19 @@ CREATE TABLE goals (
 ) WITHOUT ROWID;
 """
 
-_STEPS = ((1, _V1), (2, _V2))
+_V3 = """
+CREATE TABLE session_leases (
+    session_id TEXT PRIMARY KEY,
+    holder_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX session_leases_by_holder ON session_leases (holder_id);
+"""
+
+_STEPS = ((1, _V1), (2, _V2), (3, _V3))
 """Each version's statements, applied in order to a file at any older version."""
 
 

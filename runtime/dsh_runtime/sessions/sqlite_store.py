@@ -1,11 +1,20 @@
 """The session store behind the ``sessions`` service: ``$DSH_HOME/sessions.db``.
 
-It implements the agent's :class:`~dsh_runtime.agent.store.SessionStore` and, beyond
-``save``/``load``, ``append``: the agent calls it for every event *before* a client sees
-the event, each append its own transaction, so a crash loses at most the event being
-written and every event a client received is on disk. ``save`` refreshes the session row
-and writes any event an append missed (an append that failed, say on a full disk, is
-retried there), so the log never has gaps once a save succeeds.
+It implements the agent's :class:`~dsh_runtime.agent.store.SessionStore` (the contract,
+leases included, is written there) and, beyond ``save``/``load``, ``append``: the agent
+calls it for every event *before* a client sees the event, each append its own
+transaction, so a crash loses at most the event being written and every event a client
+received is on disk. ``save`` refreshes the session row and writes any event an append
+missed (an append that failed, say on a full disk, is retried there), so the log never
+has gaps once a save succeeds.
+
+Leases live in ``session_leases``. Taking one is a single conditional UPSERT (a fresh
+lease, or this holder's own); only when another holder has it is the row read, judged
+(:func:`~dsh_runtime.agent.store.stale`) and, if stale, taken by a compare-and-set on the
+holder and heartbeat read, so two runtimes racing for a dead holder's session cannot both
+win. Appends are fenced by the lease in the same statement (``INSERT ... SELECT ...
+WHERE EXISTS`` the lease), and the log's key ``(session_id, seq)`` refuses a second event
+with a seq: nothing is overwritten or silently dropped.
 
 ``load`` rebuilds the record from the log itself (the conversation is the message events
 in order), not from a snapshot that a crash could leave stale. WAL mode with
@@ -18,21 +27,27 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sqlite3
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh.errors import EXIT_USAGE, PluginError
+from dsh.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
 
 from dsh_runtime.agent import compaction, events
 from dsh_runtime.agent.session import SessionRecord
+from dsh_runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale
 from dsh_runtime.sessions import schema, workspaces
 
 logger = logging.getLogger("dsh.sessions")
 
 OPEN, CLOSED, INTERRUPTED = "open", "closed", "interrupted"
 """``sessions.status``: held by a live runtime, closed by it, or left by one that died."""
+
+DEFAULT_LEASE_EXPIRY_MS = 30_000
+"""A lease whose heartbeat is older than this may be taken over by any runtime."""
 
 _MESSAGE_EVENTS = {events.SYSTEM_MESSAGE, events.USER_MESSAGE, events.ASSISTANT_MESSAGE,
                    events.TOOL_RESULT}
@@ -55,16 +70,31 @@ class SqliteSessionStore:
     """Sessions and their event logs in one SQLite file, used from the runtime's loop thread.
 
     ``profile`` is recorded on sessions this runtime creates; ``pid`` marks the ones it
-    holds live, so a later runtime can tell a crashed holder from a running one.
+    holds live, so a later runtime can tell a crashed holder from a running one. The lease
+    holder is this process (``pid`` on ``host``, a fresh ``holder_id``); ``lease_expiry_ms``,
+    ``clock`` (epoch ms) and ``alive`` (the pid probe) decide when another holder's lease
+    is stale. Tests pass them to act as a runtime on another host or later in time.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, profile: str,
-                 pid: int | None = None, busy_timeout_ms: int = 5000) -> None:
+                 pid: int | None = None, busy_timeout_ms: int = 5000,
+                 host: str | None = None, holder_id: str | None = None,
+                 lease_expiry_ms: int = DEFAULT_LEASE_EXPIRY_MS,
+                 clock: Callable[[], int] | None = None,
+                 alive: workspaces.PidAlive = workspaces.pid_alive) -> None:
         self.path = Path(path)
         self.home = self.path.parent
         self.profile = profile
         self.pid = os.getpid() if pid is None else pid
+        self.holder = LeaseHolder(holder_id or os.urandom(16).hex(),
+                                  socket.gethostname() if host is None else host, self.pid)
+        self.lease_expiry_ms = lease_expiry_ms
+        self._clock = clock or _now
+        self._alive = alive
+        self._held: set[str] = set()
+        self._lost_listeners: list[Callable[[str], None]] = []
         self._next_seq: dict[str, int] = {}
+        self._missing: dict[str, set[int]] = {}
         try:
             _create_private(self.path)
             self._conn = sqlite3.connect(self.path, isolation_level=None,
@@ -97,38 +127,55 @@ class SqliteSessionStore:
     # -- the agent's store interface --------------------------------------------------------
 
     def save(self, record: SessionRecord) -> None:
-        """Upsert the session row (held by this runtime) and write any missing events."""
+        """Upsert the session row (held by this runtime) and write any missing events.
+
+        Only while this holder leases the session: otherwise ``SessionHeldError`` (lost),
+        and nothing is written.
+        """
         state = json.dumps({"turns": record.turns, "context_cwd": record.context_cwd})
         now = _now()
+        session_id = record.session_id
         with workspaces.transaction(self._conn):
+            self._check_held(session_id)
             self._conn.execute(
                 "INSERT INTO sessions (id, profile, cwd, status, title, created_at, "
                 "updated_at, owner_pid, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd, status = excluded.status, "
                 "title = excluded.title, updated_at = excluded.updated_at, "
                 "owner_pid = excluded.owner_pid, state = excluded.state",
-                (record.session_id, self.profile, record.cwd, OPEN, record.title, now, now,
+                (session_id, self.profile, record.cwd, OPEN, record.title, now, now,
                  self.pid, state))
-            start = self._next(record.session_id)
-            missing = record.events[start:]
-            if missing:
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO events (session_id, seq, type, time, body) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [self._row(record.session_id, e) for e in missing])
-        self._next_seq[record.session_id] = max(start, len(record.events))
+            start = self._next(session_id)
+            missing = sorted(self._missing.get(session_id, ()))
+            for seq in [*missing, *range(start, len(record.events))]:
+                if seq < len(record.events):
+                    self._write_missing(session_id, record.events[seq])
+        self._missing.pop(session_id, None)
+        self._next_seq[session_id] = max(start, len(record.events))
 
     def append(self, session_id: str, event: dict[str, Any]) -> None:
         """Write one event now, in its own transaction (autocommit: one INSERT).
 
-        The first seq not yet stored moves past this event only when it *was* that seq:
-        after a failed append (a full disk) later appends may succeed, and moving past
-        them would make ``save`` skip the missed events for good, a gap in the log.
+        Fenced by the lease in the same statement: a session this holder does not lease
+        is ``SessionHeldError`` (lost) and nothing is written. A seq already stored is
+        :class:`DuplicateEventError`. A failed write (a full disk) is remembered, and the
+        next ``save`` writes it: later appends succeeding must not hide it (a gap).
         """
-        self._conn.execute("INSERT OR IGNORE INTO events (session_id, seq, type, time, body) "
-                           "VALUES (?, ?, ?, ?, ?)", self._row(session_id, event))
-        if self._next(session_id) == event["seq"]:
-            self._next_seq[session_id] = event["seq"] + 1
+        seq = int(event["seq"])
+        try:
+            cursor = self._conn.execute(
+                "INSERT INTO events (session_id, seq, type, time, body) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM session_leases "
+                "WHERE session_id = ? AND holder_id = ?)",
+                (*self._row(session_id, event), session_id, self.holder.holder_id))
+        except sqlite3.IntegrityError:
+            raise DuplicateEventError(session_id, seq) from None
+        except sqlite3.Error:
+            self._unstored(session_id, seq)
+            raise
+        if cursor.rowcount != 1:
+            raise self._lost(session_id)
+        self._stored(session_id, seq)
 
     def load(self, session_id: str) -> SessionRecord | None:
         """Rebuild the record from the session row and its event log; None if unknown."""
@@ -167,6 +214,122 @@ class SqliteSessionStore:
         record.turns = max(turns, int(state.get("turns", 0)))
         record.context_shown = events.shown_sections(record.messages)
         return record
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage | None:
+        """Stored events of ``session_id`` from ``start_seq``: at most ``limit`` and
+        ``max_bytes`` of their JSON, the first always; None when the session is unknown.
+
+        One range scan on the log's key, stopping at the first row that does not fit, so
+        a page costs what it returns whatever the log's length.
+        """
+        if self._conn.execute("SELECT 1 FROM sessions WHERE id = ?",
+                              (session_id,)).fetchone() is None:
+            return None
+        rows = self._conn.execute(
+            "SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq "
+            "LIMIT ?", (session_id, start_seq, limit + 1))
+        out: list[dict[str, Any]] = []
+        size = 0
+        for seq, body in rows:
+            cost = len(body.encode("utf-8", "surrogatepass"))
+            if len(out) == limit or (out and size + cost > max_bytes):
+                return HistoryPage(out, int(seq))
+            out.append(json.loads(body))
+            size += cost
+        return HistoryPage(out, None)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def acquire(self, session_id: str) -> Lease | None:
+        """Take or refresh this holder's lease on ``session_id``; returns the stale lease
+        taken over, if any. Held by a live holder: :class:`SessionHeldError` naming it."""
+        me = self.holder
+        for _ in range(3):  # a lease released or re-taken between the steps: look again
+            now = self._clock()
+            cursor = self._conn.execute(
+                "INSERT INTO session_leases (session_id, holder_id, host, pid, acquired_at, "
+                "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
+                "SET heartbeat_at = excluded.heartbeat_at "
+                "WHERE session_leases.holder_id = excluded.holder_id",
+                (session_id, me.holder_id, me.host, me.pid, now, now))
+            if cursor.rowcount == 1:
+                self._now_held(session_id)
+                return None
+            self._forget(session_id)  # whatever this store thought, the lease is not its own
+            current = self.lease(session_id)
+            if current is None:
+                continue
+            if not stale(current, host=me.host, now_ms=now, expiry_ms=self.lease_expiry_ms,
+                         alive=self._alive):
+                raise SessionHeldError(session_id, current.holder.public())
+            cursor = self._conn.execute(
+                "UPDATE session_leases SET holder_id = ?, host = ?, pid = ?, "
+                "acquired_at = ?, heartbeat_at = ? WHERE session_id = ? AND holder_id = ? "
+                "AND heartbeat_at = ?",
+                (me.holder_id, me.host, me.pid, now, now, session_id,
+                 current.holder.holder_id, current.heartbeat_at))
+            if cursor.rowcount == 1:
+                logger.info("session %s: took over the lease of pid %d on host %s (%s)",
+                            session_id, current.holder.pid, current.holder.host,
+                            "expired" if now - current.heartbeat_at > self.lease_expiry_ms
+                            else "process gone")
+                self._now_held(session_id)
+                return current
+        current = self.lease(session_id)
+        raise SessionHeldError(session_id, None if current is None else current.holder.public())
+
+    def release(self, session_id: str) -> None:
+        """Drop this holder's lease on ``session_id`` (nothing when another holds it)."""
+        self._conn.execute("DELETE FROM session_leases WHERE session_id = ? AND "
+                           "holder_id = ?", (session_id, self.holder.holder_id))
+        self._forget(session_id)
+
+    def heartbeat(self) -> list[str]:
+        """Refresh this holder's leases; returns (and forgets) the ones another took, after
+        telling each lost-listener."""
+        if not self._held:
+            return []
+        me = self.holder.holder_id
+        self._conn.execute("UPDATE session_leases SET heartbeat_at = ? WHERE holder_id = ?",
+                           (self._clock(), me))
+        still = {row[0] for row in self._conn.execute(
+            "SELECT session_id FROM session_leases WHERE holder_id = ?", (me,))}
+        lost = sorted(self._held - still)
+        for session_id in lost:
+            self._forget(session_id)
+            for listener in tuple(self._lost_listeners):
+                try:
+                    listener(session_id)
+                except Exception:
+                    logger.exception("a lost-lease listener failed on session %s", session_id)
+        return lost
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(session_id)`` when a heartbeat finds a lease taken over (the
+        agent lets the session go at once); returns the unsubscribe."""
+        self._lost_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._lost_listeners:
+                self._lost_listeners.remove(listener)
+
+        return remove
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this holder's lease on ``session_id`` is unbroken, as far as it knows
+        (a loss shows at the next heartbeat or fenced write)."""
+        return session_id in self._held
+
+    def lease(self, session_id: str) -> Lease | None:
+        """The stored lease on ``session_id``, or None when nobody holds it."""
+        row = self._conn.execute(
+            "SELECT holder_id, host, pid, acquired_at, heartbeat_at FROM session_leases "
+            "WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        return Lease(session_id, LeaseHolder(row[0], row[1], int(row[2])), int(row[3]),
+                     int(row[4]))
 
     # -- listing, closing, workspaces ---------------------------------------------------------
 
@@ -209,7 +372,8 @@ class SqliteSessionStore:
                                   session_id, force=force)
 
     def close(self) -> None:
-        """Mark this runtime's sessions closed, release its workspace holds, close the file.
+        """Mark this runtime's sessions closed, release its leases and workspace holds,
+        close the file.
 
         Idempotent. Workspaces this runtime's sessions held are released one by one, so
         ones still shared with another live runtime survive.
@@ -218,6 +382,9 @@ class SqliteSessionStore:
         if conn is None:
             return
         try:
+            conn.execute("DELETE FROM session_leases WHERE holder_id = ?",
+                         (self.holder.holder_id,))
+            self._held.clear()
             held = conn.execute("SELECT workspace_id, session_id FROM workspace_refs "
                                 "WHERE pid = ?", (self.pid,)).fetchall()
             for workspace_id, session_id in held:
@@ -231,6 +398,70 @@ class SqliteSessionStore:
             self._conn = None  # type: ignore[assignment]
 
     # -- internals ------------------------------------------------------------------------
+
+    def _check_held(self, session_id: str) -> None:
+        """Inside a write transaction: this holder leases ``session_id``, or it is lost."""
+        row = self._conn.execute("SELECT holder_id FROM session_leases WHERE session_id = ?",
+                                 (session_id,)).fetchone()
+        if row is None or row[0] != self.holder.holder_id:
+            raise self._lost(session_id)
+
+    def _lost(self, session_id: str) -> SessionHeldError:
+        """The error for a write to a session this holder does not lease (now forgotten)."""
+        was_held = session_id in self._held
+        self._forget(session_id)
+        current = self.lease(session_id)
+        holder = None if current is None else current.holder.public()
+        return SessionHeldError(session_id, holder, lost=was_held)
+
+    def _now_held(self, session_id: str) -> None:
+        """A lease just taken (not refreshed): what this store knew of the log may be
+        stale, since another holder may have written meanwhile."""
+        if session_id not in self._held:
+            self._forget(session_id)
+            self._held.add(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        self._held.discard(session_id)
+        self._next_seq.pop(session_id, None)
+        self._missing.pop(session_id, None)
+
+    def _stored(self, session_id: str, seq: int) -> None:
+        """Track that ``seq`` is stored: the first unstored seq moves past it, and seqs it
+        skipped (never appended) are left for ``save``."""
+        start = self._next(session_id)
+        missing = self._missing.get(session_id)
+        if missing:
+            missing.discard(seq)
+        if seq >= start:
+            self._note_missing(session_id, range(start, seq))
+            self._next_seq[session_id] = seq + 1
+
+    def _unstored(self, session_id: str, seq: int) -> None:
+        """Track a failed append: ``seq`` (and any it skipped) wait for ``save``."""
+        start = self._next(session_id)
+        self._note_missing(session_id, range(start, seq + 1) if seq >= start else (seq,))
+        self._next_seq[session_id] = max(start, seq + 1)
+
+    def _note_missing(self, session_id: str, seqs: Iterable[int]) -> None:
+        seqs = list(seqs)
+        if seqs:
+            self._missing.setdefault(session_id, set()).update(seqs)
+
+    def _write_missing(self, session_id: str, event: dict[str, Any]) -> None:
+        """Inside ``save``'s transaction: store ``event`` unless that very event is stored
+        already (an append whose failure came after its commit); another event at its
+        seq is :class:`DuplicateEventError`."""
+        row = self._row(session_id, event)
+        cursor = self._conn.execute(
+            "INSERT INTO events (session_id, seq, type, time, body) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (session_id, seq) DO NOTHING", row)
+        if cursor.rowcount == 1:
+            return
+        stored = self._conn.execute("SELECT body FROM events WHERE session_id = ? AND "
+                                    "seq = ?", (session_id, row[1])).fetchone()
+        if stored is None or stored[0] != row[4]:
+            raise DuplicateEventError(session_id, row[1])
 
     def _next(self, session_id: str) -> int:
         """The first seq not yet stored for ``session_id`` (asked of the file once)."""

@@ -38,7 +38,9 @@ what they answered (a turn already running learns it at the next one, or by aski
 The parent announces ``subagent.started {parentSessionId, childSessionId, agentId}``,
 ``subagent.status {..., status}`` whenever a live child turns ``running``, ``idle`` or
 ``failed``, and ``subagent.finished {..., status}`` (how its last turn ended, once its
-runtime is gone) through the agent's listeners (the SDK server forwards them). Cancelling the
+runtime is gone) through the agent's listeners (the SDK server forwards them), and relays
+the child's own ``session.event`` notifications and ``subagent.*`` ones the same way
+(:mod:`.child`), so a client follows the whole tree by session id. Cancelling the
 parent's turn cancels a foreground call and closes its child; closing a client kills the
 child's whole process group; the parent session's end (``session_end``) and the row's
 disposal close every child still running, and on Linux a killed parent takes its children
@@ -250,7 +252,7 @@ class SubagentPlugin(Plugin):
         try:
             home = self._child_home(rt, store, ctx.session_id)
             await child.start(AsyncDshClient(self._client_config(cwd, ctx.env, home)),
-                              history=history)
+                              history=history, relay=rt.service("agent").announce)
             if store is not None:
                 store.acquire_workspace(child.session_id, ctx.session_id)
         except BaseException as exc:

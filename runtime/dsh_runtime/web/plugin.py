@@ -45,12 +45,14 @@ HTTP API (JSON; errors are {"error": {"code", "message"}})
                                               session.status, approval, config
   POST /api/sessions/{id}/cancel          -> {cancelled}
   POST /api/sessions/{id}/resume          -> {}
-  GET  /api/sessions/{id}/history         -> {events}
+  GET  /api/sessions/{id}/history?cursor=&limit= -> {events, nextCursor} (a page; follow
+                                              nextCursor until null)
   GET  /api/tools -> {tools}   GET /api/config -> {config, patchReload, reloadRequired}
   GET  /api/status -> {state, profile, patchReload, reloadRequired}
   GET  /api/approvals -> {approvals}      POST /api/approvals/{id} {decision: allow|deny}
   401 missing or wrong token, 403 foreign Host header, 404 unknown session or approval,
-  400 malformed JSON or invalid parameters, 413 body over the size cap, 429 session busy.
+  400 malformed JSON or invalid parameters, 413 body over the size cap, 429 session busy
+  (here, or held by another runtime on the same home: the message names it).
 
 SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
 """

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from dsh_runtime.servers import validation
 from dsh_runtime.servers.operations import Operations
 from dsh_runtime.web.approvals import DECISIONS, ApprovalBroker
 from dsh_runtime.web.guard import Guard, problem_body
@@ -116,6 +117,9 @@ class WebApi:
             raise Problem(400, "malformed-json", f"malformed JSON body: {exc}") from None
         if not isinstance(body, dict):
             raise Problem(400, "malformed-json", "the JSON body must be an object")
+        problem = validation.lone_surrogate(body)
+        if problem is not None:
+            raise Problem(400, "invalid-params", problem)
         return body
 
     def _known(self, session_id: str) -> str:
@@ -127,10 +131,10 @@ class WebApi:
         """The history of a known session, restoring a persisted one first."""
         self._known(session_id)
         try:
-            return self.ops.history(session_id)
+            return self.ops.live_events(session_id)
         except JsonRpcError:
             await self.ops.resume(session_id)
-            return self.ops.history(session_id)
+            return self.ops.live_events(session_id)
 
     # -- page ----------------------------------------------------------------------------
 
@@ -143,9 +147,8 @@ class WebApi:
         return JSONResponse({"sessions": self.ops.list_sessions()})
 
     async def new_session(self, request: Request) -> Response:
-        cwd = (await self._body(request, optional=True)).get("cwd")
-        if cwd is not None and (not isinstance(cwd, str) or not cwd):
-            raise Problem(400, "invalid-params", '"cwd" must be a non-empty string')
+        cwd = validation.string(await self._body(request, optional=True), "cwd",
+                                required=False)
         return JSONResponse({"sessionId": await self.ops.new_session(cwd, self.default_cwd)},
                             201)
 
@@ -167,7 +170,16 @@ class WebApi:
         return JSONResponse({})
 
     async def history(self, request: Request) -> Response:
-        return JSONResponse({"events": await self._live_history(request.path_params["id"])})
+        """A page of the log (``?cursor=&limit=``): ``{events, nextCursor}``; read from the
+        store for a session not live here, so it needs no lease."""
+        session_id = self._known(request.path_params["id"])
+        query = request.query_params
+        window: dict[str, Any] = {"cursor": query.get("cursor") or None}
+        if "limit" in query:
+            text = query["limit"]
+            digits = text.isascii() and text.isdigit() and len(text) < 10
+            window["limit"] = int(text) if digits else -1
+        return JSONResponse(self.ops.history(session_id, window))
 
     async def events(self, request: Request) -> Response:
         """The session's events from ``since`` (or after ``Last-Event-ID``), its status and

@@ -1,0 +1,304 @@
+"""The session store contract (``dsh_runtime/agent/store.py``): leases and paging.
+
+Written against the store API only, through :class:`Backend`, which opens stores of one
+kind on one shared database as different runtimes (host, pid, holder id, clock, pid
+probe). Today the kind is SQLite; a PostgreSQL store adds its ``Backend`` to
+``BACKENDS`` and must pass the same tests.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+from dsh.errors import DuplicateEventError, SessionHeldError
+from dsh_runtime.agent import events
+from dsh_runtime.agent.session import SessionRecord
+from dsh_runtime.agent.store import HistoryPage, SessionStore
+from dsh_runtime.sessions import schema
+from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+
+EXPIRY_MS = 30_000
+HOST = "host-a"
+
+
+class Clock:
+    """Epoch milliseconds that move only when a test says so."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Backend(Protocol):
+    """Opens stores sharing one database, each as the runtime the arguments describe."""
+
+    def open(self, *, host: str, pid: int, clock: Clock,
+             alive: Callable[[int], bool]) -> SessionStore: ...
+
+
+class SqliteBackend:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.opened: list[SqliteSessionStore] = []
+
+    def open(self, *, host: str, pid: int, clock: Clock,
+             alive: Callable[[int], bool]) -> SessionStore:
+        store = SqliteSessionStore(self.path, profile="sdk", pid=pid, host=host,
+                                   lease_expiry_ms=EXPIRY_MS, clock=clock, alive=alive)
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+BACKENDS = ["sqlite"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    opened = SqliteBackend(tmp_path / "sessions.db")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def runtime(backend: Backend, clock: Clock, *, host: str = HOST, pid: int = 100,
+            dead: frozenset[int] = frozenset()) -> Any:
+    """A store as runtime ``pid`` on ``host``; pids in ``dead`` are gone on this host."""
+    return backend.open(host=host, pid=pid, clock=clock, alive=lambda p: p not in dead)
+
+
+def event(seq: int, text: str = "x") -> dict[str, Any]:
+    return events.event(events.ERROR, seq, {"message": text}, {})
+
+
+def test_a_free_lease_is_taken_and_refreshed_by_its_holder(backend: Backend,
+                                                           clock: Clock) -> None:
+    store = runtime(backend, clock)
+    assert store.lease("s") is None
+    assert store.acquire("s") is None
+    first = store.lease("s")
+    assert first.holder == store.holder and first.holder.host == HOST
+    assert first.acquired_at == first.heartbeat_at == clock.now
+    clock.now += 1000
+    assert store.acquire("s") is None  # a refresh, not a new lease
+    again = store.lease("s")
+    assert (again.acquired_at, again.heartbeat_at) == (first.acquired_at, clock.now)
+
+
+def test_a_live_holder_keeps_its_session(backend: Backend, clock: Clock) -> None:
+    holder = runtime(backend, clock, pid=100)
+    other = runtime(backend, clock, pid=200)
+    far = runtime(backend, clock, host="host-b", pid=100)  # same pid, another machine
+    holder.acquire("s")
+    assert holder.holder.holder_id not in (other.holder.holder_id, far.holder.holder_id)
+    for contender in (other, far):
+        with pytest.raises(SessionHeldError) as caught:
+            contender.acquire("s")
+        error = caught.value
+        assert error.code == -32001 and error.retryable and not error.lost
+        assert error.data == {"retryable": True, "holder": {"host": HOST, "pid": 100}}
+        assert f"pid 100 on host {HOST}" in error.message
+    assert holder.lease("s").holder == holder.holder
+
+
+def test_a_dead_holder_on_this_host_is_taken_over_at_once(backend: Backend,
+                                                          clock: Clock) -> None:
+    dead = runtime(backend, clock, pid=100)
+    dead.acquire("s")
+    dead.save(SessionRecord("s", "/w"))
+    dead.append("s", event(0))
+    # host-b cannot see host-a's processes: for it the lease is live until it expires
+    with pytest.raises(SessionHeldError):
+        runtime(backend, clock, host="host-b", dead=frozenset({100})).acquire("s")
+    heir = runtime(backend, clock, pid=200, dead=frozenset({100}))
+    taken = heir.acquire("s")
+    assert taken is not None and taken.holder == dead.holder
+    assert heir.lease("s").holder == heir.holder
+    # the old holder, had it lived on, can write nothing more
+    with pytest.raises(SessionHeldError) as caught:
+        dead.append("s", event(1, "late"))
+    assert caught.value.lost and caught.value.holder == {"host": HOST, "pid": 200}
+    with pytest.raises(SessionHeldError):
+        dead.save(SessionRecord("s", "/elsewhere"))
+    assert dead.heartbeat() == []  # it already knows
+    heir.append("s", event(1, "mine"))
+    assert [e["data"]["message"] for e in heir.load("s").events] == ["x", "mine"]
+    assert heir.load("s").cwd == "/w"
+
+
+def test_a_lease_expires_without_heartbeats_on_any_host(backend: Backend,
+                                                        clock: Clock) -> None:
+    holder = runtime(backend, clock, pid=100)
+    holder.acquire("s")
+    far = runtime(backend, clock, host="host-b", pid=300)
+    clock.now += EXPIRY_MS  # not older than the expiry yet
+    with pytest.raises(SessionHeldError):
+        far.acquire("s")
+    assert holder.heartbeat() == []  # a heartbeat keeps it
+    clock.now += EXPIRY_MS
+    with pytest.raises(SessionHeldError):
+        far.acquire("s")
+    clock.now += EXPIRY_MS + 1
+    taken = far.acquire("s")
+    assert taken is not None and taken.holder == holder.holder
+    assert holder.heartbeat() == ["s"]  # the stalled holder learns it lost the session
+    assert holder.heartbeat() == []
+    with pytest.raises(SessionHeldError) as caught:
+        holder.append("s", event(0))
+    assert caught.value.holder == {"host": "host-b", "pid": 300}
+
+
+def test_release_and_close_hand_the_session_on(backend: Backend, clock: Clock) -> None:
+    first = runtime(backend, clock, pid=100)
+    second = runtime(backend, clock, pid=200)
+    first.acquire("a")
+    first.acquire("b")
+    first.release("a")
+    assert second.acquire("a") is None
+    first.release("a")  # not its lease any more: nothing happens
+    assert second.lease("a").holder == second.holder
+    first.close()
+    assert second.acquire("b") is None
+
+
+def test_writes_need_the_lease_and_never_replace_a_seq(backend: Backend,
+                                                       clock: Clock) -> None:
+    store = runtime(backend, clock)
+    with pytest.raises(SessionHeldError) as caught:
+        store.append("s", event(0))
+    assert not caught.value.lost and "not leased by this runtime" in caught.value.message
+    with pytest.raises(SessionHeldError):
+        store.save(SessionRecord("s", "/w"))
+    assert store.load("s") is None
+    store.acquire("s")
+    store.save(SessionRecord("s", "/w"))
+    store.append("s", event(0, "first"))
+    with pytest.raises(DuplicateEventError) as dup:
+        store.append("s", event(0, "second"))
+    assert (dup.value.session_id, dup.value.seq) == ("s", 0)
+    store.append("s", event(1))
+    assert [e["data"]["message"] for e in store.load("s").events] == ["first", "x"]
+
+
+def test_history_pages_are_bounded_by_count_and_bytes(backend: Backend, clock: Clock) -> None:
+    store = runtime(backend, clock)
+    assert store.history_page("s", start_seq=0, limit=10, max_bytes=1000) is None
+    store.acquire("s")
+    store.save(SessionRecord("s", "/w"))
+    assert store.history_page("s", start_seq=0, limit=10, max_bytes=1000) == \
+        HistoryPage([], None)
+    log = [event(seq, "m" * (2000 if seq == 5 else 10)) for seq in range(12)]
+    for item in log:
+        store.append("s", item)
+    size = len(json.dumps(log[0], separators=(",", ":")))
+
+    def page(start: int, limit: int, max_bytes: int) -> tuple[list[int], int | None]:
+        found = store.history_page("s", start_seq=start, limit=limit, max_bytes=max_bytes)
+        return [e["seq"] for e in found.events], found.next_seq
+
+    assert page(0, 4, 10_000) == ([0, 1, 2, 3], 4)
+    assert page(8, 4, 10_000) == ([8, 9, 10, 11], None)
+    assert page(0, 100, 3 * size) == ([0, 1, 2], 3)  # the byte bound
+    assert page(3, 100, 3 * size) == ([3, 4], 5)  # seq 5 does not fit behind them
+    assert page(5, 100, 3 * size) == ([5], 6)  # alone, it is a page: paging moves on
+    assert page(12, 5, 10_000) == ([], None)
+    assert store.history_page("s", start_seq=0, limit=100, max_bytes=10**6).events == log
+    # reading needs no lease: another runtime pages the same log
+    reader = runtime(backend, clock, host="host-b", pid=7)
+    assert reader.history_page("s", start_seq=3, limit=2, max_bytes=10_000) == \
+        HistoryPage(log[3:5], 5)
+
+
+def test_racing_runtimes_take_a_dead_holders_session_once(tmp_path: Path) -> None:
+    """Eight processes race for one stale lease at the same instant: exactly one wins
+    (the takeover is a compare-and-set on the holder and heartbeat it judged)."""
+    path = tmp_path / "sessions.db"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)
+    with closing(SqliteSessionStore(path, profile="sdk", pid=dead_pid)) as dead:
+        dead.acquire("s")
+        dead._held.clear()  # a crash: the lease stays behind
+        dead._conn.close()
+        dead._conn = None  # type: ignore[assignment]
+    gate = tmp_path / "go"
+    racer = textwrap.dedent(f"""
+        import os, sys, time
+        from dsh.errors import SessionHeldError
+        from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+        store = SqliteSessionStore({str(path)!r}, profile="sdk", busy_timeout_ms=20000)
+        print("ready", flush=True)
+        while not os.path.exists({str(gate)!r}):
+            time.sleep(0.001)
+        try:
+            taken = store.acquire("s")
+            print("won" if taken is not None and taken.holder.pid == {dead_pid} else "odd",
+                  flush=True)
+        except SessionHeldError as exc:
+            print("busy", exc.holder["pid"], flush=True)
+        sys.stdin.read()  # live on (a dead winner's lease is rightly taken) until told
+        os._exit(0)  # keep the lease: no close()
+    """)
+    racers = [subprocess.Popen([sys.executable, "-c", racer], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    try:
+        for proc in racers:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        gate.touch()
+        outcomes = [proc.stdout.readline().split() for proc in racers]  # type: ignore[union-attr]
+        for proc in racers:
+            proc.communicate(timeout=60)
+    finally:
+        for proc in racers:
+            if proc.poll() is None:
+                proc.kill()
+    winners = [racer.pid for racer, out in zip(racers, outcomes, strict=True)
+               if out == ["won"]]
+    assert len(winners) == 1, outcomes
+    assert sorted(out for out in outcomes if out != ["won"]) == [
+        ["busy", str(winners[0])]] * 7
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT pid FROM session_leases").fetchall() == [(winners[0],)]
+
+
+def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        for script in (schema._V1, schema._V2):
+            for statement in script.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        db.execute("INSERT INTO sessions (id, profile, cwd, status, created_at, updated_at) "
+                   "VALUES ('old', 'sdk', '/', 'closed', 0, 0)")
+        kept = event(0)
+        db.execute("INSERT INTO events VALUES ('old', 0, 'error', 0, ?)", (json.dumps(kept),))
+        db.execute("PRAGMA user_version = 2")
+    store = SqliteSessionStore(path, profile="sdk")
+    try:
+        assert store.connection.execute("PRAGMA user_version").fetchone()[0] == schema.VERSION
+        assert store.load("old").events == [kept]
+        assert store.acquire("old") is None
+        store.append("old", event(1))
+        assert [e["seq"] for e in store.load("old").events] == [0, 1]
+    finally:
+        store.close()
