@@ -16,7 +16,7 @@ A plugin is a class with a :class:`Manifest` and four phases, each with one job:
     Undo ``start``; called in reverse start order, bounded by the kernel.
 
 Registering what the manifest does not declare raises
-:class:`~dsh.errors.CapabilityError` (``did not declare capability: lifecycle``), so a bad
+:class:`~dsh.core.errors.CapabilityError` (``did not declare capability: lifecycle``), so a bad
 plugin fails when it is applied, never halfway through a call (pluggy's habit).
 """
 
@@ -155,14 +155,14 @@ class ContextRequest(NamedTuple):
 class RuntimeContext:
     """What ``start`` and commands see. Implemented by the kernel.
 
-    ``env`` is the launch's :class:`~dsh.envsnapshot.EnvSnapshot` (a read-only str
+    ``env`` is the launch's :class:`~dsh.config.envsnapshot.EnvSnapshot` (a read-only str
     mapping). The registries show the running tree and keep their identity across
     reconciles: ``tools`` (tool objects by ``tool.name``), ``commands``, ``prompts``,
     ``skills``, ``tool_sources``, ``contexts`` (each a read-only mapping with ``get(name)``
     and ``list()`` in tree order),
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
-    ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
+    ``launch`` is the :class:`~dsh.config.resolve.Launch` the application started from (None for
     a kernel built directly). ``secret_env`` names the variables the running rows declare
     secret (:func:`dsh_runtime.envpolicy.declared_secrets`), which children never get by
     default.

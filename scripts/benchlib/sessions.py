@@ -99,7 +99,7 @@ LEASE = Metric(
 @benchmark("session_lease_acquire", LEASE)
 def session_lease_acquire(opts: Options) -> Result:
     """Median ms of taking a free session lease in a store of 1,000 leased sessions."""
-    from dsh.errors import SessionHeldError
+    from dsh.core.errors import SessionHeldError
     from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 
     runs = opts.reps(400, 80)

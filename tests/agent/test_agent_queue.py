@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
-from dsh.errors import BusyError, JsonRpcError
+from dsh.core.errors import BusyError, JsonRpcError
 
 SLOW = {"text": "slow", "delay_ms": 3_600_000}
 FIXTURE_TOOLS = {"id": "fixture-tools", "name": "agentkit:FixtureTools"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agentkit import Booted, rows, text, write_script
-from dsh.errors import BusyError, JsonRpcError
+from dsh.core.errors import BusyError, JsonRpcError
 from dsh_runtime.agent.service import Agent, AgentConfig
 from dsh_runtime.agent.store import MemorySessionStore
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 
 TOOL_TURN = [
     {"text": "Let me check.", "tool_calls": [{"name": "working_directory", "arguments": {}}],

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh.layercache import MAX_ENTRIES, LayerCache
-from dsh.patchfile import parse_layer
-from dsh.profiles import Profile
+from dsh.config.layercache import MAX_ENTRIES, LayerCache
+from dsh.config.patchfile import parse_layer
+from dsh.config.profiles import Profile
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dsh.errors import PatchError
-from dsh.patchfile import MAX_ALIAS_NODES, parse_layer
-from dsh.yamlreader import Unsupported, read
+from dsh.config.patchfile import MAX_ALIAS_NODES, parse_layer
+from dsh.config.yamlreader import Unsupported, read
+from dsh.core.errors import PatchError
 
 
 def laughs(levels: int, width: int = 9) -> str:

@@ -1,7 +1,7 @@
-"""Tests for :mod:`dsh.yamlreader` and the quick patch reader built on it.
+"""Tests for :mod:`dsh.config.yamlreader` and the quick patch reader built on it.
 
 The quick path must give exactly what PyYAML's loader (for values) and the node-based
-reference reader of :mod:`dsh.patchfile` (for whole layers) give, or decline the file.
+reference reader of :mod:`dsh.config.patchfile` (for whole layers) give, or decline the file.
 Documents are generated as YAML text with tricky plain scalars written raw (YAML 1.1
 ints, floats, bools, nulls, timestamps), quoted scalars, tags, anchors and mistakes.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
-from dsh import patchfile
-from dsh.errors import PatchError
-from dsh.shipped import shipped_root
-from dsh.yamlreader import Unsupported, read
+from dsh.config import patchfile
+from dsh.config.shipped import shipped_root
+from dsh.config.yamlreader import Unsupported, read
+from dsh.core.errors import PatchError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

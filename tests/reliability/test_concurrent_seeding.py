@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsh import shipped
-from dsh.profiles import Profile
+from dsh.config import shipped
+from dsh.config.profiles import Profile
 from faultkit import Figure, files_under
 
 pytestmark = pytest.mark.reliability

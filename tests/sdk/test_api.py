@@ -10,10 +10,10 @@ import re
 import subprocess
 import sys
 
-import dsh.errors
+import dsh.core.errors
 import dsh.sdk
 import pytest
-from dsh import jsonrpc
+from dsh.core import jsonrpc
 from dsh.sdk import (
     AsyncDshClient,
     ClientClosedError,
@@ -119,14 +119,14 @@ def test_import_weight_no_heavy_module_and_no_asyncio_until_a_client_is_used() -
 
 
 def test_error_tree_drawing_lists_every_error_class() -> None:
-    drawn = set(re.findall(r"[─└├]── (\w+)", dsh.errors.__doc__ or "")) | {"DshError"}
-    defined = {name for name, value in vars(dsh.errors).items()
-               if isinstance(value, type) and issubclass(value, dsh.errors.DshError)}
+    drawn = set(re.findall(r"[─└├]── (\w+)", dsh.core.errors.__doc__ or "")) | {"DshError"}
+    defined = {name for name, value in vars(dsh.core.errors).items()
+               if isinstance(value, type) and issubclass(value, dsh.core.errors.DshError)}
     assert drawn == defined
 
 
 def test_sdk_errors_sit_in_the_one_tree() -> None:
-    e = dsh.errors
+    e = dsh.core.errors
     assert issubclass(e.BusyError, e.JsonRpcError)
     assert e.BusyError("busy").code == jsonrpc.SERVER_BUSY and e.BusyError.retryable
     for cls in (e.SpawnError, e.RuntimeExitedError, e.RequestTimeoutError,

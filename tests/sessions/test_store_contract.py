@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from dsh.errors import DuplicateEventError, SessionHeldError
+from dsh.core.errors import DuplicateEventError, SessionHeldError
 from dsh_runtime.agent import events
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.agent.store import HistoryPage, SessionStore
@@ -244,7 +244,7 @@ def test_racing_runtimes_take_a_dead_holders_session_once(tmp_path: Path) -> Non
     gate = tmp_path / "go"
     racer = textwrap.dedent(f"""
         import os, sys, time
-        from dsh.errors import SessionHeldError
+        from dsh.core.errors import SessionHeldError
         from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
         store = SqliteSessionStore({str(path)!r}, profile="sdk", busy_timeout_ms=20000)
         print("ready", flush=True)

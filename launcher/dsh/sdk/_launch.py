@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh._version import __version__
-from dsh.errors import ConfigError
-from dsh.home import ensure_dir
+from dsh.core.errors import ConfigError
+from dsh.core.home import ensure_dir
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dsh._version import __version__
-from dsh.distribution import runtime_hint
-from dsh.errors import RuntimeNotFoundError
+from dsh.core.distribution import runtime_hint
+from dsh.core.errors import RuntimeNotFoundError
 from dsh.sdk._config import ClientConfig
 
 RuntimeCarrier = Literal["exe", "python"]
@@ -33,7 +33,7 @@ class RuntimeInfo:
     """The runtime a client runs (``client.runtime``).
 
     ``command`` is what precedes ``--profile``: ``(path,)`` for an executable, or
-    ``(python, "-P", "-m", "dsh")`` (:func:`dsh.process.python_command`: the runtime
+    ``(python, "-P", "-m", "dsh")`` (:func:`dsh.core.process.python_command`: the runtime
     never imports from its working directory). ``source`` says which rung of the lookup chose it:
     ``dsh_bin``, ``DSH_RUNTIME_BIN``, ``dsh_runtime_bin`` or ``sys.executable``.
     ``version`` is the runtime's own (its ``serverInfo`` once the handshake is done;
@@ -78,7 +78,7 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
         # find_spec on a top-level name locates without importing: the runtime package
         # must never be imported into the client's process.
         if importlib.util.find_spec("dsh_runtime") is not None:
-            from dsh.process import python_command  # loads asyncio: only once one is used
+            from dsh.core.process import python_command  # loads asyncio: only once one is used
 
             return RuntimeInfo("python", tuple(python_command("dsh")), "sys.executable",
                                __version__)

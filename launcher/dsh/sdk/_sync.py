@@ -29,8 +29,8 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
-from dsh.errors import ClientClosedError, DshError
-from dsh.jsonrpc import Notification, Params
+from dsh.core.errors import ClientClosedError, DshError
+from dsh.core.jsonrpc import Notification, Params
 from dsh.sdk._client import AsyncDshClient
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult

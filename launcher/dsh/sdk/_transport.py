@@ -1,13 +1,13 @@
 """The runtime process: spawn, frames in and out, the stderr tail, the exit status.
 
 One :class:`RuntimeProcess` per client, built on asyncio's subprocess protocol so bytes
-reach :class:`dsh.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
+reach :class:`dsh.core.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
 and no thread per pipe. It knows nothing of requests: decoded messages, fatal faults and
 the process's end go to a :class:`Listener` (the router).
 
 What it guarantees:
 
-* The runtime starts through :mod:`dsh.process`: in its own session and process group,
+* The runtime starts through :mod:`dsh.core.process`: in its own session and process group,
   so signals to the group reach whatever it started there, and a terminal's Ctrl-C
   reaches only the caller, which then closes the client in order. A killed caller leaves
   no runtime behind: dsh's own runtime watches the caller through a pidfd
@@ -19,7 +19,7 @@ What it guarantees:
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
 * stdout is frames only: anything else (garbage, a frame over the cap) breaks the
-  connection with a typed :class:`~dsh.errors.ProtocolError`, because nothing can tell
+  connection with a typed :class:`~dsh.core.errors.ProtocolError`, because nothing can tell
   which request a lost line answered.
 * When the process ends, the listener hears it once, as soon as both outputs are drained
   (or :data:`EXIT_GRACE` after the exit, if a grandchild holds a pipe open), never after
@@ -37,9 +37,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from dsh.errors import InvalidMessageError, ProtocolError, SpawnError
-from dsh.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
-from dsh.process import TIE_TERM, Group, spawn_protocol
+from dsh.core.errors import InvalidMessageError, ProtocolError, SpawnError
+from dsh.core.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
+from dsh.core.process import TIE_TERM, Group, spawn_protocol
 from dsh.sdk._launch import LaunchSpec
 
 STDERR_TAIL_LINES = 200

@@ -21,7 +21,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 
 from dsh_runtime.agent import blocks, events
 from dsh_runtime.agent.session import Session

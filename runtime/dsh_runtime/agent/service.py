@@ -28,7 +28,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh.errors import BusyError, DuplicateEventError, JsonRpcError, PluginError, SessionHeldError
+from dsh.core.errors import (
+    BusyError,
+    DuplicateEventError,
+    JsonRpcError,
+    PluginError,
+    SessionHeldError,
+)
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
 from dsh_runtime.agent.leasing import Holdings

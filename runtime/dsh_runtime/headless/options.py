@@ -1,6 +1,6 @@
 """The headless runner's own command line, parsed with argparse into :class:`Options`.
 
-argparse is told never to print or exit: its errors become :class:`~dsh.errors.UsageError`
+argparse is told never to print or exit: its errors become :class:`~dsh.core.errors.UsageError`
 (exit 2, one ``dsh: error: ...`` line from the launcher's single handler), and ``-h`` is
 answered by the application runner from :data:`HELP` before anything starts.
 """
@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import NoReturn
 
-from dsh.errors import UsageError
+from dsh.core.errors import UsageError
 
 STDIN_TASK = "-"
 APPROVALS = ("auto", "never")

@@ -12,7 +12,7 @@ service and waits for that turn's ``turn/end``:
   (:mod:`dsh_runtime.headless.progress`); with ``--json`` only the failure message.
 * Exit 0 when the turn completed; 1 when it ended in ``error``, ``max-tokens`` or
   ``cancelled`` (the message on stderr); 2 for usage errors, raised as
-  :class:`~dsh.errors.UsageError` for the launcher's one handler. An unknown
+  :class:`~dsh.core.errors.UsageError` for the launcher's one handler. An unknown
   ``--session-id``, route or model is a usage error too: it is a wrong command-line value,
   found before any model call. SIGINT cancels the turn (bounded wait for its ``turn/end``)
   and the application runner exits 130.
@@ -33,9 +33,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import BusyError, DshError, JsonRpcError, UsageError
+from dsh.core import jsonrpc
+from dsh.core.errors import BusyError, DshError, JsonRpcError, UsageError
 
 from dsh_runtime.agent import events
 from dsh_runtime.headless.options import HELP, Options, parse

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import JsonRpcError, PluginError
+from dsh.core import jsonrpc
+from dsh.core.errors import JsonRpcError, PluginError
 
 from dsh_runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
 from dsh_runtime.plugin import Capability, ContextRequest, Manifest, Plugin, Registrar

@@ -3,7 +3,7 @@
 The child gets the few variables a program needs to run (``HOME``, ``PATH``, ``USER``...,
 as the MCP SDKs pass them) plus the server's own, never the runtime's whole environment:
 credentials meant for dsh's model provider stay in dsh. It starts through
-:mod:`dsh.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
+:mod:`dsh.core.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
 server behind; :meth:`StdioTransport.close` closes its stdin, gives it
 :data:`STDIN_GRACE_S` to leave, then stops its whole process group.
 """
@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
-from dsh import process
+from dsh.core import process
 
 from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
 

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
-from dsh.redact import redact
+from dsh.core.redact import redact
 from httpx_sse import EventSource, SSEError
 
 from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError

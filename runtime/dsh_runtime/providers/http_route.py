@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from dsh._version import __version__
-from dsh.errors import ConfigError, PluginError
-from dsh.redact import redact as redact_url
+from dsh.core.errors import ConfigError, PluginError
+from dsh.core.redact import redact as redact_url
 
 from dsh_runtime.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh._version import __version__
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (

@@ -38,9 +38,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
+from dsh.core import jsonrpc
+from dsh.core.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers import validation

@@ -1,7 +1,7 @@
 """A JSON-RPC 2.0 peer over a stdio transport, reusable by every stdio protocol.
 
 It knows the wire, not the application: a method table, notifications out, requests out
-(server to client) matched by :class:`dsh.jsonrpc.PendingRequests`, and the standard error
+(server to client) matched by :class:`dsh.core.jsonrpc.PendingRequests`, and the standard error
 answers. Applications (the SDK server, later ACP) register handlers and never see a frame.
 
 Each incoming request runs as its own task, so a slow handler never delays a fast one and
@@ -28,20 +28,20 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import (
+from dsh.core import jsonrpc
+from dsh.core.errors import (
     DshError,
     FrameTooLargeError,
     InvalidMessageError,
     JsonRpcError,
     ProtocolError,
 )
-from dsh.redact import redact
+from dsh.core.redact import redact
 
 from dsh_runtime.servers.validation import lone_surrogate
 from dsh_runtime.stdio import StdioTransport
 
-log = logging.getLogger("dsh.jsonrpc")
+log = logging.getLogger("dsh.core.jsonrpc")
 
 # Serving ends within drain_timeout + these (seconds), so the runtime's 5 s disposal bound
 # still has room after a stuck client or handler.

@@ -4,7 +4,7 @@ The SDK server (JSON-RPC on stdio) and the web server (HTTP) expose the same ope
 the ``agent`` service: sessions, prompt, cancel, history, tools, effective config, status.
 What each operation checks and which agent call it makes lives here once, so the two
 servers cannot drift apart; a server only turns its wire input into these arguments and
-the results (or the :class:`~dsh.errors.JsonRpcError` raised for bad arguments, code
+the results (or the :class:`~dsh.core.errors.JsonRpcError` raised for bad arguments, code
 -32602) into its wire output.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError, PluginError
+from dsh.core import jsonrpc
+from dsh.core.errors import JsonRpcError, PluginError
 
 from dsh_runtime.agent.store import event_bytes
 from dsh_runtime.layerfiles import LayerFingerprint

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError
+from dsh.core import jsonrpc
+from dsh.core.errors import JsonRpcError
 
 from dsh_runtime.agent import blocks
 

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.schema import validate
 

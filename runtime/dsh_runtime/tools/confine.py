@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.tools import safeopen
 from dsh_runtime.tools.base import ToolResult

@@ -3,8 +3,9 @@
 Its ``instructions`` context section is asked at the start of every turn, so a session
 that moved to another folder, or a file edited since, is picked up on the next turn; the
 agent resends the section only when its text changed. Which files apply and how they are
-capped is :mod:`dsh.instructions` (shared with ``dsh doctor``). Reading happens in a
-worker thread, so a slow filesystem costs the turn's context budget, never the event loop.
+capped is :mod:`dsh_runtime.agentdocs.instructions` (shared with ``dsh doctor``). Reading
+happens in a worker thread, so a slow filesystem costs the turn's context budget, never the
+event loop.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from dsh import instructions
 from dsh._version import __version__
 
+from dsh_runtime.agentdocs import instructions
 from dsh_runtime.plugin import (
     Capability,
     ContextRequest,

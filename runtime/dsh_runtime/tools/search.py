@@ -36,8 +36,8 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from dsh import process
 from dsh._version import __version__
+from dsh.core import process
 
 from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar

@@ -22,8 +22,8 @@ it (the working directory when absent) against the session's workspace root, so 
 workspace policy it runs unasked inside the root, as the original ran ``bash`` without
 asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
 granted roots) writable, whatever the working directory.
-Every command starts through :mod:`dsh.process` (its own group, tied to the runtime, with
-the row's resource ``limits``: :mod:`dsh.limits`), the one place processes are started
+Every command starts through :mod:`dsh.core.process` (its own group, tied to the runtime, with
+the row's resource ``limits``: :mod:`dsh.core.limits`), the one place processes are started
 and stopped.
 """
 
@@ -36,10 +36,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsh import process
 from dsh._version import __version__
-from dsh.limits import SCHEMA as LIMITS_SCHEMA
-from dsh.limits import Limits
+from dsh.core import process
+from dsh.core.limits import SCHEMA as LIMITS_SCHEMA
+from dsh.core.limits import Limits
 
 from dsh_runtime.envpolicy import SCHEMA as ENV_SCHEMA
 from dsh_runtime.envpolicy import EnvPolicy

@@ -1,9 +1,10 @@
 """The ``tools-skills`` row: skills listed to the model, and the ``skill`` tool that loads one.
 
 Skills come from two kinds of source. Folders with a ``SKILL.md`` in the home, the profile
-and the project's ``.dsh/skills`` (:mod:`dsh.skills`, shared with ``dsh doctor``), and
-skills plugins register with ``reg.skill`` (``rt.skills``). Files override plugins of the
-same name, as later places override earlier ones: the most specific source wins.
+and the project's ``.dsh/skills`` (:mod:`dsh_runtime.agentdocs.skills`, shared with
+``dsh doctor``), and skills plugins register with ``reg.skill`` (``rt.skills``). Files
+override plugins of the same name, as later places override earlier ones: the most
+specific source wins.
 
 The ``skills`` context section (name and description of each usable skill) is asked every
 turn for the session's current directory, so a skill added or edited meanwhile shows up on
@@ -18,9 +19,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from dsh import skills
 from dsh._version import __version__
 
+from dsh_runtime.agentdocs import skills
 from dsh_runtime.plugin import (
     Capability,
     ContextRequest,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh._version import __version__
-from dsh.errors import ConfigError, UsageError
+from dsh.core.errors import ConfigError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError
+from dsh.core import jsonrpc
+from dsh.core.errors import JsonRpcError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
-from dsh.errors import UsageError
+from dsh.core.errors import UsageError
 
 from dsh_runtime.plugin import RuntimeContext
 from dsh_runtime.servers.operations import Operations, RuntimeView

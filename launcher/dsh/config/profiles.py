@@ -16,12 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from dsh import shipped
-from dsh.errors import ConfigError, ProfileNotFoundError, UsageError
-from dsh.home import ensure_dir
+from dsh.config import shipped
+from dsh.core.errors import ConfigError, ProfileNotFoundError, UsageError
+from dsh.core.home import ensure_dir
 
 if TYPE_CHECKING:
-    from dsh.layercache import LayerCache
+    from dsh.config.layercache import LayerCache
 
 RELOAD_POLICIES = ("live", "startup")
 PROFILE_FILE = "profile.toml"
@@ -243,7 +243,7 @@ def load_profile(home: Path, name: str, cache: LayerCache | None = None, *,
     profile = cache.load_profile(path, name) if cache else parse_profile_toml(path, name)
     if profile.requirements and not profile.plugin_dir.exists():
         # only after a crash, so a normal load never imports the plugin manager
-        from dsh.plugins import restore_interrupted_swap
+        from dsh.cli.plugins import restore_interrupted_swap
 
         restore_interrupted_swap(profile.path)
     return profile

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsh import process
-from dsh.errors import PluginError
+from dsh.core import process
+from dsh.core.errors import PluginError
 
 MESSAGE_LIMIT = 300
 """Characters of one quoted cause."""

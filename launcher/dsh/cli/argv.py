@@ -9,7 +9,7 @@ function, so it is tested directly.
 
 from __future__ import annotations
 
-from dsh.errors import UsageError
+from dsh.core.errors import UsageError
 
 SUBCOMMANDS = ("doctor", "info", "plugin", "profile", "trust")
 DUMP_FLAGS = ("--dump-config", "--dump-default-config", "--dump-config-schema")

@@ -31,7 +31,7 @@ import json
 import threading
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from dsh.errors import (
+from dsh.core.errors import (
     DshError,
     FrameTooLargeError,
     InvalidMessageError,

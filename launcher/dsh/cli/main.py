@@ -1,7 +1,7 @@
 """The ``dsh`` command: the one launcher of every dsh application.
 
 ``main`` is the single exit point (click's habit): commands raise typed
-:class:`~dsh.errors.DshError`\\ s and the handler here prints one line and exits with the
+:class:`~dsh.core.errors.DshError`\\ s and the handler here prints one line and exits with the
 error's code. Heavy modules (YAML, click, the runtime) are imported only on the paths that
 need them, so ``dsh --version`` and ``dsh -h`` stay fast.
 """
@@ -14,9 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-from dsh import argv as argv_mod
 from dsh._version import __version__
-from dsh.errors import (
+from dsh.cli import argv as argv_mod
+from dsh.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     DshError,
@@ -55,11 +55,11 @@ def _run(argv: list[str]) -> int:
         sys.stdout.write(HELP)
         return 0
     if inv.subcommand is not None:
-        from dsh.commands import run_subcommand
+        from dsh.cli.commands import run_subcommand
 
         return run_subcommand(inv)
     if inv.dump == "--dump-config-schema":
-        from dsh.configschema import config_schema
+        from dsh.config.configschema import config_schema
 
         _emit_json(config_schema())
         return 0
@@ -82,8 +82,9 @@ def _run(argv: list[str]) -> int:
 
 
 def _run_profile(inv: argv_mod.Invocation) -> int:
-    from dsh import launch, profiles
-    from dsh.home import ensure_dir, resolve_home
+    from dsh.config import profiles
+    from dsh.config.resolve import prepare, resolve
+    from dsh.core.home import ensure_dir, resolve_home
 
     if inv.dump is not None and inv.app_args:
         raise UsageError(f"{inv.dump} takes no application arguments "
@@ -96,9 +97,9 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
         ensure_dir(home)
         created = profiles.create_from_template(home, inv.profile, inv.from_template)
     try:
-        resolved = launch.resolve(home, inv.profile, inv.patches, cwd,
+        resolved = resolve(home, inv.profile, inv.patches, cwd,
                                   default_only=inv.dump == "--dump-default-config")
-        prepared = None if inv.dump is not None else launch.prepare(resolved, cwd, inv.app_args)
+        prepared = None if inv.dump is not None else prepare(resolved, cwd, inv.app_args)
     except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
         raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
     except DshError:
@@ -119,7 +120,7 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
         if inv.json:
             _emit_json(document)
         else:
-            from dsh.dumptext import render
+            from dsh.config.dumptext import render
 
             sys.stdout.write(render(document))
         return 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from dsh import shipped
-from dsh.errors import ConfigError
+from dsh.config import shipped
+from dsh.core.errors import ConfigError
 
 GROUP = "dsh.bundles"
 BUNDLE_FILE = "patch.yml"

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 PRIVATE = 0o700
 

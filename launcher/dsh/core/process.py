@@ -14,7 +14,7 @@ bubblewrap trial, MCP stdio servers, the SDK's runtime (and so every sub-agent),
   (the SDK client is often driven from threads) deadlocks the child, and it forces
   ``fork`` over the faster ``vfork``/``posix_spawn``. ``setpriv`` does the same in C
   and then ``exec``s, keeping the pid.
-* **Limits** where asked (``limits``, :mod:`dsh.limits`): a cgroup of its own where dsh
+* **Limits** where asked (``limits``, :mod:`dsh.core.limits`): a cgroup of its own where dsh
   can make one, rlimits otherwise, applied by exec-safe wrappers too.
 * **Stopped one way**: :meth:`Group.terminate` (SIGTERM to the group), a grace period,
   :meth:`Group.kill` (SIGKILL to the group and to everything left in its cgroup), reaped,
@@ -53,7 +53,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, NamedTuple
 
-from dsh.limits import Cgroup, Limits, Site, plan, sites
+from dsh.core.limits import Cgroup, Limits, Site, plan, sites
 
 _POSIX = os.name == "posix"
 """The one platform guard: process groups, signals by number and ``/proc`` are POSIX."""
@@ -514,7 +514,7 @@ def _direct_children() -> list[int]:
 
 
 class Enforcement(NamedTuple):
-    """How :class:`~dsh.limits.Limits` are enforced here, for ``dsh doctor``."""
+    """How :class:`~dsh.core.limits.Limits` are enforced here, for ``dsh doctor``."""
 
     how: str
     """``cgroup v2``, ``cgroup v1``, ``systemd scope``, ``rlimits`` or ``none``."""
@@ -538,7 +538,7 @@ def enforcement(limits: Limits) -> Enforcement:
     rest = limits.rlimits(cgroup_memory=False, cgroup_pids=False)
     if not rest:
         return Enforcement("none", f"{values}: nothing to enforce")
-    from dsh.limits import rlimits_available
+    from dsh.core.limits import rlimits_available
 
     if not _POSIX or not rlimits_available():
         return Enforcement("none", f"{values}: no cgroup can be made here and prlimit "

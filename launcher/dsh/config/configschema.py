@@ -1,6 +1,6 @@
 """The JSON Schema of patch files, for editors that validate ``patch.yml``.
 
-It mirrors what :mod:`dsh.patchfile` accepts; a test validates the shipped bundles and
+It mirrors what :mod:`dsh.config.patchfile` accepts; a test validates the shipped bundles and
 examples against it so the two cannot drift apart.
 """
 

@@ -20,8 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dsh import shipped
-from dsh.errors import ConfigError, UsageError
+from dsh.config import shipped
+from dsh.core.errors import ConfigError, UsageError
 
 BACKENDS = ("setuptools", "hatchling")
 _DIST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")

@@ -3,7 +3,7 @@ compiled modules.
 
 Reading YAML is most of a launch's composition cost: libyaml's C parser handing its
 events to Python, and their conversion, take about 1 ms per 50-row layer on the 2-core
-machines dsh is measured on, while unpickling the parsed :class:`~dsh.patchfile.PatchLayer`
+machines dsh is measured on, while unpickling the parsed :class:`~dsh.config.patchfile.PatchLayer`
 takes a sixth of that, and a launch that finds every layer here imports no YAML at all.
 So a layer parsed once is stored under ``<home>/cache/layers/``, one entry per file (its
 path, kind and source label name the entry), with everything its parse depended on: the
@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dsh.patchfile import PatchLayer, parse_layer, read_layer_text
-from dsh.profiles import Profile, parse_profile_text, read_profile_text
-from dsh.tags import PathRef
+from dsh.config.patchfile import PatchLayer, parse_layer, read_layer_text
+from dsh.config.profiles import Profile, parse_profile_text, read_profile_text
+from dsh.config.tags import PathRef
 
 FORMAT = 1
 """Bump when the stored structure changes in a way the code stamp would not notice."""
@@ -68,14 +68,14 @@ class LayerCache:
         self._pending: dict[Path, Entry] = {}
 
     def load(self, path: Path, *, kind: str, source: str | None = None) -> PatchLayer:
-        """:func:`dsh.patchfile.load_layer`, from the cache when the file was seen before."""
+        """:func:`dsh.config.patchfile.load_layer`, from the cache when the file was seen before."""
         text = read_layer_text(path)
         label = source or str(path)
         return self._cached(path, text, kind, label, PatchLayer,
                             lambda: parse_layer(text, path=path, kind=kind, source=label))
 
     def load_profile(self, path: Path, name: str) -> Profile:
-        """:func:`dsh.profiles.parse_profile_toml`, from the cache when the file was seen
+        """:func:`dsh.config.profiles.parse_profile_toml`, from the cache when the file was seen
         before."""
         text = read_profile_text(path)
         return self._cached(path, text, "profile", name, Profile,
@@ -172,7 +172,8 @@ def _mtime(path: Path) -> float:
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
     """dsh's version and the parsing modules' modification times (a dev edit misses)."""
-    from dsh import _version, patchfile, profiles, tags, yamlreader
+    from dsh import _version
+    from dsh.config import patchfile, profiles, tags, yamlreader
 
     yaml = importlib.util.find_spec("yaml")  # its resolver decides what plain values mean
     stamps = [_version.__version__]

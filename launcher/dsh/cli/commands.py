@@ -1,8 +1,8 @@
 """The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``), built
 with click.
 
-They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
-turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
+They run under :func:`dsh.cli.main.main`'s single error handler: click's own usage errors are
+turned into :class:`~dsh.core.errors.UsageError` here, so every failure leaves the same way.
 With ``--json`` a failure is still exactly one JSON document on stdout (``ok: false``).
 Help texts are given as ``help=``, never read from docstrings: the frozen runtime's
 bytecode is compiled without docstrings (``wheels/hatch_build.py``).
@@ -17,10 +17,10 @@ from typing import Any
 
 import click
 
-from dsh import machine
-from dsh.argv import Invocation
-from dsh.errors import DshError, UsageError
-from dsh.home import resolve_home
+from dsh.cli import machine
+from dsh.cli.argv import Invocation
+from dsh.core.errors import DshError, UsageError
+from dsh.core.home import resolve_home
 
 
 def _emit(command: str, profile: str | None, as_json: bool, data: Any,
@@ -49,7 +49,7 @@ _home_option = click.option("--home", "home", default=None, help="The dsh home."
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def info(inv: Invocation, home: str | None, as_json: bool) -> None:
-    from dsh import info as info_mod
+    from dsh.cli import info as info_mod
 
     explicit = home or inv.home
     home_path = resolve_home(explicit)
@@ -75,7 +75,7 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
 @click.pass_obj
 def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
            live: bool, strict: bool, as_json: bool) -> None:
-    from dsh import doctor as doctor_mod
+    from dsh.cli import doctor as doctor_mod
 
     if as_json and strict:
         raise UsageError("--strict is for people; with --json, read each check's status")
@@ -97,7 +97,7 @@ def profile() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
-    from dsh import info as info_mod
+    from dsh.cli import info as info_mod
 
     home_path = resolve_home(home or inv.home)
     rows = info_mod.collect(home_path, home or inv.home)["profiles"]
@@ -119,7 +119,7 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
 @_home_option
 @click.pass_context
 def plugin(ctx: click.Context, profile_name: str | None, home: str | None) -> None:
-    from dsh.carriers import running_frozen
+    from dsh.core.carriers import running_frozen
 
     if running_frozen():
         # pip installs for a Python interpreter, which the frozen runtime is not; the
@@ -139,8 +139,8 @@ class _PluginArgs:
 
     def manager(self, command: str) -> Any:
         """The profile's plugin manager; a command without ``--profile`` is bad input."""
-        from dsh.plugins import PluginManager
-        from dsh.profiles import validate_name
+        from dsh.cli.plugins import PluginManager
+        from dsh.config.profiles import validate_name
 
         if self.profile is None:
             raise UsageError(f"dsh plugin {command} needs a profile: dsh plugin --profile "
@@ -220,7 +220,7 @@ def plugin_list(args: _PluginArgs, as_json: bool) -> None:
               default="setuptools", show_default=True, help="The package's build backend.")
 @click.pass_obj
 def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
-    from dsh import scaffold
+    from dsh.cli import scaffold
 
     if args.profile is not None:
         raise UsageError("dsh plugin new writes a package and takes no --profile; add it to "
@@ -247,7 +247,7 @@ def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
 @click.pass_obj
 def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
           home: str | None, as_json: bool) -> None:
-    from dsh import trust as trust_mod
+    from dsh.config import trust as trust_mod
 
     if sum((show, remove is not None, path is not None)) > 1:
         raise UsageError("give one of PATH, --list or --remove PATH")

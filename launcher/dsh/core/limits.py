@@ -1,6 +1,6 @@
 """Resource limits for commands: a cgroup where dsh can make one, rlimits otherwise.
 
-Part of process control (:mod:`dsh.process` applies it; this module only plans and keeps
+Part of process control (:mod:`dsh.core.process` applies it; this module only plans and keeps
 the cgroup directories, it never starts or signals a process). A shell command and a
 background job run with four bounds, set per shell row (``config.limits``), each ``0`` for
 none:
@@ -25,7 +25,7 @@ V8 and Go, which reserve huge address ranges they never use, so memory is bounde
 ``memory.max`` or by ``RLIMIT_DATA``, never by the address space.
 
 Where the cgroup comes from, the first place that works (:func:`sites`, tried in order by
-:mod:`dsh.process` with one trial run each, once per process):
+:mod:`dsh.core.process` with one trial run each, once per process):
 
 1. **cgroup v2**, a sibling of dsh's own cgroup: its parent must have ``pids``/``memory``
    in ``cgroup.subtree_control`` and be writable (root on a host; a delegated subtree);
@@ -56,7 +56,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 MB = 1024 * 1024
 

@@ -48,7 +48,7 @@ class PathRef:
     """``!path rel/path``: already anchored to the folder of the patch file holding it.
 
     ``written`` keeps the text as written (not part of equality), so a cached layer can
-    check that it still resolves to ``path`` (see :mod:`dsh.layercache`).
+    check that it still resolves to ``path`` (see :mod:`dsh.config.layercache`).
     """
 
     path: str
@@ -97,7 +97,7 @@ def routing_names(value: Any, key: str = "") -> set[str]:
     such as ``url``, ``base_url``, ``endpoint``, ``host``, ``proxy`` or ``dsn``, and the
     variable a ``*_env`` key of that kind names (``base_url_env: MY_URL``). A project's
     ``.env`` may set these only in a trusted folder, like the fixed routing names
-    (:data:`dsh.envsnapshot.ROUTING`)."""
+    (:data:`dsh.config.envsnapshot.ROUTING`)."""
     found: set[str] = set()
     if isinstance(value, dict):
         for sub, item in value.items():

@@ -14,9 +14,10 @@ body the model reads on demand::
     Steps ...
 
 Places, in order: ``$DSH_HOME/skills``, ``$DSH_HOME/profiles/<profile>/skills``,
-``<project root>/.dsh/skills`` (project root as in :mod:`dsh.instructions`). A later place
-overrides an earlier one by name, *even when the later one is malformed*: a broken project
-skill is reported, never silently replaced by the home one it was meant to override.
+``<project root>/.dsh/skills`` (project root as in
+:mod:`dsh_runtime.agentdocs.instructions`). A later place overrides an earlier one by name,
+*even when the later one is malformed*: a broken project skill is reported, never silently
+replaced by the home one it was meant to override.
 
 A malformed skill (no front matter, invalid YAML, missing description, bad name, not
 readable) is kept as an entry with a ``problem``: listings leave it out, doctor says why,
@@ -30,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from dsh.instructions import Unreadable, project_root, read_capped
+from dsh_runtime.agentdocs.instructions import Unreadable, project_root, read_capped
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 64 * 1024

@@ -2,7 +2,7 @@
 
 A profile's plugins live in ``profiles/<name>/plugins/``, a ``pip install --target``
 directory the runtime appends to its import path. Every change reinstalls *all* the
-profile's requirements into a fresh directory beside it (:mod:`dsh.installer`), checks
+profile's requirements into a fresh directory beside it (:mod:`dsh.cli.installer`), checks
 what it added, and swaps it in by rename only then, so a failed command changes nothing:
 neither the directory nor ``profile.toml``. A profile the command creates (``add`` on a
 new name, from a shipped template) is built whole in a staging folder and renamed into
@@ -10,7 +10,7 @@ place at the end. A command killed part-way leaves at worst an unused staging fo
 between the swap's two renames, the old directory set aside: the next profile load puts
 it back (:func:`restore_interrupted_swap`) and the next change clears the rest.
 ``profile.toml`` is edited with tomlkit, keeping the user's comments and layout. A lock
-per profile (:mod:`dsh.profilelock`, removed on release) makes two ``dsh plugin`` commands
+per profile (:mod:`dsh.cli.profilelock`, removed on release) makes two ``dsh plugin`` commands
 run one after the other instead of interleaving.
 
 What ``add`` checks before anything is swapped in: every distribution it was asked for
@@ -37,14 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsh import shipped
-from dsh.bundles import BUNDLE_FILE
-from dsh.bundles import GROUP as BUNDLE_GROUP
-from dsh.errors import ConfigError, DshError, UsageError
-from dsh.home import ensure_dir
-from dsh.installer import install, is_local
-from dsh.profilelock import ProfileLock, lock_path
-from dsh.profiles import (
+from dsh.cli.installer import install, is_local
+from dsh.cli.profilelock import ProfileLock, lock_path
+from dsh.config import shipped
+from dsh.config.bundles import BUNDLE_FILE
+from dsh.config.bundles import GROUP as BUNDLE_GROUP
+from dsh.config.profiles import (
     PROFILE_FILE,
     Profile,
     parse_profile_text,
@@ -54,6 +52,8 @@ from dsh.profiles import (
     shipped_profile,
     unknown_profile,
 )
+from dsh.core.errors import ConfigError, DshError, UsageError
+from dsh.core.home import ensure_dir
 
 DEFAULT_TEMPLATE = "headless"
 """The template ``add`` starts a new profile from: a runnable application (one task)."""
@@ -284,7 +284,7 @@ class PluginManager:
 
     def order(self, bundles: list[str]) -> Profile:
         """Rewrite the bundle order; every name must resolve and appear once."""
-        from dsh.bundles import find_bundle
+        from dsh.config.bundles import find_bundle
 
         if not bundles:
             raise UsageError("order needs at least one bundle")
@@ -370,7 +370,7 @@ class PluginManager:
                 f"to profile {self.name!r} (a plugin names its bundle under "
                 f'[project.entry-points."{BUNDLE_GROUP}"], see docs/plugins.md; '
                 "`add --no-bundle` installs a plain library)")
-        from dsh.patchfile import parse_layer, read_layer_text
+        from dsh.config.patchfile import parse_layer, read_layer_text
 
         for bundle, value in dist.bundle_targets:
             if _shipped(bundle):

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsh import carriers, profiles, shipped
 from dsh._version import __version__
+from dsh.config import profiles, shipped
+from dsh.core import carriers
 
 
 def home_source(explicit: str | None) -> str:

@@ -13,19 +13,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsh.compose import ComposedTree, compose
-from dsh.envsnapshot import EnvSnapshot
-from dsh.home import ensure_dir
-from dsh.layercache import LayerCache
-from dsh.layers import (
+from dsh.config.compose import ComposedTree, compose
+from dsh.config.envsnapshot import EnvSnapshot
+from dsh.config.layercache import LayerCache
+from dsh.config.layers import (
     LayerFiles,
     layer_files,
     load_bundle_layers,
     load_patch_layers,
     load_user_layers,
 )
-from dsh.patchfile import PatchLayer
-from dsh.profiles import Profile, load_profile, validate_name
+from dsh.config.patchfile import PatchLayer
+from dsh.config.profiles import Profile, load_profile, validate_name
+from dsh.core.home import ensure_dir
 
 
 class Launch(NamedTuple):
@@ -121,7 +121,7 @@ def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
 def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
             environ: Mapping[str, str] | None = None) -> Launch:
     """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included)."""
-    from dsh.envsnapshot import snapshot
+    from dsh.config.envsnapshot import snapshot
 
     checked = resolved.tree.routing_names()
     env = snapshot(resolved.home, cwd, environ, routing=checked)

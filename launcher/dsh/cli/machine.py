@@ -45,7 +45,7 @@ def display_path(path: Path, home: Path, cwd: Path | None = None) -> str:
         except ValueError:
             continue
         return label if str(rel) == "." else f"{label}/{rel.as_posix()}"
-    from dsh import shipped
+    from dsh.config import shipped
 
     try:
         return f"<dsh>/{path.relative_to(shipped.shipped_root()).as_posix()}"

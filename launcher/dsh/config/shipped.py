@@ -14,10 +14,10 @@ from pathlib import Path
 @cache
 def shipped_root() -> Path:
     """The folder holding ``templates/`` and ``bundles/``."""
-    packaged = Path(__file__).with_name("_profiles")
+    packaged = Path(__file__).parent.with_name("_profiles")  # dsh/_profiles
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "profiles"
+    return Path(__file__).resolve().parents[3] / "profiles"
 
 
 def template_dir(name: str) -> Path:

@@ -1,7 +1,7 @@
 """The one exception tree shared by the launcher, the runtime and the SDK client.
 
 Every error knows how it leaves the process: ``exit_code`` for the CLI (one top-level
-handler in :mod:`dsh.cli` prints the message and exits with it) and ``rpc_code`` for the
+handler in :mod:`dsh.cli.main` prints the message and exits with it) and ``rpc_code`` for the
 JSON-RPC servers. Foreign exceptions (YAML, TOML, JSON, ``OSError``, import errors) are
 translated into these where they enter, with the cause chained.
 

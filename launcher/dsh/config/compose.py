@@ -2,7 +2,7 @@
 
 :func:`compose` is a pure function of its layers. It builds a fresh working tree on every
 call, copies every value it takes from a layer, and never mutates or writes back a
-:class:`~dsh.patchfile.PatchLayer`; so the same cached layers can be recomposed on every
+:class:`~dsh.config.patchfile.PatchLayer`; so the same cached layers can be recomposed on every
 live reload, and property tests can check determinism directly.
 
 Every key of every row remembers the layer and line that last set it (its provenance),
@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsh import tags
-from dsh.patchfile import Operation, PatchLayer, RowSpec
+from dsh.config import tags
+from dsh.config.patchfile import Operation, PatchLayer, RowSpec
 
 _CONTAINERS = (dict, list)
 
@@ -151,7 +151,7 @@ class ComposedTree(NamedTuple):
 
     def routing_names(self) -> frozenset[str]:
         """Variables the enabled rows' configs read to decide where to connect
-        (:func:`dsh.tags.routing_names`)."""
+        (:func:`dsh.config.tags.routing_names`)."""
         return frozenset(name for row, disabled in self.walk()
                          if row.children is None and not disabled
                          for name in tags.routing_names(row.values.get("config") or {}))

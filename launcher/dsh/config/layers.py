@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from dsh.bundles import find_bundle
-from dsh.errors import PatchError
-from dsh.layercache import LayerCache
-from dsh.patchfile import PatchLayer
-from dsh.profiles import PATCH_FILE, Profile
+from dsh.config.bundles import find_bundle
+from dsh.config.layercache import LayerCache
+from dsh.config.patchfile import PatchLayer
+from dsh.config.profiles import PATCH_FILE, Profile
+from dsh.core.errors import PatchError
 
 HOME_PATCH = PATCH_FILE
 

@@ -6,7 +6,7 @@ number of times (live reload caches the bundle layers) and is never written back
 
 YAML is composed into nodes (libyaml's C parser when present) and converted here rather
 than by PyYAML's constructor, because provenance needs the line of every key and the tags
-must become :mod:`dsh.tags` references instead of code.
+must become :mod:`dsh.config.tags` references instead of code.
 
 Aliases are expanded by that conversion (a patch layer is plain data, no shared objects),
 so a file whose aliases would add more than :data:`MAX_ALIAS_NODES` nodes (a "billion
@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsh.errors import PatchError
-from dsh.tags import KNOWN_TAGS, EnvRef, HomeRef, PathRef
-from dsh.yamlreader import Unsupported, read
+from dsh.config.tags import KNOWN_TAGS, EnvRef, HomeRef, PathRef
+from dsh.config.yamlreader import Unsupported, read
+from dsh.core.errors import PatchError
 
 MAX_ALIAS_NODES = 100_000
 """Nodes the aliases of one patch file may add to it as written: room for any real reuse
@@ -355,7 +355,7 @@ class _Reader:
 
 
 class _QuickReader:
-    """Operations straight from :func:`dsh.yamlreader.read`'s values, for valid files.
+    """Operations straight from :func:`dsh.config.yamlreader.read`'s values, for valid files.
 
     Mirrors :class:`_Reader` check for check, but raises :class:`Unsupported` wherever
     the reference would raise an error (or might, as for a tag where it expects a list).

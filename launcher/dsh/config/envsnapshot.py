@@ -13,7 +13,7 @@ Two kinds of names are not taken from every ``.env``:
   ``DSH_POSTGRES_DSN`` (the store's address, with its password)): they decide where the
   user's credentials are sent, so a project's ``.env`` (a cloned repository's, written by
   anyone) may set them only in a folder the user trusts, and only as they were when the
-  user trusted it (:mod:`dsh.trust`). The home ``.env`` is the user's own and may.
+  user trusted it (:mod:`dsh.config.trust`). The home ``.env`` is the user's own and may.
 
 A project's ``.env`` may not set the shell's startup names either (``BASH_ENV``, ``ENV``,
 ``SHELLOPTS``, ``BASHOPTS``): they would run a file of the project before every command.
@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from dsh.carriers import running_frozen
-from dsh.errors import EnvFileError
+from dsh.core.carriers import running_frozen
+from dsh.core.errors import EnvFileError
 
 ROUTING = re.compile(
     r"^(.*_BASE_URL|.*_API_BASE|.*_API_URL|(HTTP|HTTPS|ALL|NO|FTP)_PROXY"
@@ -110,7 +110,7 @@ class EnvFile(NamedTuple):
 
 
 TRUSTED, UNTRUSTED, CHANGED = "trusted", "untrusted", "changed"
-"""What a trust lookup answers for a project's routing settings (:mod:`dsh.trust`)."""
+"""What a trust lookup answers for a project's routing settings (:mod:`dsh.config.trust`)."""
 
 
 def read_env_file(path: Path, *, is_home: bool,
@@ -230,7 +230,7 @@ def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None, *,
     """Build the launch snapshot: environment > ``cwd/.env`` > ``home/.env``.
 
     ``routing`` names more variables that route credentials (the tree's, see
-    :meth:`dsh.compose.Tree.routing_names`) beside :data:`ROUTING`.
+    :meth:`dsh.config.compose.Tree.routing_names`) beside :data:`ROUTING`.
     """
     environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
@@ -242,7 +242,7 @@ def snapshot(home: Path, cwd: Path, environ: Mapping[str, str] | None = None, *,
     if home_env.is_file():
         layers.append((str(home_env), read_env_file(home_env, is_home=True).values))
     if cwd_env.is_file() and cwd_env.resolve() != home_env.resolve():
-        from dsh.trust import verdict
+        from dsh.config.trust import verdict
 
         project = read_env_file(cwd_env, is_home=False,
                                 trusted=lambda found: verdict(home, cwd, found),

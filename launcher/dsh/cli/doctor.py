@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh import carriers
-from dsh.distribution import RUNTIME_DIST, runtime_hint
-from dsh.errors import DshError
-from dsh.machine import display_path
+from dsh.cli.machine import display_path
+from dsh.core import carriers
+from dsh.core.distribution import RUNTIME_DIST, runtime_hint
+from dsh.core.errors import DshError
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Doctor:
 
     def add(self, check_id: str, status: str, message: str) -> None:
         """Record a check; credentials inside URLs (an MCP server's ``?key=``) are masked."""
-        from dsh.redact import redact
+        from dsh.core.redact import redact
 
         self.checks.append(Check(check_id, status, redact(message)))
 
@@ -96,10 +96,10 @@ class Doctor:
         return True
 
     def check_profile(self) -> Any:
-        from dsh import launch
+        from dsh.config.resolve import resolve
 
         try:
-            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd,
+            resolved = resolve(self.home, self.profile, self.patches, self.cwd,
                                       seed=False)
         except DshError as exc:
             self.add("profile.resolvable", "fail", self.scrub(str(exc)))
@@ -124,7 +124,7 @@ class Doctor:
         from dsh_runtime.loader import add_plugin_dir
         from dsh_runtime.loader import resolve as resolve_plugin
 
-        from dsh.envsnapshot import snapshot
+        from dsh.config.envsnapshot import snapshot
 
         # Plugins load from the profile's plugin environment, exactly as the runtime does.
         add_plugin_dir(resolved.profile.plugin_dir)
@@ -174,7 +174,7 @@ class Doctor:
 
     def check_instructions(self) -> None:
         """The AGENTS.md files and skills a session of this profile would see in the cwd."""
-        from dsh import instructions, skills
+        from dsh_runtime.agentdocs import instructions, skills
 
         files = instructions.load(str(self.home), str(self.cwd))
         for item in files:
@@ -219,7 +219,7 @@ class Doctor:
         from dsh_runtime.tools.sandbox import Policy, probe
         from dsh_runtime.tools.shell import ShellTools
 
-        from dsh import tags
+        from dsh.config import tags
 
         check_id = f"sandbox.{row.id}"
         try:
@@ -249,8 +249,8 @@ class Doctor:
         A cgroup bounds a command's processes and memory together (ok); rlimits bound each
         process alone, and root ignores the process limit (warn then); none is a warning.
         """
-        from dsh.limits import Limits
-        from dsh.process import enforcement
+        from dsh.core.limits import Limits
+        from dsh.core.process import enforcement
 
         check_id = f"limits.{row_id}"
         try:
@@ -268,7 +268,7 @@ class Doctor:
             self.add(check_id, "ok", f"{found.how}: {found.detail}")
 
     def check_live(self) -> None:
-        from dsh import process
+        from dsh.core import process
 
         # In the frozen carrier sys.executable is the dsh runtime itself.
         carrier = ([sys.executable] if carriers.running_frozen()
@@ -301,8 +301,8 @@ class Doctor:
         from dsh_runtime.loader import resolve as resolve_plugin
         from dsh_runtime.schema import validate
 
-        from dsh import tags
-        from dsh.envsnapshot import snapshot
+        from dsh.config import tags
+        from dsh.config.envsnapshot import snapshot
 
         leaves = [(row, off) for row, off in resolved.tree.walk() if row.children is None]
         agent = next((row for row, off in leaves if row.name == "agent-core" and not off), None)
@@ -359,8 +359,8 @@ class Doctor:
         """
         import asyncio
 
-        from dsh import tags
-        from dsh.envsnapshot import snapshot
+        from dsh.config import tags
+        from dsh.config.envsnapshot import snapshot
 
         rows = [row for row, off in resolved.tree.walk()
                 if row.name == "mcp-servers" and not off and row.children is None]
