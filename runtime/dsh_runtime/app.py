@@ -39,7 +39,7 @@ from dsh.core.errors import EXIT_INTERRUPTED, EXIT_OK
 from dsh_runtime.parentwatch import watch_parent
 
 if TYPE_CHECKING:
-    from dsh.config.resolve import Launch
+    from dsh.core.launch import Launch
 
 DISPOSE_BOUND = 5.0
 _HELP_FLAGS = frozenset({"-h", "--help"})
@@ -68,11 +68,9 @@ def run(launch: Launch) -> int:
     gc.enable()
     main = _main_command(kernel, launch)
     if _HELP_FLAGS.intersection(launch.app_args):
-        from dsh.cli.argv import LAUNCHER_OPTIONS
-
         text = usage_for(main.help, launch.profile)
         text = text if text.endswith("\n") else text + "\n"
-        sys.stdout.write(f"{text}\n{LAUNCHER_OPTIONS}")
+        sys.stdout.write(f"{text}\n{launch.help_footer}")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio

@@ -155,7 +155,7 @@ class ContextRequest(NamedTuple):
 class RuntimeContext:
     """What ``start`` and commands see. Implemented by the kernel.
 
-    ``env`` is the launch's :class:`~dsh.config.envsnapshot.EnvSnapshot` (a read-only str
+    ``env`` is the launch's :class:`~dsh.core.launch.EnvSnapshot` (a read-only str
     mapping). The registries show the running tree and keep their identity across
     reconciles: ``tools`` (tool objects by ``tool.name``), ``commands``, ``prompts``,
     ``skills``, ``tool_sources``, ``contexts`` (each a read-only mapping with ``get(name)``

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsh.config.envsnapshot import EnvFile, read_env_file
+from dsh.config.envfile import EnvFile, read_env_file
 from dsh.core.errors import EnvFileError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st

@@ -1,20 +1,16 @@
-"""Tests for :mod:`dsh.config.envsnapshot`: precedence, refused names, and no value in messages."""
+"""Tests for :mod:`dsh.config.envsnapshot` and :mod:`dsh.config.envfile`: precedence, refused
+names, and no value in messages."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from dsh.config.envsnapshot import (
-    CHANGED,
-    TRUSTED,
-    UNTRUSTED,
-    EnvSnapshot,
-    read_env_file,
-    snapshot,
-)
+from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, read_env_file
+from dsh.config.envsnapshot import snapshot
 from dsh.config.resolve import prepare, resolve
 from dsh.core.errors import EnvFileError
+from dsh.core.launch import EnvSnapshot
 
 SECRET = "sk-very-secret-value"
 

@@ -99,7 +99,8 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     try:
         resolved = resolve(home, inv.profile, inv.patches, cwd,
                                   default_only=inv.dump == "--dump-default-config")
-        prepared = None if inv.dump is not None else prepare(resolved, cwd, inv.app_args)
+        prepared = None if inv.dump is not None else prepare(
+            resolved, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS)
     except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
         raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
     except DshError:

@@ -1,20 +1,18 @@
-"""What the launcher hands the runtime: one resolved, immutable launch.
+"""From a profile name to the runtime's :class:`~dsh.core.launch.Launch`: resolve the
+profile, compose its layers, snapshot the environment.
 
-The launcher does everything that depends on files (home, profile, layers, ``.env``);
-the runtime receives this value and never reads a profile itself. That keeps the runtime
-testable from a plain value and keeps ``dsh_runtime`` out of the launcher's import path
-until an application actually starts.
+Everything that depends on files happens here, in the launcher; the runtime receives the
+finished value and never reads a profile itself.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsh.config.compose import ComposedTree, compose
-from dsh.config.envsnapshot import EnvSnapshot
 from dsh.config.layercache import LayerCache
 from dsh.config.layers import (
     LayerFiles,
@@ -26,35 +24,7 @@ from dsh.config.layers import (
 from dsh.config.patchfile import PatchLayer
 from dsh.config.profiles import Profile, load_profile, validate_name
 from dsh.core.home import ensure_dir
-
-
-class Launch(NamedTuple):
-    """A profile resolved for one process.
-
-    ``rows`` is the flat list the kernel boots: leaf rows in tree order with full ids
-    (``group:child``), tags resolved, a disabled group's children disabled.
-    ``effective_config`` is the ``--dump-config --json`` document with secret-looking
-    values masked, for ``config/get`` and the web app.
-    ``layer_files`` are the files the tree was composed from; a ``startup`` profile
-    reports ``reload_required`` when one of them changes after boot.
-    ``recompose`` rebuilds ``(rows, effective_config)`` from the files, for live reload.
-    ``plugin_dir`` is the profile's plugin environment (``dsh plugin``), which the
-    runtime puts on its import path.
-    """
-
-    profile: str
-    patch_reload: str
-    home: Path
-    cwd: Path
-    env: EnvSnapshot
-    rows: tuple[Mapping[str, Any], ...]
-    effective_config: Mapping[str, Any]
-    app_args: tuple[str, ...] = ()
-    layer_files: tuple[Path, ...] = ()
-    watch_files: tuple[Path, ...] = ()
-    plugin_dir: Path | None = None
-    recompose: Callable[[], tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]] | None = None
-
+from dsh.core.launch import Launch
 
 # ``auth`` catches HTTP headers such as ``Authorization: Bearer ...`` and ``X-Auth-...``.
 _SECRET_KEY = re.compile(r"(key|token|secret|password|credential|auth|cookie)", re.IGNORECASE)
@@ -119,8 +89,9 @@ def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
 
 
 def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
-            environ: Mapping[str, str] | None = None) -> Launch:
-    """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included)."""
+            environ: Mapping[str, str] | None = None, *, help_footer: str = "") -> Launch:
+    """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included);
+    ``help_footer`` ends the application's ``-h`` text (the launcher's options)."""
     from dsh.config.envsnapshot import snapshot
 
     checked = resolved.tree.routing_names()
@@ -154,4 +125,5 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
         watch_files=files.user_files if profile.patch_reload == "live" else (),
         plugin_dir=profile.plugin_dir,
         recompose=recompose,
+        help_footer=help_footer,
     )

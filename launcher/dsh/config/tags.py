@@ -97,7 +97,7 @@ def routing_names(value: Any, key: str = "") -> set[str]:
     such as ``url``, ``base_url``, ``endpoint``, ``host``, ``proxy`` or ``dsn``, and the
     variable a ``*_env`` key of that kind names (``base_url_env: MY_URL``). A project's
     ``.env`` may set these only in a trusted folder, like the fixed routing names
-    (:data:`dsh.config.envsnapshot.ROUTING`)."""
+    (:data:`dsh.config.envfile.ROUTING`)."""
     found: set[str] = set()
     if isinstance(value, dict):
         for sub, item in value.items():

@@ -3,8 +3,8 @@
 A project's ``.env`` is read on every launch in that folder, and a cloned repository's
 ``.env`` is written by whoever wrote the repository. Names that decide where credentials
 go (provider base URLs, proxies, CA bundles, ``DSH_POSTGRES_DSN``: see
-:data:`dsh.config.envsnapshot.ROUTING`) are therefore taken from a project's ``.env`` only when
-the user said so: ``dsh trust [PATH]``, recorded in ``$DSH_HOME/trusted.toml``::
+:data:`dsh.config.envfile.ROUTING`) are therefore taken from a project's ``.env`` only
+when the user said so: ``dsh trust [PATH]``, recorded in ``$DSH_HOME/trusted.toml``::
 
     # Folders whose own .env may route credentials (dsh trust; docs/security.md).
     [[folder]]
@@ -36,6 +36,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, routing_settings
 from dsh.core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted.toml"
@@ -99,8 +100,6 @@ def verdict(home: Path, folder: Path, routing: Mapping[str, str]) -> str:
     """Whether ``folder``'s ``routing`` settings are trusted: ``trusted`` (each was there,
     with this value, when the folder was trusted), ``changed`` (the folder is trusted, with
     other settings) or ``untrusted``."""
-    from dsh.config.envsnapshot import CHANGED, TRUSTED, UNTRUSTED
-
     recorded = records(home).get(os.path.realpath(folder))
     if recorded is None:
         return UNTRUSTED
@@ -111,8 +110,6 @@ def verdict(home: Path, folder: Path, routing: Mapping[str, str]) -> str:
 def add(home: Path, folder: Path) -> str:
     """Trust ``folder`` (an existing directory) with its ``.env``'s routing settings as
     they are now: ``added``, ``updated`` (it was, with other settings) or ``unchanged``."""
-    from dsh.config.envsnapshot import routing_settings
-
     real = os.path.realpath(folder)
     if not os.path.isdir(real):
         raise UsageError(f"{folder}: not an existing directory")
