@@ -113,12 +113,31 @@ class Doctor:
                 Path(layer.source), self.home, self.cwd)
             self.add(f"layer.{layer.kind}.{label}", "ok",
                      f"parses ({len(layer.operations)} operations)")
+        self.check_interrupted(resolved.profile)
         if resolved.tree.warnings:
             self.add("patch.warnings", "warn",
                      self.scrub("; ".join(resolved.tree.warnings)))
         else:
             self.add("patch.warnings", "ok", "no unknown ids or skipped operations")
         return resolved
+
+    def check_interrupted(self, profile: Any) -> None:
+        """``profile.plugins``, only when a ``dsh plugin`` command was killed part-way:
+        what it left is reported here and cleared by the next ``dsh plugin`` change (the
+        doctor, like every reading command, repairs nothing)."""
+        from dsh.cli.plugins import leftovers
+        from dsh.config.profiles import set_aside
+
+        retired = set_aside(profile.path)
+        fix = f"`dsh plugin --profile {profile.name} sync`"
+        if retired is not None:
+            self.add("profile.plugins", "warn", "a `dsh plugin` command was killed while "
+                     "swapping the plugin folder: the profile runs on its previous plugins "
+                     f"({display_path(retired, self.home)}) until {fix} puts them back")
+        elif found := leftovers(self.home, profile.name):
+            self.add("profile.plugins", "warn", f"{len(found)} leftover(s) of an interrupted "
+                     f"`dsh plugin` command (staging folders, temporary files); {fix} or the "
+                     "next change removes them")
 
     def check_plugins_and_env(self, resolved: Any) -> None:
         from dsh_runtime.loader import add_plugin_dir

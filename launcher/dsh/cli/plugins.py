@@ -7,8 +7,10 @@ what it added, and swaps it in by rename only then, so a failed command changes 
 neither the directory nor ``profile.toml``. A profile the command creates (``add`` on a
 new name, from a shipped template) is built whole in a staging folder and renamed into
 place at the end. A command killed part-way leaves at worst an unused staging folder, or,
-between the swap's two renames, the old directory set aside: the next profile load puts
-it back (:func:`restore_interrupted_swap`) and the next change clears the rest.
+between the swap's two renames, the old directory set aside: launches and reading
+commands use it where it is (:func:`dsh.config.profiles.set_aside`; loading a profile
+never repairs), ``dsh doctor`` reports it, and the next change here puts it back and
+clears the rest.
 ``profile.toml`` is edited with tomlkit, keeping the user's comments and layout. A lock
 per profile (:mod:`dsh.cli.profilelock`, removed on release) makes two ``dsh plugin`` commands
 run one after the other instead of interleaving.
@@ -43,12 +45,14 @@ from dsh.config import shipped
 from dsh.config.bundles import BUNDLE_FILE
 from dsh.config.bundles import GROUP as BUNDLE_GROUP
 from dsh.config.profiles import (
+    PLUGIN_DIR,
     PROFILE_FILE,
     Profile,
     parse_profile_text,
     parse_profile_toml,
     profiles_dir,
     read_profile_text,
+    set_aside,
     shipped_profile,
     unknown_profile,
 )
@@ -265,7 +269,7 @@ class PluginManager:
         with self._changing():
             state = self.current()
             self.check_writable()
-            dists = installed(self.plugin_dir)
+            dists = installed(state.profile.plugin_dir)
             requirements = list(state.profile.requirements)
             for name in names:
                 match = [r for r in requirements if _matches(r, name, cwd, dists)]
@@ -294,7 +298,7 @@ class PluginManager:
             state = self.current()
             self.check_writable()
             for name in bundles:
-                find_bundle(name, plugin_dir=self.plugin_dir, profile_file=self.file)
+                find_bundle(name, plugin_dir=state.profile.plugin_dir, profile_file=self.file)
             text = _render(state.text, state.profile.requirements, bundles)
             if state.exists:
                 self._write(text)
@@ -305,7 +309,7 @@ class PluginManager:
     def describe(self) -> dict[str, Any]:
         """Requirements, installed distributions and bundles, for ``list`` (read only)."""
         profile = self.current().profile
-        dists = installed(self.plugin_dir)
+        dists = installed(profile.plugin_dir)
         return {
             "bundles": list(profile.bundles),
             "requirements": [
@@ -438,15 +442,13 @@ class PluginManager:
     def _clear_leftovers(self) -> None:
         """What killed commands left (holding the lock, so no live command owns any of
         it): restore a plugin directory set aside, drop staging folders and temp files."""
-        for leftover in self.root.glob(f".{self.name}.{_NEW_PREFIX}*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        if not self.path.is_dir():
-            return
-        _restore(self.path)
-        for leftover in (*self.path.glob(".plugins.*"), *self.path.glob(".plugins-old.*")):
-            shutil.rmtree(leftover, ignore_errors=True)
-        for temp in self.path.glob(f".{PROFILE_FILE}.*"):
-            temp.unlink(missing_ok=True)
+        if self.path.is_dir():
+            _restore(self.path)
+        for leftover in leftovers(self.home, self.name):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
     def _swap(self, staging: Path) -> None:
         """Put ``staging`` in place of the plugin directory (renames only)."""
@@ -527,39 +529,28 @@ def _source_file(dist: Installed, relative: Path) -> Path | None:
     return None
 
 
-def restore_interrupted_swap(profile_dir: Path) -> bool:
-    """Put back the plugin directory of a ``dsh plugin`` killed in the middle of its swap.
-
-    ``_swap`` moves the old directory into ``.plugins-old.*/`` and then the new one in
-    place; killed between the two renames, it leaves a profile whose bundles no longer
-    resolve. The old directory is complete (it was in use), so it goes back. Skipped
-    while another ``dsh plugin`` holds the profile's lock: that one is swapping right
-    now and finishes it. True when a directory was restored.
-    """
-    lock = ProfileLock(lock_path(profile_dir.parent, profile_dir.name))
-    try:
-        if not lock.acquire(blocking=False):
-            return False
-    except OSError:  # a home nobody may write: leave it as it is
-        return False
-    try:
-        return _restore(profile_dir)
-    except OSError:
-        return False
-    finally:
-        lock.release()
+def leftovers(home: Path, name: str) -> list[Path]:
+    """What ``dsh plugin`` commands on profile ``name`` killed part-way left behind:
+    staging folders, a plugin folder set aside (see :func:`set_aside`), temporary
+    ``profile.toml`` files. Found, never touched: the next change clears them."""
+    root = profiles_dir(home)
+    path = root / name
+    found = list(root.glob(f".{name}.{_NEW_PREFIX}*"))
+    if path.is_dir():
+        found += [*path.glob(".plugins.*"), *path.glob(".plugins-old.*"),
+                  *path.glob(f".{PROFILE_FILE}.*")]
+    return sorted(found)
 
 
 def _restore(profile_dir: Path) -> bool:
-    plugin_dir = profile_dir / "plugins"
-    if plugin_dir.exists():
+    """Put back the plugin folder a command killed mid-swap set aside; True if it did."""
+    retired = set_aside(profile_dir)
+    if retired is None:
         return False
-    for retired in sorted(profile_dir.glob(".plugins-old.*/plugins")):
-        os.rename(retired, plugin_dir)
-        _note(f"restored {plugin_dir} (a `dsh plugin` command was killed while "
-              "swapping it)")
-        return True
-    return False
+    plugin_dir = profile_dir / PLUGIN_DIR
+    os.rename(retired, plugin_dir)
+    _note(f"restored {plugin_dir} (a `dsh plugin` command was killed while swapping it)")
+    return True
 
 
 def _shipped(bundle: str) -> bool:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 RELOAD_POLICIES = ("live", "startup")
 PROFILE_FILE = "profile.toml"
 PATCH_FILE = "patch.yml"
+PLUGIN_DIR = "plugins"
+SET_ASIDE = ".plugins-old.*/plugins"
+"""Where ``dsh plugin`` moves a profile's plugin folder while it swaps in a new one."""
 
 
 class Profile(NamedTuple):
@@ -44,8 +47,27 @@ class Profile(NamedTuple):
 
     @property
     def plugin_dir(self) -> Path:
-        """The profile's plugin environment (installed by ``dsh plugin``)."""
-        return self.path / "plugins"
+        """The profile's plugin environment (installed by ``dsh plugin``): its folder, or
+        the complete one a ``dsh plugin`` killed mid-swap set aside (:func:`set_aside`),
+        used where it is until ``dsh plugin`` puts it back."""
+        live = self.path / PLUGIN_DIR
+        if not self.requirements or live.exists():
+            return live
+        return set_aside(self.path) or live
+
+
+def set_aside(profile_dir: Path) -> Path | None:
+    """The plugin folder a ``dsh plugin`` command set aside and never put back, or None.
+
+    Swapping a new plugin environment in takes two renames: the old folder into
+    ``.plugins-old.*/`` and the new one into place. A command killed between them leaves
+    the old folder complete (it was in use) and none in place. Readers use it there;
+    only ``dsh plugin`` moves it back (``dsh doctor`` reports it).
+    """
+    if (profile_dir / PLUGIN_DIR).exists():
+        return None
+    found = sorted(profile_dir.glob(SET_ASIDE))
+    return found[0] if found else None
 
 
 def validate_name(name: str) -> str:
@@ -240,13 +262,7 @@ def load_profile(home: Path, name: str, cache: LayerCache | None = None, *,
     path = profiles_dir(home) / name / PROFILE_FILE
     if not path.is_file():
         raise unknown_profile(home, name)
-    profile = cache.load_profile(path, name) if cache else parse_profile_toml(path, name)
-    if profile.requirements and not profile.plugin_dir.exists():
-        # only after a crash, so a normal load never imports the plugin manager
-        from dsh.cli.plugins import restore_interrupted_swap
-
-        restore_interrupted_swap(profile.path)
-    return profile
+    return cache.load_profile(path, name) if cache else parse_profile_toml(path, name)
 
 
 def create_from_template(home: Path, name: str, template: str) -> Profile:
