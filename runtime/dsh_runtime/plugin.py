@@ -23,7 +23,9 @@ plugin fails when it is applied, never halfway through a call (pluggy's habit).
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -196,8 +198,57 @@ class RuntimeContext:
         raise NotImplementedError
 
 
+class Diagnosis(NamedTuple):
+    """One check ``dsh doctor`` reports about a row, from the row's own plugin.
+
+    ``check`` is the check's id in the doctor's document: ``<topic>.<row id>[.<name>]``
+    (``sandbox.tools:shell``, ``mcp.tools:mcp.files``), or ``plugin.<row id>.<name>`` when
+    no topic of the doctor's fits. ``status`` is ``ok``, ``warn`` (a failure only under
+    ``--strict``) or ``fail``. ``message`` holds no secret value and no absolute path (the
+    doctor also masks home and working-directory prefixes and credentials in URLs).
+    """
+
+    check: str
+    status: str
+    message: str
+
+
+class Checkup(NamedTuple):
+    """What ``dsh doctor`` tells :meth:`Plugin.diagnose` besides the row itself.
+
+    ``live``: the doctor runs with ``--live``, so a plugin may reach what it depends on
+    outside the process (a server, a database), bounded; without it, only local checks.
+    ``rows`` are the profile's rows as the kernel would boot them (leaf rows with full
+    ids, tags resolved, ``disabled`` set): a check spanning rows (the agent's default
+    route, published by another row) reads them here.
+    """
+
+    home: str
+    cwd: str
+    profile: str
+    env: Mapping[str, str]
+    live: bool
+    rows: tuple[Mapping[str, Any], ...] = ()
+
+    def shown(self, path: str) -> str:
+        """``path`` as a check may show it: under ``$DSH_HOME`` or ``$CWD`` (an ancestor's
+        file as ``$CWD/../...``), never absolute."""
+        real = os.path.abspath(path)
+        for prefix, label in ((self.home, "$DSH_HOME"), (self.cwd, "$CWD")):
+            relative = os.path.relpath(real, prefix)
+            if relative == ".":
+                return label
+            if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+                return f"{label}/{PurePath(relative).as_posix()}"
+        return "$CWD/" + PurePath(os.path.relpath(real, self.cwd)).as_posix()
+
+
 class Plugin:
-    """Base class for plugins; subclasses set ``manifest`` and override the phases."""
+    """Base class for plugins; subclasses set ``manifest`` and override the phases.
+
+    ``diagnose`` is the capability ``dsh doctor`` asks every enabled row for: the doctor
+    names no plugin and imports none of their modules.
+    """
 
     manifest: ClassVar[Manifest]
 
@@ -228,3 +279,11 @@ class Plugin:
 
     async def dispose(self) -> None:
         """Release everything ``start`` acquired."""
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``dsh doctor``'s checks of a row with ``config`` (tags resolved, not validated:
+        a plugin validates it against its schema and reports what is wrong), without
+        creating the plugin or starting anything; none by default."""
+        return []

@@ -1,9 +1,13 @@
 """``dsh doctor``: every check of a home and profile, as one document.
 
 Checks never start plugins: they read files, compose, and import plugin classes to read
-their manifests. A check is ``ok``, ``warn`` (a failure only under ``--strict``) or
-``fail``; the command exits 1 when any check fails, 0 otherwise. Messages never contain a
-secret value or an absolute path.
+their manifests. What a row needs checked beyond that (a sandbox that must work here, a
+server to reach under ``--live``) its plugin says itself, through the ``diagnose``
+capability (:class:`dsh_runtime.plugin.Plugin`): the doctor names no plugin and imports
+none of their modules. A check is ``ok``, ``warn`` (a failure only under ``--strict``)
+or ``fail``; the command exits 1 when any check fails, 0 otherwise. Messages never
+contain a secret value or an absolute path. Nothing is written: an interrupted ``dsh
+plugin`` is reported, and repaired by ``dsh plugin``.
 """
 
 from __future__ import annotations
@@ -61,12 +65,10 @@ class Doctor:
         if self.check_home():
             resolved = self.check_profile()
             if resolved is not None:
-                self.check_plugins_and_env(resolved)
-                self.check_instructions()
+                env, plugins = self.check_plugins_and_env(resolved)
                 if live:
                     self.check_live()
-                    self.check_route(resolved)
-                    self.check_mcp(resolved)
+                self.check_rows(resolved, env, plugins, live=live)
         self.check_carriers()
         checks = sorted(self.checks, key=lambda c: c.id)
         failed = [c for c in checks if c.status == "fail" or (self.strict and c.status == "warn")]
@@ -139,7 +141,10 @@ class Doctor:
                      f"`dsh plugin` command (staging folders, temporary files); {fix} or the "
                      "next change removes them")
 
-    def check_plugins_and_env(self, resolved: Any) -> None:
+    def check_plugins_and_env(self, resolved: Any) -> tuple[Any, dict[str, Any]]:
+        """``plugin.<row id>`` (each enabled row's plugin loads) and ``env.<NAME>`` (each
+        variable a plugin requires is set); the environment snapshot (None when a
+        ``.env`` is broken) and the loaded plugin classes by row id."""
         from dsh_runtime.loader import add_plugin_dir
         from dsh_runtime.loader import resolve as resolve_plugin
 
@@ -157,6 +162,7 @@ class Doctor:
             if env.warnings:
                 self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
         required: dict[str, list[str]] = {}
+        plugins: dict[str, Any] = {}
         for row, disabled in resolved.tree.walk():
             if row.children is not None:
                 continue
@@ -168,21 +174,12 @@ class Doctor:
             except DshError as exc:
                 self.add(f"plugin.{row.id}", "fail", self.scrub(str(exc)))
                 continue
+            plugins[row.id] = plugin_class
             manifest = plugin_class.manifest
             self.add(f"plugin.{row.id}", "ok", f"{row.name} {manifest.version}")
             for name, var in manifest.env.items():
                 if var.required and var.default is None:
                     required.setdefault(name, []).append(row.id)
-        if any(row.name == "tools-search" and not off for row, off in resolved.tree.walk()):
-            from dsh_runtime.tools.search import choose_backend
-
-            kind = choose_backend("auto").kind
-            self.add("tools.grep", "ok", {"companion": "ripgrep (the runtime's companion)",
-                                          "path": "ripgrep (on PATH)"}.get(
-                kind, "python fallback (no ripgrep found; slower on large trees)"))
-        for row, off in resolved.tree.walk():
-            if row.name == "tools-shell" and not off:
-                self.check_sandbox(row, env)
         for name, rows in sorted(required.items()):
             present = env is not None and bool(env.get(name))
             origin = env.origin(name) if present and env is not None else None
@@ -190,101 +187,30 @@ class Doctor:
                      f"set ({origin if origin in ('environment', 'default') else '.env'})"
                      if present else f"not set; needed by {', '.join(rows)} "
                      f"(export {name}=... or add it to $DSH_HOME/.env)")
+        return env, plugins
 
-    def check_instructions(self) -> None:
-        """The AGENTS.md files and skills a session of this profile would see in the cwd."""
-        from dsh_runtime.agentdocs import instructions, skills
+    def check_rows(self, resolved: Any, env: Any, plugins: dict[str, Any], *,
+                   live: bool) -> None:
+        """Each enabled row's own checks, asked of its plugin (``diagnose``) with the
+        row's config as the runtime would get it (tags resolved); ``--live`` lets a
+        plugin reach what it depends on (a route's server, MCP servers, a database)."""
+        from dsh_runtime.plugin import Checkup
 
-        files = instructions.load(str(self.home), str(self.cwd))
-        for item in files:
-            check_id = f"agents-md.{self.where(item.path)}"
-            if item.problem is not None:
-                self.add(check_id, "warn", f"skipped: {item.problem}")
-            elif item.truncated:
-                self.add(check_id, "warn", f"{item.scope}: {item.shown} of {item.size} bytes "
-                         f"shown ({item.cap} cap)")
-            else:
-                self.add(check_id, "ok", f"{item.scope}: {item.size} bytes")
-        if not files:
-            self.add("agents-md", "ok", "none in $DSH_HOME nor from $CWD up to the project root")
-        found = skills.discover(str(self.home), self.profile, str(self.cwd))
-        for name, entry in found.skills.items():
-            where = self.where(entry.path) + "".join(
-                f" (overrides {self.where(p)})" for p in entry.overrides)
-            if entry.problem is not None:
-                self.add(f"skill.{name}", "warn", f"{where}: {entry.problem}")
-            else:
-                self.add(f"skill.{name}", "ok", f"{where}: {entry.description}")
-        if not found.skills:
-            self.add("skills", "ok", "none in $DSH_HOME/skills, the profile's skills nor the "
-                     "project's .dsh/skills")
-        for folder, problem in found.notes:
-            self.add(f"skills.{self.where(folder)}", "warn", problem)
-
-    def where(self, path: str) -> str:
-        """``path`` relative to the home or the cwd, never absolute (ancestors as ``..``)."""
-        shown = display_path(Path(path), self.home, self.cwd)
-        if shown.startswith("<outside>/"):
-            shown = "$CWD/" + Path(os.path.relpath(path, self.cwd)).as_posix()
-        return shown
-
-    def check_sandbox(self, row: Any, env: Any) -> None:
-        """The shell row's sandbox policy, and whether bubblewrap really runs here.
-
-        Unusable is a warning when commands then run unsandboxed (each result says so), and
-        a failure when the row requires the sandbox, since every command would be refused.
-        """
-        from dsh_runtime.schema import validate
-        from dsh_runtime.tools.sandbox import Policy, probe
-        from dsh_runtime.tools.shell import ShellTools
-
-        from dsh.config import tags
-
-        check_id = f"sandbox.{row.id}"
-        try:
-            config = tags.resolve(row.values.get("config") or {}, env or {}, self.home)
-            config = validate(ShellTools.manifest.config_schema or {}, config, row_id=row.id)
-            policy = Policy.from_config(config["sandbox"], row_id=row.id)
-        except DshError as exc:
-            self.add(check_id, "fail", self.scrub(str(exc)))
-            return
-        self.check_limits(row.id, config)
-        if policy.mode == "off":
-            self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
-            return
-        found = probe(policy)
-        if found.usable:
-            self.add(check_id, "ok", f"{policy.describe()}; bubblewrap works here")
-        elif policy.required:
-            self.add(check_id, "fail", self.scrub(f"{policy.describe()}, but {found.reason}: "
-                                                  "every command will be refused"))
-        else:
-            self.add(check_id, "warn", self.scrub(f"{policy.describe()}, but {found.reason}: "
-                                                  "commands run unsandboxed"))
-
-    def check_limits(self, row_id: str, config: Any) -> None:
-        """``limits.<row>``: how the shell row's resource limits are enforced here.
-
-        A cgroup bounds a command's processes and memory together (ok); rlimits bound each
-        process alone, and root ignores the process limit (warn then); none is a warning.
-        """
-        from dsh.core.limits import Limits
-        from dsh.core.process import enforcement
-
-        check_id = f"limits.{row_id}"
-        try:
-            limits = Limits.from_config(config.get("limits"), row_id=row_id)
-        except DshError as exc:
-            self.add(check_id, "fail", self.scrub(str(exc)))
-            return
-        found = enforcement(limits)
-        root = hasattr(os, "getuid") and os.getuid() == 0
-        if found.how == "none" or (found.how == "rlimits" and root and limits.processes):
-            extra = (" (running as root, which RLIMIT_NPROC does not bound: processes are "
-                     "not limited)" if found.how == "rlimits" else "")
-            self.add(check_id, "warn", f"{found.how}: {found.detail}{extra}")
-        else:
-            self.add(check_id, "ok", f"{found.how}: {found.detail}")
+        rows = resolved.tree.flat_rows(env or {}, self.home)
+        checkup = Checkup(home=str(self.home), cwd=str(self.cwd), profile=self.profile,
+                          env=env or {}, live=live, rows=rows)
+        for row in rows:
+            plugin_class = plugins.get(row["id"])
+            if row["disabled"] or plugin_class is None:
+                continue
+            try:
+                found = plugin_class.diagnose(row["id"], row["config"], checkup)
+            except Exception as exc:  # a plugin's fault: reported, the others still run
+                self.add(f"plugin.{row['id']}.diagnose", "fail", self.scrub(
+                    f"{type(exc).__name__}: {exc}"))
+                continue
+            for item in found:
+                self.add(item.check, item.status, self.scrub(item.message))
 
     def check_live(self) -> None:
         from dsh.core import process
@@ -308,107 +234,6 @@ class Doctor:
         else:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
-
-    def check_route(self, resolved: Any) -> None:
-        """``--live``: the model route the profile's sessions use by default (the agent
-        row's ``default_route``): its key is set, its server answers, and, where the API
-        lists models (``/models``), it lists the route's default model. Checked with the
-        route's own code, as a session's first request would be."""
-        import asyncio
-
-        from dsh_runtime.agent.service import AgentConfig
-        from dsh_runtime.loader import resolve as resolve_plugin
-        from dsh_runtime.schema import validate
-
-        from dsh.config import tags
-        from dsh.config.envsnapshot import snapshot
-
-        leaves = [(row, off) for row, off in resolved.tree.walk() if row.children is None]
-        agent = next((row for row, off in leaves if row.name == "agent-core" and not off), None)
-        if agent is None:
-            return
-        route = (agent.values.get("config") or {}).get("default_route") \
-            or AgentConfig().default_route
-        try:
-            env = snapshot(self.home, self.cwd)
-        except DshError:
-            env = {}  # check_plugins_and_env already reported the broken .env
-        check_id = f"route.{route}"
-        for row, off in leaves:
-            config = row.values.get("config") or {}
-            if off or not isinstance(config, dict) or not str(row.name).startswith("llm"):
-                continue
-            try:
-                plugin_class = resolve_plugin(row.id, row.name)
-            except DshError:
-                continue  # check_plugins_and_env reported it
-            schema = plugin_class.manifest.config_schema or {}
-            default = (schema.get("properties", {}).get("route") or {}).get("default")
-            if config.get("route", default) != route:
-                continue
-            try:
-                values = validate(schema, tags.resolve(config, env, self.home), row_id=row.id)
-            except DshError as exc:
-                self.add(check_id, "fail", self.scrub(str(exc)))
-                return
-            route_for = getattr(plugin_class, "route_for", None)
-            if route_for is None:
-                self.add(check_id, "ok", f"route '{route}' (row '{row.id}', {row.name}) "
-                         "has no server to reach")
-                return
-            try:
-                probe = route_for(values, env=env, home=str(self.home), row_id=row.id)
-                results = asyncio.run(probe.probe())
-            except DshError as exc:
-                self.add(check_id, "fail", self.scrub(str(exc)))
-                return
-            for name, status, message in results:
-                self.add(f"{check_id}.{name}", status,
-                         self.scrub(f"{message} (route '{route}', row '{row.id}')"))
-            return
-        self.add(check_id, "fail", f"no enabled row publishes route '{route}', the agent "
-                 "row's default_route")
-
-    def check_mcp(self, resolved: Any) -> None:
-        """``--live``: connect to every MCP server the profile configures, bounded.
-
-        Each server is started, initialized and asked for its tools, then closed, exactly
-        as a session would (the runtime's own connection code), so "reachable" here means
-        a session will get its tools.
-        """
-        import asyncio
-
-        from dsh.config import tags
-        from dsh.config.envsnapshot import snapshot
-
-        rows = [row for row, off in resolved.tree.walk()
-                if row.name == "mcp-servers" and not off and row.children is None]
-        if not rows:
-            return
-        from dsh_runtime.mcp.config import from_row
-        from dsh_runtime.mcp.connection import probe
-        from dsh_runtime.mcp.plugin import McpServers
-        from dsh_runtime.schema import validate
-
-        try:
-            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
-        except DshError:
-            env = {}  # check_plugins_and_env already reported the broken .env
-        for row in rows:
-            try:
-                config = tags.resolve(row.values.get("config") or {}, env, self.home)
-                config = validate(McpServers.manifest.config_schema or {}, config,
-                                  row_id=row.id)
-                specs = from_row(row.id, config)
-            except DshError as exc:
-                self.add(f"mcp.{row.id}", "fail", self.scrub(str(exc)))
-                continue
-            if not specs:
-                self.add(f"mcp.{row.id}", "ok", "no servers configured")
-            for spec in specs:
-                ok, message = asyncio.run(probe(spec, env, str(self.cwd)))
-                self.add(f"mcp.{row.id}.{spec.name}", "ok" if ok else "fail",
-                         self.scrub(message))
 
     def check_carriers(self) -> None:
         for carrier in carriers.describe():

@@ -34,7 +34,15 @@ from dsh.core import jsonrpc
 from dsh.core.errors import JsonRpcError, PluginError
 
 from dsh_runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
-from dsh_runtime.plugin import Capability, ContextRequest, Manifest, Plugin, Registrar
+from dsh_runtime.plugin import (
+    Capability,
+    Checkup,
+    ContextRequest,
+    Diagnosis,
+    Manifest,
+    Plugin,
+    Registrar,
+)
 
 if TYPE_CHECKING:
     # Imported where a connection is made: a tree without servers never needs it.
@@ -98,6 +106,35 @@ class McpServers(Plugin):
         self._cwd = rt.cwd
         self._service = rt.service
         rt.publish("mcp", self)
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``--live``: connect to every server the row configures, bounded.
+
+        Each server is started, initialized and asked for its tools, then closed, exactly
+        as a session would (the same connection code), so "reachable" here means a session
+        will get its tools: ``mcp.<row>.<server>``, or ``mcp.<row>`` for the row itself.
+        """
+        if not checkup.live:
+            return []
+        from dsh.core.errors import DshError
+
+        from dsh_runtime.mcp.connection import probe
+        from dsh_runtime.schema import validate
+
+        try:
+            specs = from_row(row_id, validate(CONFIG_SCHEMA, config, row_id=row_id))
+        except DshError as exc:
+            return [Diagnosis(f"mcp.{row_id}", "fail", str(exc))]
+        if not specs:
+            return [Diagnosis(f"mcp.{row_id}", "ok", "no servers configured")]
+        found = []
+        for spec in specs:
+            ok, message = asyncio.run(probe(spec, checkup.env, checkup.cwd))
+            found.append(Diagnosis(f"mcp.{row_id}.{spec.name}", "ok" if ok else "fail",
+                                   message))
+        return found
 
     async def dispose(self) -> None:
         """Stop every server of every session and wait for them, bounded."""

@@ -690,6 +690,13 @@ class HttpProviderPlugin(Plugin):
         return route_env(config, cls.defaults).as_env(f"route '{route}'")
 
     @classmethod
+    def published_route(cls, config: Any) -> str | None:
+        """The route a row with ``config`` (raw: not validated) publishes."""
+        route = config.get("route", cls.defaults["route"]) if isinstance(config, Mapping) \
+            else None
+        return route if isinstance(route, str) else None
+
+    @classmethod
     def route_for(cls, config: Mapping[str, Any], *, env: Mapping[str, str], home: str,
                   row_id: str) -> HttpRoute:
         """The route a row with validated ``config`` publishes (no I/O: ``dsh doctor

@@ -287,6 +287,12 @@ class ScriptedProvider(Plugin):
         },
     )
 
+    @classmethod
+    def published_route(cls, config: Any) -> str | None:
+        """The route a row with ``config`` (raw: not validated) publishes."""
+        route = config.get("route", "scripted") if isinstance(config, Mapping) else None
+        return route if isinstance(route, str) else None
+
     def apply(self, reg: Registrar) -> None:
         """Declare the route's service."""
         reg.service(self._service)

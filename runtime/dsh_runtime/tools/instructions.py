@@ -19,7 +19,9 @@ from dsh._version import __version__
 from dsh_runtime.agentdocs import instructions
 from dsh_runtime.plugin import (
     Capability,
+    Checkup,
     ContextRequest,
+    Diagnosis,
     Manifest,
     Plugin,
     Registrar,
@@ -66,6 +68,34 @@ class InstructionsContext(Plugin):
         """New caps apply from the next turn."""
         self.config = config
         return True
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``agents-md.<path>``: each ``AGENTS.md`` a session in the doctor's working
+        directory would be shown (warn when cut or skipped), or one ``agents-md``."""
+        from dsh.core.errors import DshError
+
+        from dsh_runtime.schema import validate
+
+        try:
+            config = validate(cls.manifest.config_schema or {}, config, row_id=row_id)
+        except DshError as exc:
+            return [Diagnosis("agents-md", "fail", str(exc))]
+        found = []
+        for item in instructions.load(checkup.home, checkup.cwd,
+                                      max_file_bytes=config["max_file_bytes"],
+                                      max_total_bytes=config["max_total_bytes"]):
+            check = f"agents-md.{checkup.shown(item.path)}"
+            if item.problem is not None:
+                found.append(Diagnosis(check, "warn", f"skipped: {item.problem}"))
+            elif item.truncated:
+                found.append(Diagnosis(check, "warn", f"{item.scope}: {item.shown} of "
+                                       f"{item.size} bytes shown ({item.cap} cap)"))
+            else:
+                found.append(Diagnosis(check, "ok", f"{item.scope}: {item.size} bytes"))
+        return found or [Diagnosis("agents-md", "ok", "none in $DSH_HOME nor from $CWD up "
+                                   "to the project root")]
 
     async def section(self, request: ContextRequest) -> str | None:
         """This turn's text: every applicable ``AGENTS.md`` for the session's directory."""

@@ -24,7 +24,9 @@ from dsh._version import __version__
 from dsh_runtime.agentdocs import skills
 from dsh_runtime.plugin import (
     Capability,
+    Checkup,
     ContextRequest,
+    Diagnosis,
     Manifest,
     Plugin,
     Registrar,
@@ -119,6 +121,28 @@ class SkillsTools(Plugin):
     async def start(self, rt: RuntimeContext) -> None:
         """Remember the home, profile and plugin skills the search reads."""
         self._rt = rt
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``skill.<name>``: each skill folder a session in the doctor's working directory
+        would list (warn when malformed; what it overrides named), ``skills.<folder>``
+        for a folder skipped, or one ``skills``."""
+        found = skills.discover(checkup.home, checkup.profile, checkup.cwd)
+        checks = []
+        for name, entry in found.skills.items():
+            where = checkup.shown(entry.path) + "".join(
+                f" (overrides {checkup.shown(p)})" for p in entry.overrides)
+            if entry.problem is not None:
+                checks.append(Diagnosis(f"skill.{name}", "warn", f"{where}: {entry.problem}"))
+            else:
+                checks.append(Diagnosis(f"skill.{name}", "ok", f"{where}: {entry.description}"))
+        if not found.skills:
+            checks.append(Diagnosis("skills", "ok", "none in $DSH_HOME/skills, the profile's "
+                                    "skills nor the project's .dsh/skills"))
+        for folder, problem in found.notes:
+            checks.append(Diagnosis(f"skills.{checkup.shown(folder)}", "warn", problem))
+        return checks
 
     async def available(self, cwd: str) -> dict[str, Available]:
         """Every skill for a session in ``cwd`` by name (sorted), malformed ones included."""
