@@ -32,6 +32,7 @@ from dsh.core.jsonrpc import (
     encode,
     parse_message,
 )
+from dsh_runtime.servers.errors import code_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,7 +87,7 @@ def test_encode_refuses_what_is_not_json() -> None:
     for bad in ({"x": object()}, {"x": float("nan")}, {"x": "\ud800"}):
         with pytest.raises(DshError, match="cannot be encoded") as info:
             encode(bad)
-        assert info.value.rpc_code == jsonrpc.INTERNAL_ERROR
+        assert code_of(info.value) == jsonrpc.INTERNAL_ERROR  # a server answers -32603
         assert info.value.__cause__ is not None
 
 

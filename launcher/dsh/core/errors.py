@@ -1,11 +1,14 @@
 """The one exception tree shared by the launcher, the runtime and the SDK client.
 
-Every error knows how it leaves the process: ``exit_code`` for the CLI (one top-level
-handler in :mod:`dsh.cli.main` prints the message and exits with it) and ``rpc_code`` for the
-JSON-RPC servers. Foreign exceptions (YAML, TOML, JSON, ``OSError``, import errors) are
-translated into these where they enter, with the cause chained.
+Every error knows how it leaves the CLI: ``exit_code`` (one top-level handler in
+:mod:`dsh.cli.main` prints the message and exits with it). How an error leaves a protocol
+server is one table in the servers (:mod:`dsh_runtime.servers.errors`), so the agent and
+the plugins raise what went wrong, never a wire code; only the JSON-RPC protocol's own
+errors (:class:`ProtocolError` and below) carry their ``rpc_code``. Foreign exceptions
+(YAML, TOML, JSON, ``OSError``, import errors) are translated into these where they
+enter, with the cause chained.
 
-    DshError                      exit 1, rpc -32603
+    DshError                      exit 1
     ├── UsageError                exit 2  bad command line
     ├── ConfigError               exit 2  a file or field of the configuration is wrong
     │   ├── ProfileNotFoundError
@@ -13,13 +16,17 @@ translated into these where they enter, with the cause chained.
     │   └── EnvFileError          a malformed or refused ``.env``
     ├── PluginError               exit 1  a plugin failed to load, apply, start or stop
     │   └── CapabilityError       registered what its manifest did not declare
+    ├── InvalidArgumentError      a request's argument the runtime cannot take (``code``)
+    │   └── SessionNotFoundError  no session of that id, live or stored
+    ├── SessionBusyError          the session cannot take it now; retrying later may work
+    │   └── SessionHeldError      another runtime holds the session's lease
+    ├── CompactionError           a session's history could not be summarised (``code``)
     ├── ProtocolError             rpc -32600 (subclasses carry their own code)
     │   ├── ParseError            rpc -32700  a frame is not UTF-8 JSON
     │   ├── InvalidMessageError   rpc -32600  JSON, but not a JSON-RPC 2.0 message
     │   ├── FrameTooLargeError    rpc -32600
     │   └── JsonRpcError          an error answer from the peer (code, message, data)
     │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
-    │           └── SessionHeldError  another runtime holds the session's lease
     ├── DuplicateEventError       a session event's seq is already stored (never overwritten)
     ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
     └── ClientError               the SDK client and its runtime process (stderr tail kept)
@@ -45,7 +52,6 @@ class DshError(Exception):
     """Base of every error dsh raises on purpose."""
 
     exit_code: int = EXIT_FAILURE
-    rpc_code: int = -32603
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -60,14 +66,12 @@ class UsageError(DshError):
     """The command line is wrong."""
 
     exit_code = EXIT_USAGE
-    rpc_code = -32602
 
 
 class ConfigError(DshError):
     """A configuration file or field is wrong; the message names the file and field."""
 
     exit_code = EXIT_USAGE
-    rpc_code = -32602
 
 
 class ProfileNotFoundError(ConfigError):
@@ -101,6 +105,49 @@ class PluginError(DshError):
 
 class CapabilityError(PluginError):
     """A plugin registered something its manifest did not declare."""
+
+
+class InvalidArgumentError(DshError):
+    """A request's argument the runtime cannot take: a route, model or effort it does not
+    know, a directory that is not one, a session id already in use, a malformed history.
+
+    ``code`` names the kind for programs (``unknown-model``), when there is one.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SessionNotFoundError(InvalidArgumentError):
+    """No session of that id, neither live in this runtime nor stored."""
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"unknown session '{session_id}'")
+        self.session_id = session_id
+
+
+class SessionBusyError(DshError):
+    """The session cannot take the request now (it is running a turn, its queue is full):
+    the request is sound and retrying it later may succeed.
+
+    ``data`` is what a client may read about it (``{"retryable": true, ...}``).
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = {"retryable": True, **(data or {})}
+
+
+class CompactionError(DshError):
+    """A session's history could not be summarised (the summary request failed); nothing
+    changed. ``code`` is the failure's kind (the provider's error code, when it had one)."""
+
+    def __init__(self, message: str, *, code: str = "compaction-failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ProtocolError(DshError):
@@ -165,7 +212,7 @@ class BusyError(JsonRpcError):
         super().__init__(-32001, message, data)
 
 
-class SessionHeldError(BusyError):
+class SessionHeldError(SessionBusyError):
     """A session is leased by another runtime (DESIGN.md: one runtime per session).
 
     ``holder`` is ``{"host", "pid"}`` of the runtime holding it, or None when this runtime
@@ -190,7 +237,7 @@ class SessionHeldError(BusyError):
         else:
             message = (f"session busy: '{session_id}' is held by {by}; retry once it "
                        "exits (a dead holder's lease is taken over)")
-        super().__init__(message, {"retryable": True, "holder": self.holder})
+        super().__init__(message, {"holder": self.holder})
 
 
 class DuplicateEventError(DshError):

@@ -8,12 +8,16 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
   on first use); one background runner per session takes queued prompts one turn at a
   time, so prompts run in order, and ``session.status idle`` is sent when the inbox drains.
 * ``cancel`` cancels the running turn only; queued prompts still run.
+* The agent speaks no protocol: it raises :mod:`dsh.core.errors` (an unknown session is
+  ``SessionNotFoundError``, a running one ``SessionBusyError``, a bad route, model or
+  effort ``InvalidArgumentError``), and the servers turn them into answers through one
+  table (:mod:`dsh_runtime.servers.errors`).
 * Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
   per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
   an ``error`` event on its session and the agent carries on.
 * One runtime per session: a session is live here only under this runtime's lease in the
   store (taken when the session is created or restored, released at ``close``). Another
-  runtime's session is ``SessionHeldError`` (-32001, naming its holder); a session whose
+  runtime's session is ``SessionHeldError`` (busy, naming its holder); a session whose
   lease this runtime lost is let go at once (:mod:`.leasing`): its turn is cancelled, and
   nothing more of it is stored or sent.
 """
@@ -29,11 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core.errors import (
-    BusyError,
+    CompactionError,
+    DshError,
     DuplicateEventError,
-    JsonRpcError,
+    InvalidArgumentError,
     PluginError,
+    SessionBusyError,
     SessionHeldError,
+    SessionNotFoundError,
 )
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
@@ -50,8 +57,6 @@ from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import Tool
 from dsh_runtime.tools.confine import Boundary
 
-INVALID_PARAMS = -32602
-INTERNAL = -32603
 CLOSE_BOUND = 2.0
 """Seconds ``close`` waits for cancelled turns, and again for ``session_end`` hooks."""
 
@@ -197,17 +202,16 @@ class Agent:
 
         ``None`` keeps following the row's ``default_route``, the route's default model and
         its default effort. An unknown or retired model, an unknown effort, or one the
-        route cannot send is JsonRpcError(-32602) naming it.
+        route cannot send is an InvalidArgumentError naming it.
         """
         if reasoning_effort is not None and reasoning_effort not in EFFORTS:
-            raise JsonRpcError(INVALID_PARAMS, f"unknown reasoning effort "
-                               f"'{reasoning_effort}' (known: {', '.join(EFFORTS)})",
-                               {"code": "unknown-effort"})
+            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
+                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
         route, chosen, name = self._resolve(provider, model)
         refuse = getattr(chosen, "effort_refusal", None)
         problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
         if problem is not None:
-            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unsupported-effort"})
+            raise InvalidArgumentError(problem, code="unsupported-effort")
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
         return {"provider": route, "model": name}
@@ -246,14 +250,14 @@ class Agent:
 
     async def new_session(self, *, cwd: str | None = None, session_id: str | None = None,
                           history: Any = None) -> str:
-        """Create a session now; an id already in use is JsonRpcError(-32602).
+        """Create a session now; an id already in use is an InvalidArgumentError.
 
         ``history`` (a forked sub-agent's start) seeds the conversation with a copy of
         another one, checked first (:mod:`.seeding`): a bad one creates nothing.
         """
         self._check_open()
         if session_id is not None and session_id in self._sessions:
-            raise JsonRpcError(INVALID_PARAMS, f"session '{session_id}' already exists")
+            raise InvalidArgumentError(f"session '{session_id}' already exists")
         messages = None if history is None else seeding.check_history(history)
         session = await self._create(session_id or events.new_id(), cwd)
         if messages:
@@ -265,14 +269,14 @@ class Agent:
                      cwd: str | None = None) -> str:
         """Queue a prompt and return its messageId at once; the turn runs in background.
 
-        A full inbox (``max_queued`` prompts waiting) is BusyError (-32001, retryable).
+        A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
         """
         self._check_open()
         session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
             session = await self._create(session_id, cwd)
         if session.waiting() >= self.config.max_queued:
-            raise BusyError("session busy: queue full", {"retryable": True})
+            raise SessionBusyError("session busy: queue full")
         message = events.user_message(content_blocks, events.new_id())
         start = len(session.inbox)
         session.inbox.append(message)
@@ -296,16 +300,15 @@ class Agent:
         return True
 
     async def resume(self, session_id: str) -> None:
-        """Make a persisted session live again; unknown is -32602, running here or held
-        by another runtime is -32001."""
+        """Make a persisted session live again; unknown is SessionNotFoundError, running
+        here or held by another runtime SessionBusyError."""
         self._check_open()
         session = self._holdings.live(session_id, confirm=True)
         if session is None:
             if await self._restore(session_id) is None:
-                raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+                raise SessionNotFoundError(session_id)
         elif session.status is Status.RUNNING:
-            raise BusyError(f"session busy: '{session_id}' is running a turn",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
 
     async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
         """Make ``session_id`` live without running a turn: a live one is left as it is,
@@ -327,7 +330,7 @@ class Agent:
         try:
             return self._get(session_id).change_cwd(path)
         except NotADirectoryError as exc:
-            raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
+            raise InvalidArgumentError(str(exc)) from None
 
     def list_sessions(self) -> list[dict[str, Any]]:
         """``[{sessionId, cwd, status, title}]`` of live and stored sessions, sorted by id.
@@ -345,22 +348,22 @@ class Agent:
         """Compact the session's history now (``session/compact``); returns what it did.
 
         ``{compacted, removedCount, keptCount, tokensBefore, tokensAfter}``. Unknown is
-        -32602, running is -32001 (retryable); a failed summary is -32603 and changes
-        nothing.
+        SessionNotFoundError, running SessionBusyError; a failed summary is a
+        CompactionError and changes nothing.
         """
         self._check_open()
         session = self._holdings.live(session_id, confirm=True) or await self._restore(session_id)
         if session is None:
-            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+            raise SessionNotFoundError(session_id)
         if session.status is Status.RUNNING:
-            raise BusyError(f"session busy: '{session_id}' is running a turn",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
         plan = self._plan()
         try:
             done = await self._compact(session, plan, "manual", None)
         except Exception as exc:
-            raise JsonRpcError(INTERNAL, f"compaction failed: {exc}",
-                               {"code": getattr(exc, "code", "compaction-failed")}) from None
+            raise CompactionError(f"compaction failed: {exc}",
+                                  code=getattr(exc, "code", None) or "compaction-failed"
+                                  ) from None
         self._store.save(session.record)
         if done is None:
             tokens = compaction.estimate(self._model_view(session))
@@ -405,7 +408,8 @@ class Agent:
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage:
         """A page of the session's log from ``start_seq`` (see
-        :func:`~dsh_runtime.agent.store.page_of` for the bounds); unknown is -32602.
+        :func:`~dsh_runtime.agent.store.page_of` for the bounds); unknown is
+        SessionNotFoundError.
 
         A session live here is read from memory, which holds even an event whose append
         failed; any other (stored, or running in another runtime) from the store, which
@@ -417,7 +421,7 @@ class Agent:
         page = self._store.history_page(session_id, start_seq=start_seq, limit=limit,
                                         max_bytes=max_bytes)
         if page is None:
-            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+            raise SessionNotFoundError(session_id)
         return page
 
     async def close(self) -> None:
@@ -448,12 +452,12 @@ class Agent:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise JsonRpcError(INTERNAL, "the agent is closed")
+            raise DshError("the agent is closed")
 
     def _get(self, session_id: str) -> Session:
         session = self._holdings.live(session_id)
         if session is None:
-            raise JsonRpcError(INVALID_PARAMS, f"unknown session '{session_id}'")
+            raise SessionNotFoundError(session_id)
         return session
 
     def _save(self, record: SessionRecord) -> None:
@@ -493,7 +497,7 @@ class Agent:
     async def _create(self, session_id: str, cwd: str | None) -> Session:
         path = os.path.abspath(cwd or self._rt.cwd)
         if not os.path.isdir(path):
-            raise JsonRpcError(INVALID_PARAMS, f"not a directory: {path}")
+            raise InvalidArgumentError(f"not a directory: {path}")
         self._store.acquire(session_id)  # a runtime racing to create the same id: busy
         return await self._open(SessionRecord(session_id, path), resumed=False)
 
@@ -523,20 +527,20 @@ class Agent:
         return session
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
-        """Route name, provider object and model; JsonRpcError(-32602) naming what is wrong."""
+        """Route name, provider object and model; InvalidArgumentError naming what is wrong."""
         route = provider or self.config.default_route
         try:
             chosen = self._rt.service("llm:" + route)
         except PluginError:
             routes = ", ".join(self._routes()) or "none"
-            raise JsonRpcError(INVALID_PARAMS, f"unknown provider route '{route}' "
-                               f"(registered: {routes})", {"code": "unknown-route"}) from None
+            raise InvalidArgumentError(f"unknown provider route '{route}' (registered: "
+                                       f"{routes})", code="unknown-route") from None
         name = model or chosen.default_model
         refuse = getattr(chosen, "model_refusal", None)
         problem = refuse(name) if refuse is not None else None if chosen.accepts_model(
             name) else f"unknown model '{name}' for provider route '{route}'"
         if problem is not None:
-            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unknown-model"})
+            raise InvalidArgumentError(problem, code="unknown-model")
         return route, chosen, name
 
     def _routes(self) -> list[str]:
@@ -585,8 +589,8 @@ class Agent:
             return CANCELLED
         try:
             plan = self._plan()
-        except JsonRpcError as exc:
-            return Outcome.failed(exc.message, exc.data["code"])
+        except InvalidArgumentError as exc:
+            return Outcome.failed(exc.message, exc.code or "invalid-argument")
         task = asyncio.create_task(turn.run(plan))
         session.turn_task = task
         try:

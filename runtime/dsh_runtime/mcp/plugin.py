@@ -30,8 +30,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from dsh._version import __version__
-from dsh.core import jsonrpc
-from dsh.core.errors import JsonRpcError, PluginError
+from dsh.core.errors import InvalidArgumentError, PluginError
 
 from dsh_runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
 from dsh_runtime.plugin import (
@@ -151,16 +150,16 @@ class McpServers(Plugin):
     # -- the service -------------------------------------------------------------------
 
     def client_servers(self, raw: Any) -> tuple[ServerSpec, ...]:
-        """A client's ``mcpServers`` checked (JsonRpcError -32602 saying what is wrong)."""
+        """A client's ``mcpServers`` checked (InvalidArgumentError saying what is wrong)."""
         try:
             specs = from_client(raw, self.config)
         except ValueError as exc:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+            raise InvalidArgumentError(str(exc)) from None
         configured = {s.name for s in self._specs}
         for spec in specs:
             if spec.name in configured:
-                raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"mcpServers: server name "
-                                   f"'{spec.name}' is already configured by the profile")
+                raise InvalidArgumentError(f"mcpServers: server name '{spec.name}' is "
+                                           "already configured by the profile")
         return specs
 
     def add_session_servers(self, session_id: str, specs: tuple[ServerSpec, ...],
@@ -257,14 +256,14 @@ def attach_servers(service: Callable[[str], Any], raw: Any) -> Callable[[str, st
     """Check a ``session/new``'s ``mcpServers`` before the session exists.
 
     Returns ``attach(session_id, cwd)`` to call once it does, or None when there are no
-    servers. JsonRpcError -32602 when they are malformed or no ``mcp-servers`` row runs.
+    servers. InvalidArgumentError when they are malformed or no ``mcp-servers`` row runs.
     """
     if raw is None or raw == []:
         return None
     try:
         mcp = service("mcp")
     except PluginError:
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"mcpServers" needs an mcp-servers row in '
-                           "the profile, and none is running") from None
+        raise InvalidArgumentError('"mcpServers" needs an mcp-servers row in the profile, '
+                                   "and none is running") from None
     specs = mcp.client_servers(raw)
     return lambda session_id, cwd: mcp.add_session_servers(session_id, specs, cwd)

@@ -40,7 +40,7 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
-from dsh.core.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
+from dsh.core.errors import DshError, JsonRpcError, PluginError, SessionBusyError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers import validation
@@ -317,8 +317,7 @@ class AcpProtocol:
         connect = self._mcp(servers)
         attached = self._sessions.get(session_id)
         if attached is not None and attached.prompt is not None:
-            raise BusyError(f"session busy: '{session_id}' is running a prompt",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a prompt")
         await self._agent.resume(session_id)
         if self._agent.get_cwd(session_id) != cwd:
             self._agent.set_cwd(session_id, cwd)
@@ -382,8 +381,7 @@ class AcpProtocol:
         attached = self._attached(session_id)
         blocks = prompt_blocks(p.get("prompt"))
         if attached.prompt is not None:
-            raise BusyError(f"session busy: '{session_id}' is running a prompt",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a prompt")
         pending = _Prompt(asyncio.get_running_loop().create_future())
         attached.prompt = pending
         try:
