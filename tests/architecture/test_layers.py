@@ -1,9 +1,10 @@
 """The dependency order of ``docs/architecture.md``, checked on the code as it is.
 
 * The import-linter contracts in ``pyproject.toml`` (``[tool.importlinter]``): core, SDK,
-  configuration, runtime, CLI, nothing importing upward; the agent importing no protocol. It is run here as a user would
-  run it (``lint-imports``), and on a copy of the tree given one upward import, which
-  must break it: a contract that cannot fail would pin nothing.
+  configuration, runtime, CLI, nothing importing upward; the agent importing no protocol.
+  They are run here as a user would run them (``lint-imports``), and on a copy of the
+  tree given one upward import, which must break the layers: a contract that cannot fail
+  would pin nothing.
 * No circular imports between modules: the import graph (grimp, import-linter's own) has
   no cycle. Imports made only for type checkers (``if TYPE_CHECKING:``) never run, so
   they are not edges here.
