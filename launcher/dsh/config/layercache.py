@@ -5,11 +5,15 @@ Reading YAML is most of a launch's composition cost: libyaml's C parser handing 
 events to Python, and their conversion, take about 1 ms per 50-row layer on the 2-core
 machines dsh is measured on, while unpickling the parsed :class:`~dsh.config.patchfile.PatchLayer`
 takes a sixth of that, and a launch that finds every layer here imports no YAML at all.
-So a layer parsed once is stored under ``<home>/cache/layers/``, one entry per file (its
-path, kind and source label name the entry), with everything its parse depended on: the
-file's whole text, and the parser's own code (dsh's version and the modification times of
-the modules that parse, PyYAML's included). An entry is used only when both still match,
-so an edited file or an upgraded dsh parses again, and overwrites the entry. Comparing
+So a layer parsed once is stored under ``<home>/cache/layers/``, one entry per file and
+parser: the parser's own code (its *stamp*: dsh's version and the modification times of
+the modules that parse, PyYAML's included) and the file's path, kind and source label
+name the entry, so two installations sharing a home (the exe and the python carrier)
+keep an entry each instead of overwriting each other's on every launch. An entry starts
+with its stamp in plain text, and is unpickled only when that matches this code's: a
+pickle is never read by code other than the one that wrote it. It then holds the file's
+whole text, used only while it still matches, so an edited file parses again and
+overwrites its entry. Comparing
 the text itself rather than a digest keeps ``hashlib`` (and OpenSSL's start-up) out of a
 launch: spawn-to-``initialize`` is a benchmarked target.
 
@@ -49,15 +53,16 @@ from dsh.config.patchfile import PatchLayer, parse_layer, read_layer_text
 from dsh.config.profiles import Profile, parse_profile_text, read_profile_text
 from dsh.config.tags import PathRef
 
-FORMAT = 1
+FORMAT = 2
 """Bump when the stored structure changes in a way the code stamp would not notice."""
+MAGIC = b"dsh layer cache %d\n" % FORMAT
 MAX_ENTRIES = 512
 SUBDIR = ("cache", "layers")
 T = TypeVar("T", PatchLayer, Profile)
 
-Entry = tuple[str, str, PatchLayer | Profile, tuple[tuple[str, str], ...]]
-"""What an entry holds: the code stamp, the file's text, what it parsed to, and each
-``!path`` tag's text with its target."""
+Entry = tuple[str, PatchLayer | Profile, tuple[tuple[str, str], ...]]
+"""What an entry's pickle holds, after its header (:data:`MAGIC`, the code stamp): the
+file's text, what it parsed to, and each ``!path`` tag's text with its target."""
 
 
 class LayerCache:
@@ -65,7 +70,7 @@ class LayerCache:
 
     def __init__(self, home: Path) -> None:
         self.folder = home.joinpath(*SUBDIR)
-        self._pending: dict[Path, Entry] = {}
+        self._pending: dict[Path, tuple[bytes, Entry]] = {}
 
     def load(self, path: Path, *, kind: str, source: str | None = None) -> PatchLayer:
         """:func:`dsh.config.patchfile.load_layer`, from the cache when the file was seen before."""
@@ -85,15 +90,16 @@ class LayerCache:
                 parse: Callable[[], T]) -> T:
         """The entry for ``path`` (named by kind and label) if it holds ``text`` parsed by
         this code, else ``parse()``, kept for the next :meth:`save`."""
-        name = "\0".join((kind, label, str(path))).encode()
+        stamp = _code_stamp()
+        name = "\0".join((stamp, kind, label, str(path))).encode()
         entry = self.folder / f"{zlib.crc32(name):08x}-{zlib.adler32(name):08x}.pickle"
-        stamp = f"{FORMAT}:{_code_stamp()}:{name.hex()}"
-        value = _read(entry, stamp, text, path.parent, parsed)
+        header = MAGIC + f"{stamp}\0{name.hex()}\n".encode()
+        value = _read(entry, header, text, path.parent, parsed)
         if value is None:
             value = parse()
             checks = tuple((ref.written, ref.path) for ref in _path_refs(value)
                            ) if "!path" in text else ()
-            self._pending[entry] = (stamp, text, value, checks)
+            self._pending[entry] = (header, (text, value, checks))
         return value
 
     def save(self) -> None:
@@ -105,13 +111,15 @@ class LayerCache:
         if pending:
             self._prune()
 
-    def _store(self, entry: Path, stored: Entry) -> bool:
+    def _store(self, entry: Path, stored: tuple[bytes, Entry]) -> bool:
+        header, content = stored
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as out:
-                    pickle.dump(stored, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    out.write(header)
+                    pickle.dump(content, out, protocol=pickle.HIGHEST_PROTOCOL)
                 os.replace(tmp, entry)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -131,16 +139,21 @@ class LayerCache:
                 stale.unlink()
 
 
-def _read(entry: Path, stamp: str, text: str, base: Path, kind: type[T]) -> T | None:
+def _read(entry: Path, header: bytes, text: str, base: Path, kind: type[T]) -> T | None:
     """The entry's ``kind`` value if it was parsed from ``text`` by this code and its
-    ``!path`` tags still resolve the same; else None (missing, stale, unreadable or foreign)."""
+    ``!path`` tags still resolve the same; else None (missing, stale, unreadable or foreign).
+
+    The header (format, code stamp, entry name) is compared before anything is unpickled.
+    """
     try:
         data = entry.read_bytes()
     except OSError:
         return None
+    if not data.startswith(header):
+        return None  # another format, another parser's code, or another file's entry
     try:
-        stored_stamp, stored_text, value, checks = pickle.loads(data)
-        if stored_stamp != stamp or stored_text != text or not isinstance(value, kind):
+        stored_text, value, checks = pickle.loads(memoryview(data)[len(header):])
+        if stored_text != text or not isinstance(value, kind):
             return None
         for written, target in checks:
             if str((base / written).resolve()) != target:
