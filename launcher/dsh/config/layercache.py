@@ -30,7 +30,9 @@ temporary file renamed over the name), so two launches racing on one entry each 
 whole file; the oldest are pruned beyond :data:`MAX_ENTRIES`.
 
 A profile's ``profile.toml`` is kept the same way (:meth:`LayerCache.load_profile`): it is
-read on every launch, and a cached one spares the launch importing a TOML parser.
+read on every launch, and a cached one spares the launch importing a TOML parser (a warm
+``dsh --profile sdk --dump-config`` took 7% longer without it, measured whole-process,
+interleaved, when issue 22 asked whether it pays).
 
 Unpickling trusts the home: it is private (0700), and whoever can write to it can
 already add a plugin that runs as the user.

@@ -13,15 +13,13 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from dsh.config import shipped
 from dsh.core.errors import ConfigError, ProfileNotFoundError, UsageError
 from dsh.core.home import ensure_dir
-
-if TYPE_CHECKING:
-    from dsh.config.layercache import LayerCache
 
 RELOAD_POLICIES = ("live", "startup")
 PROFILE_FILE = "profile.toml"
@@ -244,10 +242,11 @@ def shipped_profile(home: Path, name: str) -> Profile | None:
     return template._replace(path=profiles_dir(home) / name)
 
 
-def load_profile(home: Path, name: str, cache: LayerCache | None = None, *,
-                 seed: bool = True) -> Profile:
-    """Resolve profile ``name`` in ``home``, seeding a shipped template on first use
-    (its ``profile.toml`` read through ``cache`` when one is given).
+def load_profile(home: Path, name: str, *, seed: bool = True,
+                 read: Callable[[Path, str], Profile] | None = None) -> Profile:
+    """Resolve profile ``name`` in ``home``, seeding a shipped template on first use; its
+    ``profile.toml`` is parsed by ``read`` (a launch passes its layer cache's, which
+    spares it the TOML parser), else by :func:`parse_profile_toml`.
 
     With ``seed`` off (commands that only read) a shipped template not seeded yet is read
     from the installation and nothing is written.
@@ -262,7 +261,7 @@ def load_profile(home: Path, name: str, cache: LayerCache | None = None, *,
     path = profiles_dir(home) / name / PROFILE_FILE
     if not path.is_file():
         raise unknown_profile(home, name)
-    return cache.load_profile(path, name) if cache else parse_profile_toml(path, name)
+    return (read or parse_profile_toml)(path, name)
 
 
 def create_from_template(home: Path, name: str, template: str) -> Profile:

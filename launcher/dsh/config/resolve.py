@@ -76,7 +76,7 @@ def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
         ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
     cache = LayerCache(home)
     # seeding creates the home privately
-    profile = load_profile(home, profile_name, cache, seed=seed)
+    profile = load_profile(home, profile_name, seed=seed, read=cache.load_profile)
     if seed:
         ensure_dir(home)
     files = layer_files(home, profile, patches, cwd, cache)
