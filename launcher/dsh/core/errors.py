@@ -29,9 +29,11 @@ enter, with the cause chained.
     │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
     ├── DuplicateEventError       a session event's seq is already stored (never overwritten)
     ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
-    └── ClientError               the SDK client and its runtime process (stderr tail kept)
+    └── ClientError               a client of dsh's and its peer: the SDK client and its
+        │                         runtime process (stderr tail kept), the MCP client
         ├── SpawnError            the runtime process could not be started
         ├── RuntimeExitedError    the runtime exited (exit_code, stderr_tail)
+        ├── ConnectionClosedError the peer exited or dropped the connection (MCP server)
         ├── RequestTimeoutError   no answer in time; also a ``TimeoutError``
         │   └── InitializeTimeoutError
         └── ClientClosedError     the client is not running: not started yet, or closed
@@ -255,7 +257,7 @@ class DuplicateEventError(DshError):
 
 
 class ClientError(DshError):
-    """A failure of the SDK client or of the runtime process it drives.
+    """A failure of a client dsh runs (the SDK client, the MCP client) or of its peer.
 
     ``stderr_tail`` holds the runtime's last stderr lines (at most 200) at the time of the
     failure, and is printed with the message: the reason a runtime died is nearly always
@@ -291,6 +293,10 @@ class RuntimeExitedError(ClientError):
             message = f"the runtime exited with code {exit_code}"
         super().__init__(message, stderr_tail=stderr_tail, hint=hint)
         self.exit_code = exit_code
+
+
+class ConnectionClosedError(ClientError):
+    """The peer exited or dropped the connection before answering (an MCP server)."""
 
 
 class RequestTimeoutError(ClientError, TimeoutError):

@@ -24,10 +24,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
+from dsh.core.errors import ConnectionClosedError, ProtocolError
 from dsh.core.redact import redact
 from httpx_sse import EventSource, SSEError
-
-from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
 
 _SERVER_ERROR = -32000
 _END = object()
@@ -55,7 +54,7 @@ class StreamableHttpTransport:
     async def send(self, message: dict[str, Any]) -> None:
         """POST ``message``; a request's answer arrives later through :meth:`messages`."""
         if self._closed or self._client is None:
-            raise ConnectionClosed("the connection is closed")
+            raise ConnectionClosedError("the connection is closed")
         if "method" in message and "id" in message:
             task = asyncio.create_task(self._exchange(message), name="dsh-mcp-post")
             self._posts.add(task)
@@ -66,11 +65,11 @@ class StreamableHttpTransport:
                                                headers=self._request_headers())
             await response.aread()
         except httpx.HTTPError as exc:
-            raise ConnectionClosed(f"cannot reach {self._shown}: {_describe(exc)}") from exc
+            raise ConnectionClosedError(f"cannot reach {self._shown}: {_describe(exc)}") from exc
         if response.status_code == 404 and self._session_id is not None:
             self._lost()
         if response.status_code >= 400:
-            raise ConnectionClosed(f"{self._shown} answered HTTP {response.status_code}")
+            raise ConnectionClosedError(f"{self._shown} answered HTTP {response.status_code}")
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The server's messages, from every POST's answer, until the connection ends."""
@@ -149,7 +148,7 @@ class StreamableHttpTransport:
                                 "error": {"code": _SERVER_ERROR, "message": message}})
 
     def _lost(self) -> None:
-        self._inbox.put_nowait(ConnectionClosed("the server no longer knows this session"))
+        self._inbox.put_nowait(ConnectionClosedError("the server no longer knows this session"))
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"accept": "application/json, text/event-stream"}
