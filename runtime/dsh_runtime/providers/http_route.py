@@ -70,7 +70,7 @@ from dsh_runtime.providers.pricing import PriceTable, estimated
 if TYPE_CHECKING:
     import httpx
 
-    from dsh_runtime.providers.sse import ServerSentEvent, SSEDecoder
+    from dsh_runtime.sse import ServerSentEvent, SSEDecoder
 
 ERROR_BODY_LIMIT = 64 * 1024
 """Bytes of an error response read for its message; the rest is never downloaded."""
@@ -383,7 +383,7 @@ class HttpRoute:
         """One HTTP exchange. Raises :class:`_Retry` only while nothing has been yielded."""
         import httpx
 
-        from dsh_runtime.providers.sse import SSEDecoder
+        from dsh_runtime.sse import SSEDecoder
 
         decoder = self.decoder()
         yielded = False
@@ -440,7 +440,7 @@ class HttpRoute:
             yield chunk
 
     def _decode(self, events: SSEDecoder, decoder: Decoder, data: bytes) -> list[Chunk]:
-        from dsh_runtime.providers.sse import SSEError
+        from dsh_runtime.sse import SSEError
 
         chunks: list[Chunk] = []
         if decoder.done:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from dsh_runtime.providers.sse import ServerSentEvent, SSEDecoder, SSEError
+from dsh_runtime.sse import ServerSentEvent, SSEDecoder, SSEError
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,6 +1,7 @@
 """An incremental, bounded server-sent-events decoder (the WHATWG ``text/event-stream`` rules).
 
-Pure and I/O-free, so it is tested by feeding bytes and the HTTP code only shovels
+The one event-stream reader of the runtime: model providers' streamed answers and MCP's
+streamable HTTP transport both read through it, each with its own bound. Pure and I/O-free, so it is tested by feeding bytes and the HTTP code only shovels
 network chunks into it: :meth:`SSEDecoder.feed` accepts bytes split anywhere (even between
 the ``\\r`` and ``\\n`` of one line ending) and returns the events completed so far.
 
