@@ -1,9 +1,10 @@
 """An incremental, bounded server-sent-events decoder (the WHATWG ``text/event-stream`` rules).
 
 The one event-stream reader of the runtime: model providers' streamed answers and MCP's
-streamable HTTP transport both read through it, each with its own bound. Pure and I/O-free, so it is tested by feeding bytes and the HTTP code only shovels
-network chunks into it: :meth:`SSEDecoder.feed` accepts bytes split anywhere (even between
-the ``\\r`` and ``\\n`` of one line ending) and returns the events completed so far.
+streamable HTTP transport both read through it, each with its own bound. Pure and
+I/O-free, so it is tested by feeding bytes and the HTTP code only shovels network chunks
+into it: :meth:`SSEDecoder.feed` accepts bytes split anywhere (even between the ``\\r``
+and ``\\n`` of one line ending) and returns the events completed so far.
 
 What the spec asks and this does: lines end with CRLF, LF or CR; a leading UTF-8 BOM is
 dropped; a line starting with ``:`` is a comment (servers send them as keep-alives);
@@ -22,13 +23,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dsh.core.errors import ProtocolError
+
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 _EOL = re.compile(rb"[\r\n]")
 _BOM = "\ufeff"
 
 
-class SSEError(ValueError):
+class SSEError(ProtocolError):
     """The byte stream is not a valid event stream (bad UTF-8, or an event over the bound)."""
 
 

@@ -26,9 +26,12 @@ from typing import Any
 import httpx
 from dsh.core.errors import ConnectionClosedError, ProtocolError
 from dsh.core.redact import redact
-from httpx_sse import EventSource, SSEError
+
+from dsh_runtime.sse import SSEDecoder
 
 _SERVER_ERROR = -32000
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message one event of an answer's stream may carry (as on stdio)."""
 _END = object()
 
 
@@ -124,18 +127,22 @@ class StreamableHttpTransport:
                         f"an answer of content type {kind or 'none'!r}"))
         except httpx.HTTPError as exc:
             self._fail(request_id, f"cannot reach {self._shown}: {_describe(exc)}")
-        except (ValueError, SSEError) as exc:
+        except (ValueError, ProtocolError) as exc:
             self._inbox.put_nowait(ProtocolError(f"an answer that is not JSON-RPC ({exc})"))
 
     async def _read_events(self, response: httpx.Response, request_id: Any) -> None:
-        async for event in EventSource(response).aiter_sse():
-            if event.event != "message" or not event.data:
-                continue  # other event types, and the spec's priming events
-            message = json.loads(event.data)
-            self._deliver(message)
-            if isinstance(message, dict) and message.get("id") == request_id \
-                    and "method" not in message:
-                return
+        """The answer's event stream, through the runtime's SSE decoder (:mod:`dsh_runtime.sse`)
+        with the stdio transport's bound on one message."""
+        events = SSEDecoder(max_event_bytes=MAX_MESSAGE_BYTES)
+        async for data in response.aiter_bytes():
+            for event in events.feed(data):
+                if event.event != "message" or not event.data:
+                    continue  # other event types, and the spec's priming events
+                message = json.loads(event.data)
+                self._deliver(message)
+                if isinstance(message, dict) and message.get("id") == request_id \
+                        and "method" not in message:
+                    return
         self._fail(request_id, "the server ended the answer's event stream before answering")
 
     def _deliver(self, payload: Any) -> None:
