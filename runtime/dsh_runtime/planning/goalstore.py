@@ -9,7 +9,9 @@ overwriting another (a second client, or another runtime on the same home).
 :func:`change` is the whole state machine, pure; the two tables only store:
 :class:`SqliteGoals` in the ``goals`` table of ``sessions.db`` (the ``sessions``
 service's connection), :class:`MemoryGoals` for a tree without that service, where goals
-end with the runtime.
+end with the runtime. Every session store offers its own table through ``goals()``
+(``sessions-postgres``: :mod:`dsh_runtime.sessions.postgres.goals`), so goals live
+wherever the sessions do.
 """
 
 from __future__ import annotations
@@ -238,6 +240,24 @@ class SqliteGoals:
             (new.revision, new.objective, new.status, new.max_rounds, new.blocked_reason,
              _now(), old.session_id, old.id, old.revision))
         return cursor.rowcount == 1
+
+    def history(self, session_id: str) -> list[Goal]:
+        """Every goal of the session, oldest first (``dsh sessions export``)."""
+        return [Goal(*row) for row in self._conn.execute(
+            f"SELECT {_COLUMNS} FROM goals WHERE session_id = ? ORDER BY number",
+            (session_id,))]
+
+    def put(self, goal: Goal) -> None:
+        """Store ``goal`` as it is, replacing the same id (``dsh sessions import``)."""
+        now = _now()
+        self._conn.execute(
+            f"INSERT INTO goals ({_COLUMNS}, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, id) DO UPDATE "
+            "SET number = excluded.number, revision = excluded.revision, "
+            "objective = excluded.objective, status = excluded.status, "
+            "max_rounds = excluded.max_rounds, rounds_used = excluded.rounds_used, "
+            "blocked_reason = excluded.blocked_reason, updated_at = excluded.updated_at",
+            (*goal, now, now))
 
     def bump_round(self, goal: Goal) -> Goal:
         """One more round, if the goal is active with rounds left (one UPDATE)."""
