@@ -12,6 +12,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "llm-openai-compatible": "dsh_runtime.providers.openai_compat:OpenAICompatibleProvider",
     "agent-core": "dsh_runtime.agent.plugin:AgentCore",
     "sessions-sqlite": "dsh_runtime.sessions.plugin:SessionsSqlite",
+    "sessions-postgres": "dsh_runtime.sessions.postgres.plugin:SessionsPostgres",
     "llm-scripted": "dsh_runtime.providers.scripted:ScriptedProvider",
     "tool-working-directory": "dsh_runtime.tools.working_directory:WorkingDirectoryTool",
     "tools-fs": "dsh_runtime.tools.fs:FsTools",

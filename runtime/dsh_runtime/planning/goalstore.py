@@ -129,7 +129,8 @@ class GoalTable(Protocol):
         ...
 
 
-def _open_goal_error(goal: Goal) -> GoalError:
+def open_goal_error(goal: Goal) -> GoalError:
+    """The refusal of a second open goal (every goal table words it the same)."""
     return GoalError(f"this session already has goal {goal.id} ({goal.status}, revision "
                      f"{goal.revision}); complete or abandon it with update_goal first")
 
@@ -155,7 +156,7 @@ class MemoryGoals:
         """A new active goal, unless one is open."""
         goals = self._goals.setdefault(session_id, [])
         if goals and goals[-1].status in OPEN:
-            raise _open_goal_error(goals[-1])
+            raise open_goal_error(goals[-1])
         goal = Goal(session_id, f"g-{len(goals) + 1}", len(goals) + 1, 1, objective, ACTIVE,
                     max_rounds)
         goals.append(goal)
@@ -221,7 +222,7 @@ class SqliteGoals:
         with transaction(self._conn):
             last = self.latest(session_id)
             if last is not None and last.status in OPEN:
-                raise _open_goal_error(last)
+                raise open_goal_error(last)
             number = 1 if last is None else last.number + 1
             goal = Goal(session_id, f"g-{number}", number, 1, objective, ACTIVE, max_rounds)
             now = _now()
