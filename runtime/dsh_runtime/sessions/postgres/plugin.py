@@ -48,9 +48,9 @@ class SessionsPostgres(Plugin):
             "type": "object",
             "properties": {
                 "dsn": {
-                    "type": "string", "minLength": 1,
+                    "type": ["string", "null"],
                     "description": "The connection string (a secret: give it as "
-                                   "!env DSH_POSTGRES_DSN).",
+                                   "!env DSH_POSTGRES_DSN; unset, the row says so).",
                 },
                 "schema": {
                     "type": "string", "default": DEFAULT_SCHEMA,
