@@ -26,6 +26,7 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh --dump-config-schema
        dsh profile list [--json]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
+       dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
 
 Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
 or one of your own under $DSH_HOME/profiles/.

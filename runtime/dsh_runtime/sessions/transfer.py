@@ -107,7 +107,7 @@ class _Reader:
         self.number = 0
 
     def fail(self, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}:{self.number}: {problem}")
+        return ConfigError(f"{self.source}:{max(1, self.number)}: {problem}")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for text in self._lines:
