@@ -82,6 +82,10 @@ EXCLUDED_MODULES = (
     # `dsh plugin` runs pip, so only the python carrier runs it (the frozen one refuses);
     # its file lock and TOML editor are 0.5 MB of the wheel.
     "filelock", "tomlkit",
+    # sessions-postgres runs on the python carrier only (the frozen one refuses the row,
+    # naming it): psycopg's binary wheel, with libpq and OpenSSL, is ~4 MB compressed,
+    # which the 15 MB runtime wheel has no room for.
+    "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool",
     # Reached only through imports that fall back when they fail (decimal uses _decimal,
     # shutil/tarfile/zipfile go without bz2 and lzma, warnings without tracemalloc) or
     # from code dsh never calls (mail and FTP handlers, xmlrpc, opening a browser).
