@@ -61,6 +61,14 @@ class SessionsPostgres(Plugin):
                     "description": "How long connecting may take (also bounds a stalled "
                                    "network write: TCP user timeout twice this).",
                 },
+                "synchronous_commit": {
+                    "type": "string", "default": "off",
+                    "enum": ["off", "local", "remote_write", "on", "remote_apply"],
+                    "description": "PostgreSQL's synchronous_commit for this store's "
+                                   "writes: 'off' (default) risks the last commits on a "
+                                   "server crash, as sessions.db does on a power cut; 'on' "
+                                   "waits for the disk at every event.",
+                },
                 "statement_timeout_ms": {
                     "type": "integer", "minimum": 100, "default": 10000,
                     "description": "The server-side bound of each statement.",
@@ -110,7 +118,8 @@ class SessionsPostgres(Plugin):
     async def update(self, config: Mapping[str, Any]) -> bool:
         """New lease timings in place; another database or schema replaces the row."""
         if any(config.get(k) != self.config.get(k) for k in (
-                "dsn", "schema", "connect_timeout_s", "statement_timeout_ms")):
+                "dsn", "schema", "connect_timeout_s", "statement_timeout_ms",
+                "synchronous_commit")):
             return False
         heartbeat_s, expiry_s = lease_timing(config)
         self.config = config
@@ -198,7 +207,8 @@ def _link(config: Mapping[str, Any]) -> Any:
                           "DSH_POSTGRES_DSN: set it in the launch environment or the home's "
                           ".env)")
     return Link(dsn, connect_timeout_s=float(config.get("connect_timeout_s", 5)),
-                statement_timeout_ms=int(config.get("statement_timeout_ms", 10000)))
+                statement_timeout_ms=int(config.get("statement_timeout_ms", 10000)),
+                synchronous_commit=str(config.get("synchronous_commit", "off")))
 
 
 def _open(link: Any, config: Mapping[str, Any], *, home: str, profile: str,
