@@ -8,8 +8,9 @@ session moved between stores (``dsh sessions export/import``) loads the same.
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsh_runtime.agent import compaction, events
@@ -69,6 +70,24 @@ def _context_cwd(message: dict[str, Any]) -> str | None:
                 return None
             return told if isinstance(told, str) else None
     return None
+
+
+def decode(bodies: Sequence[str]) -> list[dict[str, Any]]:
+    """The stored event texts of a log, parsed: one ``json.loads`` of them all, with the
+    cycle collector paused.
+
+    A resume parses the whole log; a long one is 100,000 events of nested dicts, whose
+    allocation sets off collections that rescan every object parsed so far, more than
+    doubling the time (2.4 s to under 1 s at 100,000 events). Parsed data holds no cycles,
+    so nothing is left for the collector; it runs again as it was before the call.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads("[" + ",".join(bodies) + "]")
+    finally:
+        if paused:
+            gc.enable()
 
 
 def encode(event: Mapping[str, Any]) -> str:

@@ -176,8 +176,8 @@ class SqliteSessionStore(Tracking):
             return None
         cwd, title, state_text = row
         state = json.loads(state_text or "{}")
-        log = [json.loads(body) for (body,) in self._conn.execute(
-            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))]
+        log = records.decode([body for (body,) in self._conn.execute(
+            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))])
         self._next_seq[session_id] = len(log)
         return records.replay(SessionRecord(session_id, cwd, title=title, events=log,
                                             context_cwd=state.get("context_cwd")), state)

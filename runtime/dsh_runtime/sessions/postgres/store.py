@@ -150,7 +150,7 @@ class PostgresSessionStore(Tracking):
         if found is None:
             return None
         (cwd, title, state), bodies = found
-        log = [json.loads(body) for body in bodies]
+        log = records.decode(bodies)
         self._next_seq[session_id] = len(log)
         return records.replay(SessionRecord(session_id, cwd, title=title, events=log,
                                             context_cwd=state.get("context_cwd")), state)
@@ -222,10 +222,13 @@ class PostgresSessionStore(Tracking):
         raise SessionHeldError(session_id, None if current is None else current.holder.public())
 
     def release(self, session_id: str) -> None:
-        """Drop this holder's lease on ``session_id`` (nothing when another holds it)."""
+        """Drop this holder's lease on ``session_id`` (nothing when another holds it).
+        With the database away the lease is only forgotten here: it expires there (and a
+        runtime on this host takes it over at once, this process being gone)."""
         self._forget(session_id)
-        self._run(lambda c: c.execute(self._sql["release"],
-                                      (session_id, self.holder.holder_id)))
+        if self._link.up:
+            self._run(lambda c: c.execute(self._sql["release"],
+                                          (session_id, self.holder.holder_id)))
 
     def heartbeat(self) -> list[str]:
         """Refresh this holder's leases (one statement); returns (and forgets) the ones
