@@ -272,3 +272,26 @@ def test_bad_setup_stops_the_launch_with_one_line_and_no_password(
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], done.stderr
         assert pgcluster.PASSWORD not in done.stderr + done.stdout
+
+
+def test_goals_are_kept_in_the_shared_database(deployment: Deployment) -> None:
+    """tools-goals stores a goal through the PostgreSQL store, not in memory: a runtime on
+    another home sees it once the session moves there."""
+    script = [{"text": "Setting a goal.", "tool_calls": [{"name": "create_goal", "arguments": {
+        "objective": "ship the postgres store", "max_goal_rounds": 3}}]},
+        {"text": "Goal set."}]
+    first = deployment.start(deployment.home("a"), script)
+    try:
+        first.request("session/prompt", {"sessionId": "g", "contentBlocks": blocks("plan")})
+        got = received(until_idle(first), "g")
+        result = next(e for e in got if e["type"] == "tool/result")
+        text = result["data"]["message"]["content"][0]["text"]
+        assert "in memory" not in text and '"goal_id": "g-1"' in text, text
+        first.close_stdin()
+        assert first.wait() == 0, first.stderr()
+    finally:
+        first.finish()
+    with psycopg.connect(deployment.dsn) as conn:
+        assert conn.execute(f"SELECT id, objective, status FROM {deployment.schema}.goals "
+                            "WHERE session_id = 'g'").fetchall() == [
+            ("g-1", "ship the postgres store", "active")]

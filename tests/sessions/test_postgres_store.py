@@ -335,3 +335,26 @@ def test_two_runtimes_racing_to_append_never_overwrite_or_skip(
         stop.set()
         old.close()
         new.close()
+
+
+@pytest.mark.parametrize("dsn", [
+    "postgresql://dsh:p%40ss%2Fw0rd@db:5432/dsh?sslmode=require",
+    "postgres://dsh:p@ss/w0rd@db/dsh",
+    "host=db user=dsh password='p@ss w0rd' dbname=dsh",
+    "host=db password=p@ssw0rd port=zz",
+    "postgresql:/dsh:p@ssw0rd@db/dsh oops",
+    "postgresql:///dsh?host=/run/pg&password=p%40ssw0rd",
+])
+def test_the_dsn_is_described_and_scrubbed_in_every_spelling(dsn: str) -> None:
+    from urllib.parse import unquote
+
+    from dsh_runtime.sessions.postgres import dsn as dsn_mod
+
+    found = dsn_mod.fields(dsn).get("password") or ""
+    texts = [f'missing "=" after "{token}" in connection info string' for token in dsn.split()]
+    texts += [f"could not connect with {dsn}: {found} {unquote(found)}"]
+    for text in texts:
+        scrubbed = dsn_mod.redact(text, dsn)
+        for secret in ("p@ss", "p%40ss", "w0rd"):
+            assert secret not in scrubbed, (dsn, scrubbed)
+    assert "w0rd" not in dsn_mod.describe(dsn)

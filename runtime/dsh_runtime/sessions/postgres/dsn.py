@@ -30,6 +30,10 @@ def fields(dsn: str) -> dict[str, str]:
     if is_uri(dsn):
         try:
             parts = urlsplit(dsn)
+            if parts.fragment or "@" in parts.path + parts.query:
+                # A password with an unescaped '/', '?', '#' or '@' leaves part of it
+                # outside the authority: such a DSN is not read (never shown) at all.
+                return {}
             netloc = parts.netloc.rpartition("@")
             out: dict[str, str] = {}
             if netloc[1]:
@@ -99,6 +103,9 @@ def secrets(dsn: str) -> list[str]:
                 found.add(value)
     if password:
         found.update({password, quote(password, safe=""), password.replace("'", "\\'")})
+    # A DSN libpq cannot parse is quoted by the token it stopped at, whose password this
+    # module may not have found: every longer word of the DSN goes too.
+    found.update(token for token in dsn.split() if len(token) >= 4)
     return sorted((s for s in found if s), key=len, reverse=True)
 
 
