@@ -358,3 +358,29 @@ def test_the_dsn_is_described_and_scrubbed_in_every_spelling(dsn: str) -> None:
         for secret in ("p@ss", "p%40ss", "w0rd"):
             assert secret not in scrubbed, (dsn, scrubbed)
     assert "w0rd" not in dsn_mod.describe(dsn)
+
+
+def test_leases_are_judged_on_the_servers_clock_whatever_each_hosts_says(
+        dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    """A host whose clock runs two minutes fast (four expiries) neither takes a live lease
+    over nor has its own live lease taken: both write and judge server time."""
+    import time as time_mod
+
+    def fast() -> int:
+        return int(time_mod.time() * 1000) + 120_000
+
+    slow = open_store(dsn, pg_schema, tmp_path / "a", host="host-slow")
+    quick = open_store(dsn, pg_schema, tmp_path / "b", host="host-fast", host_clock=fast)
+    try:
+        slow.acquire("held-by-slow")
+        quick.acquire("held-by-fast")
+        with pytest.raises(SessionHeldError):
+            quick.acquire("held-by-slow")
+        with pytest.raises(SessionHeldError):
+            slow.acquire("held-by-fast")
+        beats = {lease.holder.host: lease.heartbeat_at for lease in
+                 (slow.lease("held-by-slow"), slow.lease("held-by-fast"))}
+        assert abs(beats["host-slow"] - beats["host-fast"]) < 30_000
+    finally:
+        quick.close()
+        slow.close()

@@ -67,6 +67,9 @@ class PostgresSessionStore(Tracking):
 
     ``pid``, ``host``, ``holder_id``, ``lease_expiry_ms``, ``clock`` and ``alive`` are the
     SQLite store's: tests pass them to act as a runtime on another host or later in time.
+    Without ``clock``, lease times are the database server's (``host_clock``, this host's
+    clock, plus an offset measured at each connect), so hosts whose clocks disagree judge
+    leases alike.
     """
 
     def __init__(self, link: Link, *, schema_name: str, home: str | os.PathLike[str],
@@ -74,7 +77,8 @@ class PostgresSessionStore(Tracking):
                  holder_id: str | None = None,
                  lease_expiry_ms: int = DEFAULT_LEASE_EXPIRY_MS,
                  clock: Callable[[], int] | None = None,
-                 alive: workspaces.PidAlive = workspaces.pid_alive) -> None:
+                 alive: workspaces.PidAlive = workspaces.pid_alive,
+                 host_clock: Callable[[], int] = _now) -> None:
         super().__init__()
         self._link = link
         self.schema_name = schema_name
@@ -84,13 +88,16 @@ class PostgresSessionStore(Tracking):
         self.holder = LeaseHolder(holder_id or os.urandom(16).hex(),
                                   socket.gethostname() if host is None else host, self.pid)
         self.lease_expiry_ms = lease_expiry_ms
-        self._clock = clock or _now
+        self._host_clock = host_clock
+        self._offset_ms = 0
+        self._clock = clock or self._server_clock
         self._alive = alive
         self.spool = Spool(self.home / "spool", pid=self.pid, holder_id=self.holder.holder_id)
         try:  # the store owns the link from here: a failed open closes it
             self._sql = _statements(schema.quoted(schema_name))
             self.migrated_from = self._run(lambda c: schema.migrate(c, self.schema_name,
                                                                     link.where))
+            self._measure_offset()
             self._local = SqliteSessionStore(self.home / "sessions.db", profile=profile,
                                              pid=self.pid, host=self.holder.host)
         except BaseException:
@@ -258,6 +265,7 @@ class PostgresSessionStore(Tracking):
         taken over meanwhile are let go (each ``on_lost`` listener is told) and their
         spooled events set aside in ``spool/conflicts/``."""
         self._link.adopt(conn)
+        self._measure_offset()
         entries = self.spool.entries()
         if entries:
             left: list[Entry] = []
@@ -463,6 +471,20 @@ class PostgresSessionStore(Tracking):
             self._link.close()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _server_clock(self) -> int:
+        """Now on the database server's clock (epoch ms), the one every host's lease
+        timestamps are written and judged by: hosts' clocks may disagree by more than the
+        expiry, which would let a fast clock take a live session over."""
+        return self._host_clock() + self._offset_ms
+
+    def _measure_offset(self) -> None:
+        """The server's clock minus this host's, taken at each (re)connect."""
+        before = self._host_clock()
+        server = self._run(lambda c: c.execute(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()[0])
+        after = self._host_clock()
+        self._offset_ms = int(server) - (before + after) // 2
 
     def _run(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(connection)`` through the link; other driver errors become PluginError."""
