@@ -28,11 +28,6 @@ from dsh_runtime.sessions.postgres import dsn as dsn_mod
 logger = logging.getLogger("dsh.sessions")
 T = TypeVar("T")
 
-CARRIER_HINT = ("sessions-postgres needs the python carrier (`dsh` from `pip install "
-                "'dsh[postgres]'`; SDK: ClientConfig(carrier='python')): the frozen "
-                "dsh-runtime does not carry the PostgreSQL driver")
-
-
 SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "on", "remote_apply")
 """PostgreSQL's ``synchronous_commit`` levels. The store's default is ``off``: a commit
 returns once the server has it, before its WAL reaches the disk, so a crash of the *server*
@@ -43,14 +38,10 @@ machine, more on network storage) slows streaming; ``on`` is there for who wants
 
 
 def driver() -> Any:
-    """The ``psycopg`` module; a clear error when it is not installed (or frozen away)."""
+    """The ``psycopg`` module; a clear error when it is not installed."""
     try:
         import psycopg
     except ImportError:
-        import sys
-
-        if getattr(sys, "frozen", False):
-            raise ConfigError(CARRIER_HINT) from None
         raise ConfigError("sessions-postgres needs the psycopg driver: pip install "
                           "'dsh[postgres]'") from None
     return psycopg

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -195,9 +196,18 @@ class SessionsPostgres(Plugin):
             conn.close()
 
 
+CARRIER_HINT = ("sessions-postgres needs the python carrier (`dsh` from `pip install "
+                "'dsh[postgres]'`; SDK: ClientConfig(carrier='python')): the frozen "
+                "dsh-runtime does not carry the PostgreSQL driver")
+
+
 def _link(config: Mapping[str, Any]) -> Any:
     """The row's connection settings; a missing DSN is ConfigError (exit 2), and the
-    frozen runtime refuses here, before any of them is read."""
+    frozen runtime refuses here, before any of them is read. The freeze leaves out the
+    driver and this package's other modules (never run there), so the refusal comes
+    before they are imported."""
+    if getattr(sys, "frozen", False):
+        raise ConfigError(CARRIER_HINT)
     from dsh_runtime.sessions.postgres.link import Link, driver
 
     driver()
