@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import anchors as anchor_probes
+from benchlib import fileaccess as _fileaccess  # noqa: F401  (registers its benchmarks)
 from benchlib import pgsessions as _pgsessions  # noqa: F401  (registers its benchmarks)
+from benchlib import providers as _providers  # noqa: F401 - registers its benchmarks
 from benchlib import sessions as _sessions  # noqa: F401  (registers its benchmarks)
 from benchlib.cli import main
 from benchlib.registry import Options, Result, benchmark, result

@@ -97,6 +97,10 @@ ALLOWLIST: tuple[Allow, ...] = (
           "fake model HTTP servers for the provider tests, never installed"),
     Allow("test-model-server", ("main-guard", "shebang"), "tests/**/fake_*model*.py",
           "fake model servers next to the suites that drive them, never installed"),
+    Allow("test-model-server", ("main-guard",), "tests/fixtures/*_standin.py",
+          "model-API stand-ins written from the public docs (DeepSeek, Anthropic Messages), "
+          "run in-thread by tests/providers and the bench, or as their own process; "
+          "never installed"),
     Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_test_server.py",
           "the test MCP server tests/mcp and the bench spawn over stdio or HTTP, never installed"),
     Allow("test-runtime-peer", ("main-guard", "shebang"), "tests/**/fake_*.py",

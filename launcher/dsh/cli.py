@@ -16,7 +16,13 @@ from pathlib import Path
 
 from dsh import argv as argv_mod
 from dsh._version import __version__
-from dsh.errors import EXIT_INTERRUPTED, EXIT_USAGE, DshError, UsageError
+from dsh.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    DshError,
+    ProfileNotFoundError,
+    UsageError,
+)
 
 HELP = """\
 usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
@@ -26,22 +32,14 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh --dump-config-schema
        dsh profile list [--json]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
+       dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
        dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
 
 Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
 or one of your own under $DSH_HOME/profiles/.
 
-launcher options (they come before the application's arguments):
-  --profile NAME               the profile to run
-  --patch FILE                 an extra patch layer, applied last (repeatable, in order)
-  --home DIR                   the dsh home (default: $DSH_HOME, else ~/.dsh)
-  --from-default-profile TPL   create profile NAME as a copy of shipped template TPL
-  --dump-config                print the composed config tree with provenance
-  --dump-default-config        the same, bundle layers only
-  --dump-config-schema         print the JSON Schema of rows and patch operations
-  --json                       JSON output for the --dump-* flags
-  -V, --version                print the version
-  -h, --help                   this help; `dsh --profile NAME -h` is the application's help
+""" + argv_mod.LAUNCHER_OPTIONS + """
+subcommands: dsh plugin --profile NAME add|remove|list|sync|order, dsh plugin new NAME
 """
 
 
@@ -67,6 +65,11 @@ def _run(argv: list[str]) -> int:
         _emit_json(config_schema())
         return 0
     if inv.profile is None:
+        if inv.app_args and inv.app_args[0].startswith("-"):
+            near = argv_mod.near_flag(inv.app_args[0])
+            guess = f"; did you mean {near}?" if near else " (see `dsh -h`)"
+            raise UsageError(f"unknown launcher option {inv.app_args[0].partition('=')[0]}"
+                             f"{guess}")
         sys.stderr.write(HELP)
         raise UsageError("no profile given (try `dsh --profile sdk` or `dsh web`)")
     # Booting allocates tens of thousands of long-lived objects and almost no garbage, so
@@ -97,6 +100,8 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
         resolved = launch.resolve(home, inv.profile, inv.patches, cwd,
                                   default_only=inv.dump == "--dump-default-config")
         prepared = None if inv.dump is not None else launch.prepare(resolved, cwd, inv.app_args)
+    except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
+        raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
     except DshError:
         if created is not None:  # bad input writes nothing: take the new profile back
             import contextlib
@@ -107,7 +112,8 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
                 created.path.parent.rmdir()  # the profiles folder, if this made it
         raise
     resolved.files.cache.save()
-    for warning in resolved.tree.warnings:
+    for warning in (*(prepared.env.warnings if prepared is not None else ()),
+                    *resolved.tree.warnings):
         sys.stderr.write(f"dsh: warning: {warning}\n")
     if prepared is None:
         document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
@@ -120,11 +126,39 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
         return 0
     from dsh_runtime.app import run
 
-    return run(prepared)
+    try:
+        return run(prepared)
+    except UsageError as exc:  # the application refused its arguments
+        where = argv_mod.misplaced(inv, str(exc)) if inv.app_args else None
+        if where is None:
+            raise
+        raise UsageError(where) from exc
+
+
+def _fill_closed_stdio() -> None:
+    """Point a closed fd 0, 1 or 2 at ``/dev/null`` (``dsh <&-``, a daemon's child).
+
+    Otherwise the next file opened takes the number, and whatever later reads "stdin" or
+    writes "stdout" (the application's frames) would read or overwrite that file.
+    """
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, mode)  # the lowest free number: ``fd`` itself
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            stream = ("stdin", "stdout", "stderr")[fd]
+            if getattr(sys, stream) is None:
+                # lives as long as the process, like the stream Python would have made
+                setattr(sys, stream, open(fd, "r" if fd == 0 else "w",  # noqa: SIM115
+                                          closefd=False))
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsh`` console script and ``python -m dsh``."""
+    _fill_closed_stdio()
     args = sys.argv[1:] if argv is None else argv
     try:
         code = _run(args)

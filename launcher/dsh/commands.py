@@ -1,5 +1,5 @@
-"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``sessions``),
-built with click.
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``,
+``sessions``), built with click.
 
 They run under :func:`dsh.cli.main`'s single error handler: click's own usage errors are
 turned into :class:`~dsh.errors.UsageError` here, so every failure leaves the same way.
@@ -10,6 +10,7 @@ bytecode is compiled without docstrings (``wheels/hatch_build.py``).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,9 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
 @_home_option
 @click.option("--profile", "profile", default="sdk", show_default=True)
 @click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
-@click.option("--live", is_flag=True, help="Also boot the runtime (prints its help).")
+@click.option("--live", is_flag=True,
+              help="Also boot the runtime, reach the default model route (key, server, "
+                   "model listed) and every MCP server.")
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
@@ -109,11 +112,13 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
     _emit("profile list", None, as_json, {"profiles": rows}, render)
 
 
-@group.group(help="Each profile's own plugin environment (profiles/NAME/plugins).")
-@click.option("--profile", "profile_name", required=True, help="The profile to change.")
+@group.group(help="Each profile's own plugin environment (profiles/NAME/plugins), and new "
+                   "plugin packages.")
+@click.option("--profile", "profile_name", default=None,
+              help="The profile to change or list (every command but `new`).")
 @_home_option
 @click.pass_context
-def plugin(ctx: click.Context, profile_name: str, home: str | None) -> None:
+def plugin(ctx: click.Context, profile_name: str | None, home: str | None) -> None:
     from dsh.carriers import running_frozen
 
     if running_frozen():
@@ -121,67 +126,78 @@ def plugin(ctx: click.Context, profile_name: str, home: str | None) -> None:
         # freeze leaves out the lock and TOML-editing libraries this command needs.
         raise UsageError("dsh plugin needs the python carrier (it installs with pip): run "
                          "it with the `dsh` launcher, not the frozen dsh-runtime")
-    from dsh.plugins import PluginManager
-    from dsh.profiles import validate_name
-
     inv: Invocation = ctx.obj
-    ctx.obj = PluginManager(resolve_home(home or inv.home), validate_name(profile_name))
+    ctx.obj = _PluginArgs(resolve_home(home or inv.home), profile_name)
 
 
-def _locked(manager: Any, action: Any) -> Any:
-    """Run ``action`` holding the profile's lock; an unwritable profile is bad input."""
-    from dsh.errors import ConfigError
+class _PluginArgs:
+    """The ``plugin`` group's options, handed to its commands."""
 
-    try:
-        with manager.lock():
-            return action()
-    except PermissionError as exc:
-        raise ConfigError(f"{exc.filename or manager.path}: read-only; `dsh plugin` cannot "
-                          "change this profile") from exc
+    def __init__(self, home: Path, profile: str | None) -> None:
+        self.home = home
+        self.profile = profile
+
+    def manager(self, command: str) -> Any:
+        """The profile's plugin manager; a command without ``--profile`` is bad input."""
+        from dsh.plugins import PluginManager
+        from dsh.profiles import validate_name
+
+        if self.profile is None:
+            raise UsageError(f"dsh plugin {command} needs a profile: dsh plugin --profile "
+                             f"NAME {command} ...")
+        return PluginManager(self.home, validate_name(self.profile))
 
 
 def _show_bundles(profile: Any) -> None:
     sys.stdout.write(f"bundles: {', '.join(profile.bundles)}\n")
 
 
-@plugin.command("add", help="Install requirements (names or local paths) into the profile.")
+@plugin.command("add", help="Install requirements (names or local paths) into the profile; "
+                "a new profile starts from a shipped template.")
 @click.argument("specs", nargs=-1, required=True)
+@click.option("--from", "template", default=None, metavar="TEMPLATE",
+              help="The shipped template a new profile starts from (default: headless).")
+@click.option("--no-bundle", "plain", is_flag=True,
+              help="Accept a package without a dsh.bundles entry point (a plain library).")
 @click.pass_obj
-def plugin_add(manager: Any, specs: tuple[str, ...]) -> None:
-    _show_bundles(_locked(manager, lambda: manager.add(list(specs), Path.cwd())))
+def plugin_add(args: _PluginArgs, specs: tuple[str, ...], template: str | None,
+               plain: bool) -> None:
+    manager = args.manager("add")
+    _show_bundles(manager.add(list(specs), Path.cwd(), template=template, plain=plain))
 
 
 @plugin.command("remove",
                 help="Remove requirements (by requirement text, path or distribution name).")
 @click.argument("names", nargs=-1, required=True)
 @click.pass_obj
-def plugin_remove(manager: Any, names: tuple[str, ...]) -> None:
-    _show_bundles(_locked(manager, lambda: manager.remove(list(names), Path.cwd())))
+def plugin_remove(args: _PluginArgs, names: tuple[str, ...]) -> None:
+    _show_bundles(args.manager("remove").remove(list(names), Path.cwd()))
 
 
 @plugin.command("sync", help="Reinstall exactly the requirements recorded in profile.toml.")
 @click.pass_obj
-def plugin_sync(manager: Any) -> None:
-    _show_bundles(_locked(manager, manager.sync))
+def plugin_sync(args: _PluginArgs) -> None:
+    _show_bundles(args.manager("sync").sync())
 
 
 @plugin.command("order", help="Rewrite the profile's bundle order.")
 @click.argument("bundles", nargs=-1, required=True)
 @click.pass_obj
-def plugin_order(manager: Any, bundles: tuple[str, ...]) -> None:
-    _show_bundles(_locked(manager, lambda: manager.order(list(bundles))))
+def plugin_order(args: _PluginArgs, bundles: tuple[str, ...]) -> None:
+    _show_bundles(args.manager("order").order(list(bundles)))
 
 
-@plugin.command("list", help="Requirements, installed versions and bundles.")
+@plugin.command("list", help="Requirements, installed versions and bundles (writes nothing).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
-def plugin_list(manager: Any, as_json: bool) -> None:
+def plugin_list(args: _PluginArgs, as_json: bool) -> None:
     try:
-        data = _locked(manager, manager.describe)
+        manager = args.manager("list")
+        data = manager.describe()
     except DshError as exc:
         if not as_json:
             raise
-        _fail_json("plugin list", manager.name, exc)
+        _fail_json("plugin list", args.profile, exc)
         sys.exit(exc.exit_code)
 
     def render(d: dict[str, Any]) -> str:
@@ -193,6 +209,65 @@ def plugin_list(manager: Any, as_json: bool) -> None:
         return "\n".join(lines) + "\n"
 
     _emit("plugin list", manager.name, as_json, data, render)
+
+
+@plugin.command("new", help="Write a new plugin package NAME (one tool, its bundle, a test) "
+                "to start from; see docs/plugins.md.")
+@click.argument("name")
+@click.option("--dir", "where", default=".", show_default=True,
+              help="The folder to create NAME in.")
+@click.option("--backend", type=click.Choice(["setuptools", "hatchling"]),
+              default="setuptools", show_default=True, help="The package's build backend.")
+@click.pass_obj
+def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
+    from dsh import scaffold
+
+    if args.profile is not None:
+        raise UsageError("dsh plugin new writes a package and takes no --profile; add it to "
+                         f"a profile afterwards: dsh plugin --profile {args.profile} add "
+                         f"./{name}")
+    folder = scaffold.create(name, Path(where), backend=backend)
+    shown = str(folder) if Path(where).is_absolute() else os.path.join(
+        ".", os.path.relpath(folder))
+    sys.stdout.write(f"created {shown}/ (plugin {name}, {backend})\n"
+                     f"next: cd {shown} && pip install -e '.[test]' && python -m pytest\n"
+                     f"      dsh plugin --profile mine add {shown}\n")
+
+
+@group.command(help="Trust a project folder (default: the current one): its own .env may "
+                    "then set provider base URLs, proxies, CA bundles and DSH_POSTGRES_DSN "
+                    "as they are now (dsh otherwise ignores them there; a later change needs "
+                    "dsh trust again). Recorded in $DSH_HOME/trusted.toml.")
+@click.argument("path", required=False)
+@click.option("--list", "show", is_flag=True, help="List the trusted folders.")
+@click.option("--remove", "remove", metavar="PATH", default=None,
+              help="Stop trusting PATH.")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
+          home: str | None, as_json: bool) -> None:
+    from dsh import trust as trust_mod
+
+    if sum((show, remove is not None, path is not None)) > 1:
+        raise UsageError("give one of PATH, --list or --remove PATH")
+    home_path = resolve_home(home or inv.home)
+    if show:
+        data: dict[str, Any] = {"folders": trust_mod.folders(home_path)}
+        _emit("trust", None, as_json, data,
+              lambda d: "".join(f"{f}\n" for f in d["folders"]))
+        return
+    if remove is not None:
+        trust_mod.remove(home_path, Path(remove))
+        data = {"folder": os.path.realpath(remove), "trusted": False}
+        _emit("trust", None, as_json, data, lambda d: f"no longer trusted: {d['folder']}\n")
+        return
+    folder = Path(path) if path is not None else Path.cwd()
+    change = trust_mod.add(home_path, folder)
+    data = {"folder": os.path.realpath(folder), "trusted": True, "change": change}
+    words = {"added": "trusted", "updated": "trusted (its .env's routing settings as they "
+             "are now)", "unchanged": "already trusted"}
+    _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
 
 
 @group.group(help="Move a profile's sessions between stores (SQLite, PostgreSQL) as JSON "

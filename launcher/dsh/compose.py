@@ -149,6 +149,13 @@ class ComposedTree(NamedTuple):
             })
         return tuple(flat)
 
+    def routing_names(self) -> frozenset[str]:
+        """Variables the enabled rows' configs read to decide where to connect
+        (:func:`dsh.tags.routing_names`)."""
+        return frozenset(name for row, disabled in self.walk()
+                         if row.children is None and not disabled
+                         for name in tags.routing_names(row.values.get("config") or {}))
+
     def to_json(self, profile: str, patch_reload: str) -> dict[str, Any]:
         """The ``--dump-config --json`` document of DESIGN.md section 5."""
         return {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh import carriers
+from dsh.distribution import RUNTIME_DIST, runtime_hint
 from dsh.errors import DshError
 from dsh.machine import display_path
 
@@ -46,7 +47,10 @@ class Doctor:
         self.checks: list[Check] = []
 
     def add(self, check_id: str, status: str, message: str) -> None:
-        self.checks.append(Check(check_id, status, message))
+        """Record a check; credentials inside URLs (an MCP server's ``?key=``) are masked."""
+        from dsh.redact import redact
+
+        self.checks.append(Check(check_id, status, redact(message)))
 
     def scrub(self, text: str) -> str:
         """Replace absolute home/cwd prefixes in a message."""
@@ -61,6 +65,7 @@ class Doctor:
                 self.check_instructions()
                 if live:
                     self.check_live()
+                    self.check_route(resolved)
                     self.check_mcp(resolved)
                     self.check_rows(resolved)
         self.check_carriers()
@@ -70,13 +75,22 @@ class Doctor:
                 "strict": self.strict}
 
     def check_home(self) -> bool:
-        from dsh.home import ensure_dir
-
+        """Whether the home can be written, creating nothing: a home that does not exist
+        yet is fine when the first run can create it."""
+        if not self.home.exists():
+            parent = next((p for p in self.home.parents if p.exists()), None)
+            if parent is not None and parent.is_dir() and os.access(parent, os.W_OK):
+                self.add("home.writable", "ok", "not created yet; the first run creates it")
+                return True
+            self.add("home.writable", "fail", "does not exist and cannot be created "
+                     f"(no writable {parent})")
+            return False
         try:
-            ensure_dir(self.home)
+            if not self.home.is_dir():
+                raise OSError(f"{self.home}: exists and is not a directory")
             with tempfile.NamedTemporaryFile(dir=self.home, prefix=".doctor-"):
                 pass
-        except (DshError, OSError) as exc:
+        except OSError as exc:
             self.add("home.writable", "fail", self.scrub(str(exc)))
             return False
         self.add("home.writable", "ok", "the home exists and is writable")
@@ -86,7 +100,8 @@ class Doctor:
         from dsh import launch
 
         try:
-            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd)
+            resolved = launch.resolve(self.home, self.profile, self.patches, self.cwd,
+                                      seed=False)
         except DshError as exc:
             self.add("profile.resolvable", "fail", self.scrub(str(exc)))
             return None
@@ -107,15 +122,22 @@ class Doctor:
         return resolved
 
     def check_plugins_and_env(self, resolved: Any) -> None:
+        from dsh_runtime.loader import add_plugin_dir
         from dsh_runtime.loader import resolve as resolve_plugin
 
         from dsh.envsnapshot import snapshot
 
+        # Plugins load from the profile's plugin environment, exactly as the runtime does.
+        add_plugin_dir(resolved.profile.plugin_dir)
+
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
             env = None
+        else:
+            if env.warnings:
+                self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
         required: dict[str, list[str]] = {}
         for row, disabled in resolved.tree.walk():
             if row.children is not None:
@@ -208,6 +230,7 @@ class Doctor:
         except DshError as exc:
             self.add(check_id, "fail", self.scrub(str(exc)))
             return
+        self.check_limits(row.id, config)
         if policy.mode == "off":
             self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
             return
@@ -221,18 +244,45 @@ class Doctor:
             self.add(check_id, "warn", self.scrub(f"{policy.describe()}, but {found.reason}: "
                                                   "commands run unsandboxed"))
 
+    def check_limits(self, row_id: str, config: Any) -> None:
+        """``limits.<row>``: how the shell row's resource limits are enforced here.
+
+        A cgroup bounds a command's processes and memory together (ok); rlimits bound each
+        process alone, and root ignores the process limit (warn then); none is a warning.
+        """
+        from dsh.limits import Limits
+        from dsh.process import enforcement
+
+        check_id = f"limits.{row_id}"
+        try:
+            limits = Limits.from_config(config.get("limits"), row_id=row_id)
+        except DshError as exc:
+            self.add(check_id, "fail", self.scrub(str(exc)))
+            return
+        found = enforcement(limits)
+        root = hasattr(os, "getuid") and os.getuid() == 0
+        if found.how == "none" or (found.how == "rlimits" and root and limits.processes):
+            extra = (" (running as root, which RLIMIT_NPROC does not bound: processes are "
+                     "not limited)" if found.how == "rlimits" else "")
+            self.add(check_id, "warn", f"{found.how}: {found.detail}{extra}")
+        else:
+            self.add(check_id, "ok", f"{found.how}: {found.detail}")
+
     def check_live(self) -> None:
-        import subprocess
+        from dsh import process
 
         # In the frozen carrier sys.executable is the dsh runtime itself.
-        carrier = [sys.executable] if carriers.running_frozen() else [sys.executable, "-m",
-                                                                      "dsh"]
+        carrier = ([sys.executable] if carriers.running_frozen()
+                   else process.python_command("dsh"))
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                                  stdin=subprocess.DEVNULL, cwd=self.cwd)
-        except subprocess.TimeoutExpired:
+            proc = process.run(argv, text=True, timeout=60, cwd=self.cwd)
+        except OSError as exc:
+            self.add("runtime.boot", "fail", f"the runtime cannot be started: "
+                                             f"{exc.strerror or exc}")
+            return
+        if proc.timed_out:
             self.add("runtime.boot", "fail", "the runtime did not answer -h within 60 s")
             return
         if proc.returncode == 0:
@@ -240,6 +290,66 @@ class Doctor:
         else:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
+
+    def check_route(self, resolved: Any) -> None:
+        """``--live``: the model route the profile's sessions use by default (the agent
+        row's ``default_route``): its key is set, its server answers, and, where the API
+        lists models (``/models``), it lists the route's default model. Checked with the
+        route's own code, as a session's first request would be."""
+        import asyncio
+
+        from dsh_runtime.agent.service import AgentConfig
+        from dsh_runtime.loader import resolve as resolve_plugin
+        from dsh_runtime.schema import validate
+
+        from dsh import tags
+        from dsh.envsnapshot import snapshot
+
+        leaves = [(row, off) for row, off in resolved.tree.walk() if row.children is None]
+        agent = next((row for row, off in leaves if row.name == "agent-core" and not off), None)
+        if agent is None:
+            return
+        route = (agent.values.get("config") or {}).get("default_route") \
+            or AgentConfig().default_route
+        try:
+            env = snapshot(self.home, self.cwd)
+        except DshError:
+            env = {}  # check_plugins_and_env already reported the broken .env
+        check_id = f"route.{route}"
+        for row, off in leaves:
+            config = row.values.get("config") or {}
+            if off or not isinstance(config, dict) or not str(row.name).startswith("llm"):
+                continue
+            try:
+                plugin_class = resolve_plugin(row.id, row.name)
+            except DshError:
+                continue  # check_plugins_and_env reported it
+            schema = plugin_class.manifest.config_schema or {}
+            default = (schema.get("properties", {}).get("route") or {}).get("default")
+            if config.get("route", default) != route:
+                continue
+            try:
+                values = validate(schema, tags.resolve(config, env, self.home), row_id=row.id)
+            except DshError as exc:
+                self.add(check_id, "fail", self.scrub(str(exc)))
+                return
+            route_for = getattr(plugin_class, "route_for", None)
+            if route_for is None:
+                self.add(check_id, "ok", f"route '{route}' (row '{row.id}', {row.name}) "
+                         "has no server to reach")
+                return
+            try:
+                probe = route_for(values, env=env, home=str(self.home), row_id=row.id)
+                results = asyncio.run(probe.probe())
+            except DshError as exc:
+                self.add(check_id, "fail", self.scrub(str(exc)))
+                return
+            for name, status, message in results:
+                self.add(f"{check_id}.{name}", status,
+                         self.scrub(f"{message} (route '{route}', row '{row.id}')"))
+            return
+        self.add(check_id, "fail", f"no enabled row publishes route '{route}', the agent "
+                 "row's default_route")
 
     def check_mcp(self, resolved: Any) -> None:
         """``--live``: connect to every MCP server the profile configures, bounded.
@@ -263,7 +373,7 @@ class Doctor:
         from dsh_runtime.schema import validate
 
         try:
-            env = snapshot(self.home, self.cwd)
+            env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError:
             env = {}  # check_plugins_and_env already reported the broken .env
         for row in rows:
@@ -321,7 +431,7 @@ class Doctor:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
             message = "available" if carrier["available"] else (
-                "dsh-runtime-bin not installed (pip install 'dsh[runtime]')")
+                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:

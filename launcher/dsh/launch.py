@@ -97,14 +97,20 @@ class Resolved(NamedTuple):
 
 
 def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
-            *, default_only: bool = False) -> Resolved:
-    """Resolve the profile and compose its layers (bundles only when ``default_only``)."""
+            *, default_only: bool = False, seed: bool = True) -> Resolved:
+    """Resolve the profile and compose its layers (bundles only when ``default_only``).
+
+    ``seed`` off is for commands that only read (``dsh doctor``): a shipped template not
+    in the home yet is read from the installation, and nothing is created.
+    """
     validate_name(profile_name)  # a bad name touches nothing on disk
     if home.exists():
         ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
     cache = LayerCache(home)
-    profile = load_profile(home, profile_name, cache)  # seeding creates the home privately
-    ensure_dir(home)
+    # seeding creates the home privately
+    profile = load_profile(home, profile_name, cache, seed=seed)
+    if seed:
+        ensure_dir(home)
     files = layer_files(home, profile, patches, cwd, cache)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:
@@ -119,15 +125,22 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
     """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included)."""
     from dsh.envsnapshot import snapshot
 
-    env = snapshot(resolved.home, cwd, environ)
+    checked = resolved.tree.routing_names()
+    env = snapshot(resolved.home, cwd, environ, routing=checked)
     profile, files, home = resolved.profile, resolved.files, resolved.home
+    project_env = str(cwd / ".env")
 
     def recompose() -> tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]:
         tree = compose([*resolved.bundle_layers, *load_user_layers(files),
                         *resolved.patch_layers])
         files.cache.save()
-        return tree.flat_rows(env, home), mask_secrets(tree.to_json(profile.name,
-                                                                    profile.patch_reload))
+        # A live edit may read an address from a variable the launch did not check as
+        # routing: one the project's .env set is not used (the snapshot cannot change).
+        unchecked = {name for name in tree.routing_names() - checked
+                     if env.origin(name) == project_env}
+        view = env if not unchecked else {k: v for k, v in env.items() if k not in unchecked}
+        return tree.flat_rows(view, home), mask_secrets(tree.to_json(profile.name,
+                                                                     profile.patch_reload))
 
     tree = resolved.tree
     return Launch(

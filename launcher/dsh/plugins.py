@@ -2,14 +2,21 @@
 
 A profile's plugins live in ``profiles/<name>/plugins/``, a ``pip install --target``
 directory the runtime appends to its import path. Every change reinstalls *all* the
-profile's requirements into a fresh directory beside it and swaps it in by rename only
-after the install succeeded, so a failed install changes nothing: neither the directory
-nor ``profile.toml``. A command killed part-way leaves at worst an unused staging folder,
-or, between the swap's two renames, the old directory set aside: the next profile load
-puts it back (:func:`restore_interrupted_swap`) and the next change clears the rest.
-``profile.toml`` is edited with tomlkit, keeping the user's comments and layout. A file
-lock per profile makes two ``dsh plugin`` commands run one after the other instead of
-interleaving.
+profile's requirements into a fresh directory beside it (:mod:`dsh.installer`), checks
+what it added, and swaps it in by rename only then, so a failed command changes nothing:
+neither the directory nor ``profile.toml``. A profile the command creates (``add`` on a
+new name, from a shipped template) is built whole in a staging folder and renamed into
+place at the end. A command killed part-way leaves at worst an unused staging folder, or,
+between the swap's two renames, the old directory set aside: the next profile load puts
+it back (:func:`restore_interrupted_swap`) and the next change clears the rest.
+``profile.toml`` is edited with tomlkit, keeping the user's comments and layout. A lock
+per profile (:mod:`dsh.profilelock`, removed on release) makes two ``dsh plugin`` commands
+run one after the other instead of interleaving.
+
+What ``add`` checks before anything is swapped in: every distribution it was asked for
+declares a ``dsh.bundles`` entry point (unless ``--no-bundle``), each of its bundles has a
+``patch.yml`` that parses, and every row those bundles insert names a plugin that imports
+and declares a valid manifest. Reading commands (``list``) never create anything.
 
 Bundles: every installed distribution declaring a ``dsh.bundles`` entry point adds its
 bundles to the profile's list, in requirement order; bundles of distributions no longer
@@ -18,37 +25,40 @@ installed are dropped; shipped bundles (``dsh-*``) are never added or removed he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh import shipped
+from dsh.bundles import BUNDLE_FILE
 from dsh.bundles import GROUP as BUNDLE_GROUP
-from dsh.errors import ConfigError, PluginError, UsageError
+from dsh.errors import ConfigError, DshError, UsageError
 from dsh.home import ensure_dir
-from dsh.profiles import PROFILE_FILE, Profile, parse_profile_toml, profiles_dir, seed_template
+from dsh.installer import install, is_local
+from dsh.profilelock import ProfileLock, lock_path
+from dsh.profiles import (
+    PROFILE_FILE,
+    Profile,
+    parse_profile_text,
+    parse_profile_toml,
+    profiles_dir,
+    read_profile_text,
+    shipped_profile,
+    unknown_profile,
+)
 
-BASE_BUNDLE = "dsh-base"
-NEW_PROFILE = f"""\
-# Created by `dsh plugin`: {BASE_BUNDLE} plus the bundles of this profile's plugins.
-[profile]
-bundles = ["{BASE_BUNDLE}"]  # applied in this order
-patch-reload = "live"
-
-[plugins]
-requirements = []  # managed by `dsh plugin --profile NAME`
-"""
+DEFAULT_TEMPLATE = "headless"
+"""The template ``add`` starts a new profile from: a runnable application (one task)."""
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-_OS_ERROR = re.compile(r"\[Errno \d+\] [^:'\"\]]+")
-MESSAGE_LIMIT = 300
-"""Characters of an installer's last line quoted when it names no clearer cause."""
+_NEW_PREFIX = "plugin-new."
 
 
 def _note(text: str) -> None:
@@ -68,6 +78,7 @@ class Installed:
     version: str
     bundles: tuple[str, ...]
     source: str | None  # the local path it was installed from, if any
+    bundle_targets: tuple[tuple[str, str], ...] = ()  # (bundle, entry point value)
 
 
 def installed(plugin_dir: Path) -> list[Installed]:
@@ -81,20 +92,17 @@ def installed(plugin_dir: Path) -> list[Installed]:
         name = dist.metadata["Name"]
         if not name:
             continue
-        bundles = tuple(sorted(ep.name for ep in dist.entry_points if ep.group == BUNDLE_GROUP))
+        targets = tuple(sorted((ep.name, ep.value) for ep in dist.entry_points
+                               if ep.group == BUNDLE_GROUP))
         source = None
         direct = dist.read_text("direct_url.json")
         if direct:
             url = json.loads(direct).get("url", "")
             if url.startswith("file://"):
                 source = os.path.normpath(url[len("file://"):])
-        found.setdefault(canonical(name), Installed(name, dist.version, bundles, source))
+        found.setdefault(canonical(name), Installed(
+            name, dist.version, tuple(b for b, _ in targets), source, targets))
     return sorted(found.values(), key=lambda d: canonical(d.name))
-
-
-def _is_local(spec: str) -> bool:
-    return spec.startswith((".", "/", "~")) or os.sep in spec or (
-        os.altsep is not None and os.altsep in spec)
 
 
 def normalize(spec: str, cwd: Path) -> str:
@@ -102,18 +110,22 @@ def normalize(spec: str, cwd: Path) -> str:
     spec = spec.strip()
     if not spec:
         raise UsageError("an empty requirement")
-    if _is_local(spec) or (cwd / spec).exists():
+    if is_local(spec) or (cwd / spec).exists():
         path = Path(os.path.expanduser(spec))
         path = path if path.is_absolute() else cwd / path
         if not path.exists():
             raise UsageError(f"{spec}: no such file or directory ({path})")
+        if path.is_dir() and not any((path / f).is_file() for f in ("pyproject.toml",
+                                                                       "setup.py")):
+            raise UsageError(f"{spec}: not a Python project (no pyproject.toml or setup.py "
+                             f"in {path})")
         return os.path.normpath(path)
     return spec
 
 
 def _owner(requirement: str, dists: list[Installed]) -> Installed | None:
     """The installed distribution a requirement stands for."""
-    if _is_local(requirement):
+    if is_local(requirement):
         return next((d for d in dists if d.source == os.path.normpath(requirement)), None)
     match = _NAME.match(requirement)
     name = canonical(match.group(1)) if match else ""
@@ -124,19 +136,50 @@ def _matches(requirement: str, name: str, cwd: Path, dists: list[Installed]) -> 
     """Whether ``name`` (as typed to ``remove``) designates ``requirement``."""
     if requirement == name:
         return True
-    if _is_local(name):
+    if is_local(name):
         path = Path(os.path.expanduser(name))
         return requirement == os.path.normpath(path if path.is_absolute() else cwd / path)
     dist = _owner(requirement, dists)
     if dist is not None and canonical(dist.name) == canonical(name):
         return True
     match = _NAME.match(requirement)
-    return not _is_local(requirement) and match is not None and (
+    return not is_local(requirement) and match is not None and (
         canonical(match.group(1)) == canonical(name))
 
 
+class State(NamedTuple):
+    """A profile as a command finds it: ``text`` of its ``profile.toml``, parsed as
+    ``profile``; ``exists`` False when the command would create it (its folder and file
+    written only when the command succeeds), ``origin`` then says from what."""
+
+    text: str
+    profile: Profile
+    exists: bool
+    origin: str | None = None
+
+
+def new_profile_text(name: str, template: str) -> str:
+    """``profile.toml`` of a profile ``dsh plugin`` creates from shipped ``template``."""
+    source = shipped.template_dir(template) / PROFILE_FILE
+    if not source.is_file():
+        import difflib
+
+        names = shipped.template_names()
+        near = difflib.get_close_matches(template, names, n=1)
+        guess = f"; did you mean {near[0]!r}?" if near else ""
+        raise UsageError(f"--from {template}: not a shipped template{guess} "
+                         f"(templates: {', '.join(names)})")
+    base = parse_profile_toml(source, template)
+    bundles = ", ".join(f'"{b}"' for b in base.bundles)
+    return (f"# Created by `dsh plugin` from the shipped `{template}` template; the bundles "
+            "of this\n# profile's plugins follow the template's. Edit freely.\n"
+            f"[profile]\nbundles = [{bundles}]  # applied in this order\n"
+            f'patch-reload = "{base.patch_reload}"\n\n'
+            f"[plugins]\nrequirements = []  # managed by `dsh plugin --profile {name}`\n")
+
+
 class PluginManager:
-    """The plugin environment of one profile (hold :meth:`lock` around every change)."""
+    """The plugin environment of one profile; every change runs in :meth:`_changing`."""
 
     def __init__(self, home: Path, name: str) -> None:
         self.home = home
@@ -148,89 +191,120 @@ class PluginManager:
 
     # -- the profile -------------------------------------------------------------------
 
-    def lock(self) -> Any:
-        """An exclusive lock on this profile's plugin state (a file beside the profile)."""
-        from filelock import FileLock
-
-        ensure_dir(self.home)
-        ensure_dir(self.root)
-        return FileLock(str(self.root / f".{self.name}.plugins.lock"))
-
-    def ensure_profile(self) -> Profile:
-        """Load the profile, seeding a shipped template or creating one from dsh-base."""
-        seed_template(self.home, self.name)
-        if not self.file.is_file():
-            staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.", dir=self.root))
-            try:
-                (staging / PROFILE_FILE).write_text(NEW_PROFILE.replace("NAME", self.name),
-                                                    encoding="utf-8")
-                os.chmod(staging, 0o700)
-                os.rename(staging, self.path)
-            except OSError as exc:
-                shutil.rmtree(staging, ignore_errors=True)
-                if not self.file.is_file():
-                    raise ConfigError(f"{self.path}: cannot create profile ({exc})") from exc
-            else:
-                _note(f"profile {self.name!r} did not exist: created from {BASE_BUNDLE} "
-                      f"({self.file})")
-        return parse_profile_toml(self.file, self.name)
+    def current(self, *, template: str | None = None) -> State:
+        """The profile as it stands, written nowhere: the home's file, else a shipped
+        template not seeded yet, else (with ``template``) a new one from that template;
+        otherwise the unknown-profile error."""
+        if self.file.is_file():
+            text = read_profile_text(self.file)
+            return State(text, parse_profile_text(text, self.file, self.name), True)
+        found = shipped_profile(self.home, self.name)
+        if found is not None:
+            text = (shipped.template_dir(self.name) / PROFILE_FILE).read_text(encoding="utf-8")
+            return State(text, found, False, f"the shipped {self.name} template")
+        if template is None:
+            raise unknown_profile(self.home, self.name)
+        text = new_profile_text(self.name, template)
+        return State(text, parse_profile_text(text, self.file, self.name), False,
+                     f"the {template} template")
 
     def check_writable(self) -> None:
         """A read-only profile folder is bad input (exit 2), found before any work."""
         for path in (self.path, self.file):
-            if not os.access(path, os.W_OK):
+            if path.exists() and not os.access(path, os.W_OK):
                 raise ConfigError(f"{path}: read-only; `dsh plugin` cannot change this profile")
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the profile's lock; a failure takes back the folders this made."""
+        made = [d for d in (self.home, self.root) if not d.exists()]
+        try:
+            for folder in (self.home, self.root):
+                ensure_dir(folder)
+            lock = ProfileLock(lock_path(self.root, self.name))
+            try:
+                lock.acquire()
+            except PermissionError as exc:
+                raise ConfigError(f"{exc.filename or self.root}: read-only; `dsh plugin` "
+                                  "cannot change this profile") from exc
+            try:
+                yield
+            finally:
+                lock.release()
+        except BaseException:
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):  # only when empty: nothing else is lost
+                    folder.rmdir()
+            raise
 
     # -- operations --------------------------------------------------------------------
 
-    def add(self, specs: list[str], cwd: Path) -> Profile:
-        """Record and install ``specs`` with the profile's other requirements."""
-        profile = self.ensure_profile()
-        self.check_writable()
-        requirements = list(profile.requirements)
-        for spec in (normalize(s, cwd) for s in specs):
-            if spec not in requirements:
-                requirements.append(spec)
-        return self._apply(profile, requirements, announce=[normalize(s, cwd) for s in specs])
+    def add(self, specs: list[str], cwd: Path, *, template: str | None = None,
+            plain: bool = False) -> Profile:
+        """Record and install ``specs`` with the profile's other requirements; a new
+        profile starts from ``template`` (default :data:`DEFAULT_TEMPLATE`)."""
+        wanted = [normalize(s, cwd) for s in specs]
+        if template is not None:
+            new_profile_text(self.name, template)  # an unknown template is bad input now
+        with self._changing():
+            state = self.current(template=template or DEFAULT_TEMPLATE)
+            if state.exists and template is not None:
+                _note(f"note: profile {self.name!r} exists; --from {template} applies only "
+                      "to a new one")
+            self.check_writable()
+            requirements = list(state.profile.requirements)
+            requirements += [s for s in dict.fromkeys(wanted) if s not in requirements]
+            profile = self._apply(state, requirements, added=wanted, plain=plain)
+        if not state.exists:
+            _note(f"created profile {self.name!r} from {state.origin} "
+                  f"({self.file})")
+        return profile
 
     def remove(self, names: list[str], cwd: Path) -> Profile:
         """Drop requirements named by their text, their path or their distribution name."""
-        profile = self.ensure_profile()
-        self.check_writable()
-        dists = installed(self.plugin_dir)
-        requirements = list(profile.requirements)
-        for name in names:
-            match = [r for r in requirements if _matches(r, name, cwd, dists)]
-            if not match:
-                raise UsageError(f"{name}: not a requirement of profile {self.name!r} "
-                                 f"({self.file})")
-            requirements = [r for r in requirements if r not in match]
-        return self._apply(profile, requirements, announce=[])
+        with self._changing():
+            state = self.current()
+            self.check_writable()
+            dists = installed(self.plugin_dir)
+            requirements = list(state.profile.requirements)
+            for name in names:
+                match = [r for r in requirements if _matches(r, name, cwd, dists)]
+                if not match:
+                    raise UsageError(f"{name}: not a requirement of profile {self.name!r} "
+                                     f"({self.file})")
+                requirements = [r for r in requirements if r not in match]
+            return self._apply(state, requirements)
 
     def sync(self) -> Profile:
         """Reinstall exactly the recorded requirements."""
-        profile = self.ensure_profile()
-        self.check_writable()
-        return self._apply(profile, list(profile.requirements), announce=[])
+        with self._changing():
+            state = self.current()
+            self.check_writable()
+            return self._apply(state, list(state.profile.requirements))
 
     def order(self, bundles: list[str]) -> Profile:
         """Rewrite the bundle order; every name must resolve and appear once."""
         from dsh.bundles import find_bundle
 
-        profile = self.ensure_profile()
-        self.check_writable()
         if not bundles:
             raise UsageError("order needs at least one bundle")
         if len(set(bundles)) != len(bundles):
             raise UsageError("order: a bundle is named twice")
-        for name in bundles:
-            find_bundle(name, plugin_dir=self.plugin_dir, profile_file=self.file)
-        self._write(profile.requirements, bundles)
-        return parse_profile_toml(self.file, self.name)
+        with self._changing():
+            state = self.current()
+            self.check_writable()
+            for name in bundles:
+                find_bundle(name, plugin_dir=self.plugin_dir, profile_file=self.file)
+            text = _render(state.text, state.profile.requirements, bundles)
+            if state.exists:
+                self._write(text)
+            else:
+                self._create(text, None)
+            return parse_profile_toml(self.file, self.name)
 
     def describe(self) -> dict[str, Any]:
-        """Requirements, installed distributions and bundles, for ``list``."""
-        profile = self.ensure_profile()
+        """Requirements, installed distributions and bundles, for ``list`` (read only)."""
+        profile = self.current().profile
         dists = installed(self.plugin_dir)
         return {
             "bundles": list(profile.bundles),
@@ -246,42 +320,117 @@ class PluginManager:
 
     # -- the transaction ---------------------------------------------------------------
 
-    def _apply(self, profile: Profile, requirements: list[str], announce: list[str]) -> Profile:
-        """Install ``requirements`` fresh, then swap the directory and write the toml."""
+    def _apply(self, state: State, requirements: list[str], *,
+               added: Sequence[str] = (), plain: bool = False) -> Profile:
+        """Install ``requirements`` fresh, check what ``added`` brought, then put the
+        plugin directory and ``profile.toml`` in place (or the whole new profile)."""
         self._clear_leftovers()
-        staging = Path(tempfile.mkdtemp(prefix=".plugins.", dir=self.path))
+        if self.path.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=".plugins.", dir=self.path))
+            target = staging
+        else:  # a new profile: built whole beside its place
+            staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.{_NEW_PREFIX}",
+                                            dir=self.root))
+            target = staging / "plugins"
+            target.mkdir()
         try:
             if requirements:
-                _install(requirements, staging)
+                install(requirements, target, home=self.home, label=self.name)
+            dists = installed(target)
+            for spec in dict.fromkeys(added):
+                dist = _owner(spec, dists)
+                if dist is not None:
+                    self._check(spec, dist, target, plain)
             old = {b for d in installed(self.plugin_dir) for b in d.bundles}
-            dists = installed(staging)
-            bundles = self._bundles(profile.bundles, old, requirements, dists, announce)
-            self._swap(staging)
+            bundles = self._bundles(state.profile.bundles, old, requirements, dists)
+            text = _render(state.text, requirements, bundles)
+            if self.path.is_dir():
+                self._swap(staging)
+                self._write(text)
+            else:
+                self._create(text, staging)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-        self._write(requirements, bundles)
         return parse_profile_toml(self.file, self.name)
 
+    def _check(self, spec: str, dist: Installed, target: Path, plain: bool) -> None:
+        """What ``add`` refuses: a distribution with no bundle (unless ``plain``), a
+        bundle whose ``patch.yml`` is missing or invalid, a row naming a plugin that does
+        not load. Exit 2 for what the package declares, 1 for a plugin that fails to
+        import (as at run time)."""
+        label = f"{dist.name} {dist.version}"
+        if not dist.bundles:
+            if plain:
+                _note(f"note: {label} declares no {BUNDLE_GROUP} entry point; installed as "
+                      "a plain library")
+                return
+            raise ConfigError(
+                f"{spec}: {label} declares no {BUNDLE_GROUP} entry point, so it adds nothing "
+                f"to profile {self.name!r} (a plugin names its bundle under "
+                f'[project.entry-points."{BUNDLE_GROUP}"], see docs/plugins.md; '
+                "`add --no-bundle` installs a plain library)")
+        from dsh.patchfile import parse_layer, read_layer_text
+
+        for bundle, value in dist.bundle_targets:
+            if _shipped(bundle):
+                _note(f"note: {label}: bundle {bundle!r} is a shipped name; ignored")
+                continue
+            module = value.split(":", 1)[0]
+            relative = Path(*module.split(".")) / BUNDLE_FILE
+            path = target / relative
+            where = f"bundle {bundle!r} of {label}"
+            if not path.is_file():
+                raise ConfigError(f"{where}: its entry point names {module!r}, which has no "
+                                  f"{BUNDLE_FILE} (is it included in the package's files?)")
+            shown = _source_file(dist, relative) or f"{label}: {relative.as_posix()}"
+            try:
+                layer = parse_layer(read_layer_text(path), path=path, kind="bundle",
+                                    source=str(shown))
+            except ConfigError as exc:
+                raise ConfigError(f"{where} is invalid: {exc}") from exc
+            self._check_rows(where, layer, target)
+
+    @staticmethod
+    def _check_rows(where: str, layer: Any, target: Path) -> None:
+        """Every enabled row the bundle inserts must name a plugin that loads."""
+        from dsh_runtime.loader import add_plugin_dir, remove_plugin_dir, resolve
+
+        rows: list[tuple[str | None, Any]] = [(op.target, row) for op in layer.operations
+                                              for row in op.insert]
+        added = add_plugin_dir(target)
+        try:
+            while rows:
+                parent, row = rows.pop(0)
+                row_id = str(row.values.get("id"))
+                full_id = f"{parent}:{row_id}" if parent else row_id
+                if row.children is not None:
+                    rows.extend((full_id, child) for child in row.children)
+                    continue
+                name = row.values.get("name")
+                if row.values.get("disabled") is True or not isinstance(name, str):
+                    continue
+                try:
+                    resolve(full_id, name)
+                except DshError as exc:
+                    error = type(exc)(f"{where}: {exc}")
+                    raise error from exc
+        finally:
+            if added:
+                remove_plugin_dir(target)
+
     def _bundles(self, current: tuple[str, ...], old: set[str], requirements: list[str],
-                 dists: list[Installed], announce: list[str]) -> list[str]:
+                 dists: list[Installed]) -> list[str]:
         ordered: list[Installed] = []
         for requirement in requirements:
             dist = _owner(requirement, dists)
-            if dist is None:
-                continue
-            if requirement in announce and not dist.bundles:
-                _note(f"note: {dist.name} declares no {BUNDLE_GROUP} entry point; "
-                      "kept as a plain dependency")
-            if dist not in ordered:
+            if dist is not None and dist not in ordered:
                 ordered.append(dist)
         ordered += [d for d in dists if d not in ordered]
         new = []
         for dist in ordered:
             for name in dist.bundles:
-                if _shipped(name):
-                    _note(f"note: {dist.name}: bundle {name!r} is a shipped name; ignored")
-                elif name not in new:
+                if not _shipped(name) and name not in new:
                     new.append(name)
         kept = [b for b in current if _shipped(b) or b not in old or b in new]
         return kept + [b for b in new if b not in kept]
@@ -289,6 +438,10 @@ class PluginManager:
     def _clear_leftovers(self) -> None:
         """What killed commands left (holding the lock, so no live command owns any of
         it): restore a plugin directory set aside, drop staging folders and temp files."""
+        for leftover in self.root.glob(f".{self.name}.{_NEW_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if not self.path.is_dir():
+            return
         _restore(self.path)
         for leftover in (*self.path.glob(".plugins.*"), *self.path.glob(".plugins-old.*")):
             shutil.rmtree(leftover, ignore_errors=True)
@@ -311,27 +464,67 @@ class PluginManager:
             if retired is not None:
                 shutil.rmtree(retired, ignore_errors=True)
 
-    def _write(self, requirements: Any, bundles: list[str]) -> None:
-        """Rewrite ``[profile] bundles`` and ``[plugins] requirements`` in place."""
-        import tomlkit
-
-        doc = tomlkit.parse(self.file.read_text(encoding="utf-8"))
-        for table, key, values in (("profile", "bundles", bundles),
-                                   ("plugins", "requirements", list(requirements))):
-            section = doc.setdefault(table, tomlkit.table())
-            item = section.get(key)
-            if isinstance(item, list):  # tomlkit Array: keeps its trailing comment
-                item.clear()
-                item.extend(values)
-            else:
-                section[key] = values
+    def _write(self, text: str) -> None:
+        """Replace ``profile.toml`` with ``text`` atomically."""
         temp = self.file.with_name(f".{PROFILE_FILE}.{os.getpid()}")
         try:
-            temp.write_text(tomlkit.dumps(doc), encoding="utf-8")
+            temp.write_text(text, encoding="utf-8")
             os.replace(temp, self.file)
         except OSError as exc:
             temp.unlink(missing_ok=True)
             raise ConfigError(f"{self.file}: cannot write ({exc})") from exc
+
+    def _create(self, text: str, staging: Path | None) -> None:
+        """Make the profile folder: ``staging`` (or a new one) with ``text`` as its
+        ``profile.toml`` and a shipped template's other files, renamed into place."""
+        folder = staging or Path(tempfile.mkdtemp(prefix=f".{self.name}.{_NEW_PREFIX}",
+                                                  dir=self.root))
+        try:
+            template = shipped.template_dir(self.name)
+            if template.is_dir():
+                for item in template.iterdir():
+                    if item.is_file() and item.name != PROFILE_FILE:
+                        shutil.copyfile(item, folder / item.name)
+            (folder / PROFILE_FILE).write_text(text, encoding="utf-8")
+            os.chmod(folder, 0o700)
+            os.rename(folder, self.path)
+        except OSError as exc:
+            if self.path.exists():  # seeded by a launch meanwhile (it takes no lock)
+                raise ConfigError(f"{self.path}: the profile appeared while this command "
+                                  "ran; run it again") from exc
+            raise ConfigError(f"{self.path}: cannot create profile ({exc})") from exc
+        finally:
+            if folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _render(text: str, requirements: Any, bundles: list[str]) -> str:
+    """``text`` (a ``profile.toml``) with ``[profile] bundles`` and ``[plugins]
+    requirements`` replaced, comments and layout kept."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    for table, key, values in (("profile", "bundles", bundles),
+                               ("plugins", "requirements", list(requirements))):
+        section = doc.setdefault(table, tomlkit.table())
+        item = section.get(key)
+        if isinstance(item, list):  # tomlkit Array: keeps its trailing comment
+            item.clear()
+            item.extend(values)
+        else:
+            section[key] = values
+    return tomlkit.dumps(doc)
+
+
+def _source_file(dist: Installed, relative: Path) -> Path | None:
+    """The file in a local plugin's source tree that was installed as ``relative``
+    (what its author edits), flat or ``src`` layout; None when it cannot be told."""
+    if dist.source is None:
+        return None
+    for base in (Path(dist.source), Path(dist.source, "src")):
+        if (base / relative).is_file():
+            return base / relative
+    return None
 
 
 def restore_interrupted_swap(profile_dir: Path) -> bool:
@@ -343,14 +536,18 @@ def restore_interrupted_swap(profile_dir: Path) -> bool:
     while another ``dsh plugin`` holds the profile's lock: that one is swapping right
     now and finishes it. True when a directory was restored.
     """
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(profile_dir.parent / f".{profile_dir.name}.plugins.lock"), timeout=0)
+    lock = ProfileLock(lock_path(profile_dir.parent, profile_dir.name))
     try:
-        with lock:
-            return _restore(profile_dir)
-    except (Timeout, OSError):  # busy, or a home nobody may write: leave it as it is
+        if not lock.acquire(blocking=False):
+            return False
+    except OSError:  # a home nobody may write: leave it as it is
         return False
+    try:
+        return _restore(profile_dir)
+    except OSError:
+        return False
+    finally:
+        lock.release()
 
 
 def _restore(profile_dir: Path) -> bool:
@@ -366,31 +563,5 @@ def _restore(profile_dir: Path) -> bool:
 
 
 def _shipped(bundle: str) -> bool:
-    return (shipped.bundle_dir(bundle) / "patch.yml").is_file()
+    return (shipped.bundle_dir(bundle) / BUNDLE_FILE).is_file()
 
-
-def _install(requirements: list[str], target: Path) -> None:
-    """Install into ``target`` for this interpreter (uv when on PATH, else pip).
-
-    Local paths build without isolation: their build backend comes from this
-    environment, so a local plugin installs offline.
-    """
-    uv = shutil.which("uv")
-    if uv:
-        argv = [uv, "pip", "install", "--python", sys.executable, "--target", str(target)]
-    else:
-        argv = [sys.executable, "-m", "pip", "install", "--target", str(target),
-                "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
-                "--quiet"]
-    if any(_is_local(r) for r in requirements):
-        argv.append("--no-build-isolation")
-    result = subprocess.run([*argv, *requirements], capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, check=False)
-    if result.returncode != 0:
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        why = next((line for line in lines if "ERROR" in line), lines[-1] if lines else "")
-        if why.strip() == "ERROR: Exception:":  # pip itself crashed (a full disk, say):
-            causes = _OS_ERROR.findall(result.stderr)  # the last OS error is the cause
-            why = causes[-1] if causes else lines[-1][:MESSAGE_LIMIT]
-        raise PluginError(f"installing {' '.join(requirements)} failed: {why.strip()} "
-                          "(nothing was changed)")

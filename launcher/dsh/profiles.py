@@ -181,18 +181,65 @@ def _install_dir(source: Path, target: Path) -> bool:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def load_profile(home: Path, name: str, cache: LayerCache | None = None) -> Profile:
+def profile_names(home: Path) -> list[str]:
+    """The names ``dsh --profile`` accepts here: the shipped templates and every profile
+    folder of the home holding a ``profile.toml``, sorted."""
+    names = set(shipped.template_names())
+    root = profiles_dir(home)
+    if root.is_dir():
+        names.update(p.name for p in root.iterdir()
+                     if not p.name.startswith(".") and (p / PROFILE_FILE).is_file())
+    return sorted(names)
+
+
+def unknown_profile(home: Path, name: str, commands: tuple[str, ...] = ()
+                    ) -> ProfileNotFoundError:
+    """The one-line error for a profile that does not exist: the profiles there are, the
+    nearest name (a typo is the usual cause; ``commands`` are launcher subcommands that
+    ``dsh NAME`` may have meant) and how to make a new one."""
+    import difflib
+
+    names = profile_names(home)
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    command = difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
+    guess = (f" Did you mean {near[0]!r}?" if near
+             else f" Did you mean the command `dsh {command[0]}`?" if command else "")
+    return ProfileNotFoundError(
+        f"unknown profile {name!r} (no {profiles_dir(home) / name / PROFILE_FILE}).{guess} "
+        f"Profiles: {', '.join(names)}",
+        hint=f"make a new one with `dsh plugin --profile {name} add PLUGIN` or "
+        f"`dsh --profile {name} --from-default-profile headless`",
+    )
+
+
+def shipped_profile(home: Path, name: str) -> Profile | None:
+    """Shipped template ``name`` as the home's profile would be once seeded, read from the
+    installation (nothing is written); None when ``name`` is not a shipped template."""
+    source = shipped.template_dir(name) / PROFILE_FILE
+    if not source.is_file():
+        return None
+    template = parse_profile_toml(source, name)
+    return template._replace(path=profiles_dir(home) / name)
+
+
+def load_profile(home: Path, name: str, cache: LayerCache | None = None, *,
+                 seed: bool = True) -> Profile:
     """Resolve profile ``name`` in ``home``, seeding a shipped template on first use
-    (its ``profile.toml`` read through ``cache`` when one is given)."""
+    (its ``profile.toml`` read through ``cache`` when one is given).
+
+    With ``seed`` off (commands that only read) a shipped template not seeded yet is read
+    from the installation and nothing is written.
+    """
     validate_name(name)
+    if not seed and not (profiles_dir(home) / name / PROFILE_FILE).is_file():
+        found = shipped_profile(home, name)
+        if found is None:
+            raise unknown_profile(home, name)
+        return found
     seed_template(home, name)
     path = profiles_dir(home) / name / PROFILE_FILE
     if not path.is_file():
-        raise ProfileNotFoundError(
-            f"unknown profile {name!r} (no {path})",
-            hint=f"create it with `dsh plugin --profile {name} add ...` or "
-            f"`dsh --profile {name} --from-default-profile sdk`",
-        )
+        raise unknown_profile(home, name)
     profile = cache.load_profile(path, name) if cache else parse_profile_toml(path, name)
     if profile.requirements and not profile.plugin_dir.exists():
         # only after a crash, so a normal load never imports the plugin manager

@@ -8,6 +8,7 @@ runtime boots. Composition and ``--dump-config`` therefore never read a secret; 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,3 +86,29 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (EnvRef, HomeRef, PathRef)):
         return value.to_json()
     return value
+
+
+_ROUTING_KEY = re.compile(r"url|uri|endpoint|host|proxy|server|address|dsn|cert|ca_?bundle",
+                          re.IGNORECASE)
+
+
+def routing_names(value: Any, key: str = "") -> set[str]:
+    """The variables a config reads to decide where to connect: every ``!env`` under a key
+    such as ``url``, ``base_url``, ``endpoint``, ``host``, ``proxy`` or ``dsn``, and the
+    variable a ``*_env`` key of that kind names (``base_url_env: MY_URL``). A project's
+    ``.env`` may set these only in a trusted folder, like the fixed routing names
+    (:data:`dsh.envsnapshot.ROUTING`)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for sub, item in value.items():
+            name = str(sub)
+            if name.lower().endswith("_env") and isinstance(item, str) \
+                    and _ROUTING_KEY.search(name[:-4]):
+                found.add(item)
+            found |= routing_names(item, name)
+    elif isinstance(value, list):
+        for item in value:
+            found |= routing_names(item, key)
+    elif isinstance(value, EnvRef) and _ROUTING_KEY.search(key):
+        found.add(value.name)
+    return found

@@ -11,7 +11,8 @@ rest of the process's life, the same way for every profile:
 * The first SIGTERM (or ``main`` returning, e.g. on stdin EOF or ``shutdown``) disposes
   the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
-* Child processes still alive at the end are killed: none outlives the runtime.
+* Child processes still alive at the end are killed: none outlives the runtime; and none
+  can read the runtime's own environment (:func:`dsh.process.protect_parent`).
 * The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
   loads; a ``live`` profile gets a :class:`~dsh_runtime.reloader.Reloader` while running
   (a ``startup`` one never imports it: no watcher thread, no OS watch handle).
@@ -48,6 +49,9 @@ def run(launch: Launch) -> int:
     from dsh_runtime.kernel import Kernel
 
     _add_plugin_dir(launch)
+    from dsh.process import protect_parent
+
+    protect_parent()  # no child reads the runtime's environment through /proc
     # Servers report the launch (effective config, layer files) to their clients.
     kernel = Kernel(launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd,
                     env=launch.env, launch=launch)
@@ -58,10 +62,13 @@ def run(launch: Launch) -> int:
     gc.freeze()
     gc.unfreeze()
     gc.enable()
-    main = kernel.command("main")
+    main = _main_command(kernel, launch)
     if _HELP_FLAGS.intersection(launch.app_args):
+        from dsh.argv import LAUNCHER_OPTIONS
+
         text = usage_for(main.help, launch.profile)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        text = text if text.endswith("\n") else text + "\n"
+        sys.stdout.write(f"{text}\n{LAUNCHER_OPTIONS}")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio
@@ -71,17 +78,47 @@ def run(launch: Launch) -> int:
     return _Process(kernel, main, list(launch.app_args)).run()
 
 
+APPLICATION_BUNDLES = ("dsh-headless", "dsh-sdk-app", "dsh-web-app", "dsh-acp-app")
+"""The shipped bundles that add an application (a row registering ``main``) to dsh-base."""
+
+
+def _main_command(kernel: Any, launch: Launch) -> Any:
+    """The ``main`` command; a profile without one is a configuration to fix (exit 2),
+    told in one line with the command that fixes it."""
+    from dsh.errors import ConfigError, PluginError
+
+    try:
+        return kernel.command("main")
+    except PluginError as exc:
+        if kernel.command_row("main") is not None:
+            raise
+        raise ConfigError(no_application(launch)) from exc
+
+
+def no_application(launch: Launch) -> str:
+    """What to do about a profile whose rows register no ``main`` command."""
+    name = launch.profile
+    layers = launch.effective_config.get("layers", ()) if launch.effective_config else ()
+    bundles = [layer["source"] for layer in layers if layer.get("kind") == "bundle"]
+    head = f"profile {name!r} has no application (no row registers command 'main')"
+    if any(b in APPLICATION_BUNDLES for b in bundles):
+        return (f"{head}: a patch disabled or replaced its application's row; see "
+                f"`dsh --profile {name} --dump-config`")
+    at = bundles.index("dsh-base") + 1 if "dsh-base" in bundles else 0
+    order = " ".join([*bundles[:at], "dsh-headless", *bundles[at:]])
+    return (f"{head}: add an application bundle ({', '.join(APPLICATION_BUNDLES)}), "
+            f"e.g. `dsh plugin --profile {name} order {order}`")
+
+
 def _add_plugin_dir(launch: Launch) -> None:
     """Make the profile's plugin environment importable (after everything else, so a
     plugin can never shadow dsh or the packages dsh itself runs on). Added even before
     it exists, so a live profile can use a plugin installed while it runs."""
     plugin_dir = getattr(launch, "plugin_dir", None)
-    if plugin_dir is None or str(plugin_dir) in sys.path:
-        return
-    sys.path.append(str(plugin_dir))
-    from dsh_runtime.loader import entry_point_table
+    if plugin_dir is not None:
+        from dsh_runtime.loader import add_plugin_dir
 
-    entry_point_table.cache_clear()
+        add_plugin_dir(plugin_dir)
 
 
 def usage_for(help_text: str, profile: str) -> str:
@@ -100,15 +137,25 @@ def usage_for(help_text: str, profile: str) -> str:
 
 
 def _log_to_stderr(launch: Launch) -> None:
-    """Logs and warnings go to stderr, at ``DSH_LOG_LEVEL`` (default WARNING)."""
+    """Logs and warnings go to stderr, at ``DSH_LOG_LEVEL`` (default WARNING), redacted."""
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("dsh: %(levelname)s: %(name)s: %(message)s"))
+        handler.setFormatter(_Redacting("dsh: %(levelname)s: %(name)s: %(message)s"))
         root.addHandler(handler)
     level = launch.env.get("DSH_LOG_LEVEL", "WARNING").upper()
     root.setLevel(level if isinstance(logging.getLevelName(level), int) else logging.WARNING)
     logging.captureWarnings(True)
+
+
+class _Redacting(logging.Formatter):
+    """Every log line, traceback included, with credentials inside URLs masked (an access
+    log's ``?token=``, a failed request's ``https://user:pass@host``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from dsh.redact import redact
+
+        return redact(super().format(record))
 
 
 class _Process:
@@ -213,34 +260,9 @@ def _force_exit(code: int) -> None:
 
 
 def _kill_children() -> None:
-    """Kill direct children still alive, with their process groups when they lead one.
+    """Kill whatever child is still alive (:func:`dsh.process.kill_children`): tools stop
+    their processes on disposal; this is the last line for a forced exit or a plugin that
+    forgot. Imported here, at the end: a boot that starts no process never loads it."""
+    from dsh.process import kill_children
 
-    Tools start their processes in their own groups and dispose them; this is the last
-    line for whatever escaped that (a forced exit, a plugin that forgot).
-    """
-    for pid in _child_pids():
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
-
-
-def _child_pids() -> list[int]:
-    """Direct children of this process (Linux ``/proc``; elsewhere none are found)."""
-    me = os.getpid()
-    task_dir = f"/proc/{me}/task"
-    pids: list[int] = []
-    try:
-        tids = os.listdir(task_dir)
-    except OSError:
-        return pids
-    for tid in tids:
-        try:
-            with open(f"{task_dir}/{tid}/children") as f:
-                pids.extend(int(p) for p in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return pids
+    kill_children()

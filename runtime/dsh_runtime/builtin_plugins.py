@@ -10,6 +10,7 @@ from __future__ import annotations
 BUILTIN_PLUGINS: dict[str, str] = {
     "sdk-jsonrpc-server": "dsh_runtime.servers.sdk:SdkServer",
     "llm-openai-compatible": "dsh_runtime.providers.openai_compat:OpenAICompatibleProvider",
+    "llm-anthropic": "dsh_runtime.providers.anthropic:AnthropicProvider",
     "agent-core": "dsh_runtime.agent.plugin:AgentCore",
     "sessions-sqlite": "dsh_runtime.sessions.plugin:SessionsSqlite",
     "sessions-postgres": "dsh_runtime.sessions.postgres.plugin:SessionsPostgres",

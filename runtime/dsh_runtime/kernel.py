@@ -121,6 +121,12 @@ class KernelContext(RuntimeContext):
         self.hooks = self._registries.hooks
         self.guardrails = self._registries.guardrails
 
+    @property
+    def secret_env(self) -> frozenset[str]:
+        """The variable names the running rows declare secret (children never get them
+        by default: :mod:`dsh_runtime.envpolicy`)."""
+        return self._registries.secret_env
+
     def service(self, name: str) -> Any:
         """A published service object; PluginError if nobody has published ``name``."""
         return self._services.get(name)
@@ -357,7 +363,13 @@ class Kernel:
         return plan
 
     def _install(self, slots: Iterable[_Slot]) -> None:
-        self._context._registries.install(merge(slot.registration for slot in slots))
+        from dsh_runtime.envpolicy import declared_secrets
+
+        slots = list(slots)
+        registries = self._context._registries
+        registries.install(merge(slot.registration for slot in slots))
+        registries.secret_env = frozenset(
+            name for slot in slots for name in declared_secrets(slot.manifest, slot.config))
 
     async def _start_slot(self, slot: _Slot) -> None:
         row_id = slot.spec.id

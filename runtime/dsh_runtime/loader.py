@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -45,6 +47,29 @@ def resolve(row_id: str, name: str) -> type[Plugin]:
         except Exception as exc:
             raise _broken(row_id, name, exc) from exc
     return _checked(row_id, name, target)
+
+
+def add_plugin_dir(path: os.PathLike[str] | str) -> bool:
+    """Make a profile's plugin environment (``dsh plugin``) importable, as the runtime
+    and ``dsh doctor`` both load plugins; False when it already was.
+
+    It goes after everything else on ``sys.path``, so a plugin can never shadow dsh or the
+    packages dsh itself runs on. The entry-point table is read again on next use.
+    """
+    entry = os.fspath(path)
+    if entry in sys.path:
+        return False
+    sys.path.append(entry)
+    entry_point_table.cache_clear()
+    return True
+
+
+def remove_plugin_dir(path: os.PathLike[str] | str) -> None:
+    """Undo :func:`add_plugin_dir` (``dsh plugin add`` checks a staging folder)."""
+    entry = os.fspath(path)
+    if entry in sys.path:
+        sys.path.remove(entry)
+    entry_point_table.cache_clear()
 
 
 @functools.lru_cache(maxsize=1)

@@ -46,12 +46,17 @@ class Capability(str, enum.Enum):
 
 
 class EnvVar(NamedTuple):
-    """An environment name a plugin reads; ``dsh doctor`` checks required ones by name."""
+    """An environment name a plugin reads; ``dsh doctor`` checks required ones by name.
+
+    ``secret``: it holds a credential (never shown, kept from children). ``routing``: it
+    decides where credentials are sent (a provider's base URL).
+    """
 
     required: bool = False
     default: str | None = None
     secret: bool = False
     description: str = ""
+    routing: bool = False
 
 
 class Manifest(NamedTuple):
@@ -158,7 +163,9 @@ class RuntimeContext:
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
     ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
-    a kernel built directly).
+    a kernel built directly). ``secret_env`` names the variables the running rows declare
+    secret (:func:`dsh_runtime.envpolicy.declared_secrets`), which children never get by
+    default.
     """
 
     launch: Any
@@ -166,6 +173,7 @@ class RuntimeContext:
     home: str
     cwd: str
     env: Mapping[str, str]
+    secret_env: frozenset[str] = frozenset()
     tools: NamedRegistry[Any]
     commands: NamedRegistry[Command]
     prompts: NamedRegistry[Prompt]
@@ -213,6 +221,17 @@ class Plugin:
     def __init__(self, row_id: str, config: Mapping[str, Any]) -> None:
         self.row_id = row_id
         self.config = config
+
+    @classmethod
+    def env_for(cls, config: Mapping[str, Any]) -> Mapping[str, EnvVar]:
+        """The environment names a row of this plugin with ``config`` reads.
+
+        The manifest's ``env`` by default; a plugin whose variable names come from its
+        config (a provider route's ``api_key_env``) adds them. Called on a composed row's
+        raw config (tags unresolved, not validated) without creating the plugin, so it
+        must be pure and tolerate anything.
+        """
+        return cls.manifest.env
 
     def apply(self, reg: Registrar) -> None:
         """Register what the plugin offers. Must not perform I/O."""

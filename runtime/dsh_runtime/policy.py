@@ -1,14 +1,18 @@
 """The policy guardrail (``guardrail-policy``): which tool calls run without asking.
 
-Modes (row config ``mode``):
+Every mode asks about a call that reaches outside the session's workspace root and its
+granted roots (``call.outside``, judged by the agent from the call's path arguments,
+see :mod:`dsh_runtime.tools.confine`): the root is the boundary of every mode, and only a
+person (or ``unattended: allow``) can let a call past it. Paths in the dsh home never get
+here: the agent refuses those calls itself. Within the root, modes (row config ``mode``):
 
 ``workspace`` (default)
-    Non-mutating tools run. A mutating tool runs when every path argument it declares
-    (``path_arguments``) resolves inside the session's working directory; otherwise, or
-    when it declares none, the call is asked about. This is the original runtime's
-    behaviour: work confined to the working directory needs no approval.
+    Non-mutating tools run. A mutating tool runs when it declares its path arguments
+    (``path_arguments``), all of them inside the root; one that declares none is asked
+    about. This is the original runtime's behaviour: work confined to the workspace needs
+    no approval.
 ``allow-all``
-    Everything runs.
+    Everything inside the root runs.
 ``ask``
     Every mutating call is asked about.
 ``deny-mutating``
@@ -21,7 +25,6 @@ default), so a client that never answers approvals is never left waiting.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,36 +39,18 @@ MODES = ("workspace", "allow-all", "ask", "deny-mutating")
 
 def decide(mode: str, call: ToolCall) -> tuple[Decision, str]:
     """The mode's answer about ``call``, before the unattended rule."""
+    if mode == "deny-mutating" and call.tool.mutating:
+        return Decision.DENY, f"'{call.name}' changes files and the policy denies that"
+    if call.outside:
+        return Decision.ASK, (f"'{call.name}' reaches outside the workspace root "
+                              f"({', '.join(call.outside)})")
     if mode == "allow-all" or not call.tool.mutating:
         return Decision.ALLOW, ""
-    if mode == "deny-mutating":
-        return Decision.DENY, f"'{call.name}' changes files and the policy denies that"
     if mode == "ask":
         return Decision.ASK, f"'{call.name}' changes files"
-    paths = getattr(call.tool, "path_arguments", None)
-    if paths is None:
+    if getattr(call.tool, "path_arguments", None) is None:
         return Decision.ASK, f"'{call.name}' changes files and declares no path arguments"
-    for name in paths:
-        value = call.arguments.get(name)
-        if isinstance(value, str) and not _inside(call.cwd, value):
-            return Decision.ASK, f"'{call.name}' {name} is outside the working directory"
     return Decision.ALLOW, ""
-
-
-def _inside(cwd: str, path: str) -> bool:
-    """Whether ``path`` (relative to ``cwd``) stays under ``cwd``, symlinks resolved.
-
-    A leading ``~`` is expanded as the file tools expand it (``confine.resolve``): judged
-    literally, ``~/../x`` looked inside while the tool went to the home's parent. For a
-    tool that does not expand it (``bash``'s ``workdir``) this only asks more often.
-    """
-    root = os.path.realpath(cwd)
-    target = os.path.realpath(os.path.join(cwd, os.path.expanduser(path) if path.startswith("~")
-                                           else path))
-    try:
-        return os.path.commonpath([root, target]) == root
-    except ValueError:  # different drives (Windows)
-        return False
 
 
 class PolicyGuardrail(Plugin):

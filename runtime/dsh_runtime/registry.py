@@ -291,6 +291,8 @@ class Registries:
         self.contexts: NamedRegistry[ContextSource] = NamedRegistry()
         self.hooks = HookDispatcher(runtime, budget=hook_budget)
         self.guardrails = GuardrailChain()
+        self.secret_env: frozenset[str] = frozenset()
+        """Variable names the running rows declare secret (see the kernel's install)."""
 
     def install(self, merged: Merged) -> None:
         """Make ``merged`` what the runtime sees."""

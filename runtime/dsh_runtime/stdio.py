@@ -9,11 +9,15 @@ A server then opens a :class:`StdioTransport` on the reserved pair (:func:`app_s
 
 Reading and writing never block the event loop. Pipes, sockets and terminals are polled
 with the loop's own pipe transports; anything the loop cannot poll (a regular file given
-as stdin, or Windows' anonymous pipes) is served by one reader thread and one writer
-thread instead. Framing is :class:`dsh.jsonrpc.FrameDecoder`'s, so an oversize line costs
-bounded memory and surfaces as a fault, never as a crash. Each frame is handed to the
-writer as one buffer on the loop thread, which is what keeps frames from interleaving;
-no lock is needed on top of that ordering.
+as stdin, ``/dev/null`` and other character devices that are not terminals, which epoll
+refuses, or Windows' anonymous pipes) is served by one reader thread and one writer
+thread instead. A launcher started without stdin (``dsh <&-``) reads ``/dev/null``; any
+of these ends in EOF, which ends the application as its last request would.
+
+Framing is :class:`dsh.jsonrpc.FrameDecoder`'s, so an oversize line costs bounded memory
+and surfaces as a fault, never as a crash. Each frame is handed to the writer as one
+buffer on the loop thread, which is what keeps frames from interleaving; no lock is
+needed on top of that ordering.
 """
 
 from __future__ import annotations
@@ -69,11 +73,27 @@ def reserve_app_stdio() -> AppStdio:
 
 def _dup_or_devnull(fd: int, mode: int) -> int:
     """A private copy of ``fd``; ``/dev/null`` when the launcher was started without it
-    (``dsh <&-``), which then reads as an immediate EOF."""
+    (``dsh <&-``), which then reads as an immediate EOF.
+
+    The copy is never one of fds 0-2: those are pointed elsewhere right after, which
+    would silently replace the application's stream.
+    """
     try:
-        return os.dup(fd)
+        return _above_stdio(os.dup(fd))
     except OSError:
-        return os.open(os.devnull, mode)
+        return _above_stdio(os.open(os.devnull, mode))
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd`` moved to a number above 2 (the lowest free one is 0-2 when those are closed)."""
+    if fd > 2:
+        return fd
+    import fcntl  # POSIX only; Windows never hands out 0-2 here (its stdio is always open)
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
 
 
 def app_stdio() -> AppStdio:
@@ -86,11 +106,15 @@ def app_stdio() -> AppStdio:
 
 
 def _pollable(fd: int) -> bool:
-    """Whether the loop's pipe transports can serve ``fd`` (not a regular file)."""
+    """Whether the loop's pipe transports can serve ``fd``: a pipe, a socket or a terminal.
+
+    Regular files and character devices that are not terminals (``/dev/null``) are
+    always "ready", and epoll refuses them (EPERM), so threads serve those instead.
+    """
     if sys.platform == "win32":
         return False
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 FramesCallback = Callable[[list[Any]], None]

@@ -24,7 +24,8 @@ WRITE_SCRIPT = [
     {"text": "I will write the note.",
      "tool_calls": [{"name": "write_file", "arguments": {"path": "note.txt", "content": "hi"}}],
      "usage": {"inputTokens": 40, "outputTokens": 10}},
-    {"text": "Done: note.txt is written.", "usage": {"inputTokens": 60, "outputTokens": 6}},
+    {"reasoning": "The tool said it wrote the file.", "text": "Done: note.txt is written.",
+     "usage": {"inputTokens": 60, "outputTokens": 6}},
 ]
 SLOW_SCRIPT = [{"text": "thinking for a long time", "delay_ms": 600_000}]
 
@@ -62,6 +63,9 @@ def test_prompt_streams_updates_and_asks_permission(tmp_path: Path) -> None:
     asyncio.run(main())
     assert (Path.cwd() / "note.txt").read_text() == "hi"
     assert recorder.agent_text() == "I will write the note.Done: note.txt is written."
+    # The model's reasoning arrives as thought chunks, never inside the message text.
+    thoughts = "".join(u.content.text for u in recorder.of("agent_thought_chunk"))
+    assert thoughts == "The tool said it wrote the file."
     [call] = recorder.of("tool_call")
     assert (call.kind, call.status, call.title) == ("edit", "pending", "Write note.txt")
     assert call.raw_input == {"path": "note.txt", "content": "hi"}
@@ -173,7 +177,7 @@ def test_load_session_in_a_new_process_replays_the_history(tmp_path: Path) -> No
     asyncio.run(run_second())
     assert second.kinds() == ["user_message_chunk", "session_info_update",
                               "agent_message_chunk", "tool_call", "tool_call_update",
-                              "agent_message_chunk"]
+                              "agent_thought_chunk", "agent_message_chunk"]
     assert second.of("user_message_chunk")[0].content.text == "write a note"
     assert second.agent_text() == first.agent_text()
     assert second.of("tool_call")[0].tool_call_id == first.of("tool_call")[0].tool_call_id

@@ -105,6 +105,25 @@ def test_replay_shows_the_conversation_not_the_stream() -> None:
     assert [u["sessionUpdate"] for u in updates][-2:] == ["tool_call", "tool_call_update"]
 
 
+def test_reasoning_is_a_thought_live_and_on_replay() -> None:
+    live = [u for e in [
+        ev("assistant/reasoning-delta", turn=1, step=1, index=0, text="Let me "),
+        ev("assistant/reasoning-delta", turn=1, step=1, index=0, text="think."),
+        ev("assistant/delta", turn=1, step=1, index=0, text="Answer."),
+    ] for u in UpdateMapper("/w").live(e)]
+    assert [(u["sessionUpdate"], u["content"]) for u in live] == [
+        ("agent_thought_chunk", {"type": "text", "text": "Let me "}),
+        ("agent_thought_chunk", {"type": "text", "text": "think."}),
+        ("agent_message_chunk", {"type": "text", "text": "Answer."})]
+    replayed = UpdateMapper("/w").replay([
+        ev("assistant/reasoning-delta", text="Let me think."),
+        ev("assistant/message", message={"content": [
+            {"type": "reasoning", "text": "Let me think.", "signature": "s"},
+            {"type": "text", "text": "Answer."}]})])
+    assert [(u["sessionUpdate"], u["content"]["text"]) for u in replayed] == [
+        ("agent_thought_chunk", "Let me think."), ("agent_message_chunk", "Answer.")]
+
+
 @pytest.mark.parametrize(("reason", "cancel", "expected"), [
     ({"kind": "completed"}, False, "end_turn"),
     ({"kind": "completed"}, True, "end_turn"),

@@ -53,8 +53,8 @@ class Booted:
     """``async with Booted(rows) as b``: a started kernel, its agent, the notifications."""
 
     def __init__(self, tree: Sequence[Mapping[str, Any]], *, hook_budget: float = 2.0) -> None:
-        self.kernel = Kernel(tree, profile="test", home=os.getcwd(), cwd=os.getcwd(), env={},
-                             hook_budget=hook_budget)
+        self.kernel = Kernel(tree, profile="test", home=os.environ["DSH_HOME"], cwd=os.getcwd(),
+                             env={}, hook_budget=hook_budget)
         self.notes: list[tuple[str, dict[str, Any]]] = []
         self._changed = asyncio.Event()
         self.agent: Any = None

@@ -91,7 +91,7 @@ def test_workspace_policy_allows_writes_inside_the_cwd(tmp_path: Path) -> None:
 def test_workspace_policy_denies_writes_outside_when_nobody_can_approve(tmp_path: Path) -> None:
     result, _ = run_one(tmp_path, "write_note", {"path": "../escape.txt", "text": "x"})
     assert result["error"] == {"name": "ToolDeniedError", "code": "DENIED"}
-    assert "outside the working directory" in content(result)
+    assert "outside the workspace root" in content(result)
     assert "no client can approve" in content(result)
     assert not Path("../escape.txt").exists()
 
@@ -112,7 +112,8 @@ def test_workspace_policy_asks_the_approver_and_follows_it(tmp_path: Path) -> No
     assert request["name"] == "write_note"
     assert request["callId"] == result["message"]["toolCallId"]
     assert '"../ok.txt"' in request["arguments"]
-    assert "outside the working directory" in request["reason"]
+    assert "outside the workspace root" in request["reason"]
+    assert request["outside"] == [str(Path("../ok.txt").resolve())]
 
 
 def test_an_approver_that_denies_or_fails_denies(tmp_path: Path) -> None:

@@ -106,15 +106,17 @@ def test_second_turn_skips_the_system_message_and_reports_a_changed_cwd(
         tmp_path: Path) -> None:
     script = write_script(tmp_path, [
         {"text": "Moving.", "tool_calls": [{"name": "working_directory",
-                                            "arguments": {"cd": ".."}}]},
+                                            "arguments": {"cd": "sub"}}]},
         {"text": "Moved."},
         {"text": "Still here."},
         {"text": "Again."},
     ])
 
+    os.mkdir("sub")
+
     async def scenario() -> None:
         async with Booted(rows(script)) as b:
-            await b.agent.prompt("s1", text("go up"))
+            await b.agent.prompt("s1", text("go down"))
             await b.idle("s1")
             await b.agent.prompt("s1", text("and now?"))
             await b.idle("s1", 2)
@@ -124,10 +126,10 @@ def test_second_turn_skips_the_system_message_and_reports_a_changed_cwd(
             assert b.of("s1", "turn/start") == [{"turn": 1}, {"turn": 2}, {"turn": 3}]
             contexts = [m for m in b.of("s1", "user/message")
                         if m["source"]["kind"] == "runtime-context"]
-            parent = os.path.dirname(os.getcwd())
-            assert [json.dumps(parent) in c["content"][0]["text"] for c in contexts] == [
+            sub = os.path.join(os.getcwd(), "sub")
+            assert [json.dumps(sub) in c["content"][0]["text"] for c in contexts] == [
                 False, True]
-            assert b.agent.get_cwd("s1") == parent
+            assert b.agent.get_cwd("s1") == sub
             assert b.types("s1").count("session/title") == 1
 
     asyncio.run(scenario())

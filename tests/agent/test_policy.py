@@ -10,16 +10,26 @@ import pytest
 from agentkit import NoteTool, Untyped
 from dsh_runtime.guardrails import Decision
 from dsh_runtime.policy import PolicyGuardrail, decide
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolCall
+from dsh_runtime.tools.confine import Boundary
 from dsh_runtime.tools.working_directory import WorkingDirectory
 
 
 def call(tool: Any, can_ask: bool = False, **arguments: Any) -> ToolCall:
-    return ToolCall("s", "c1", tool.name, arguments, os.getcwd(), tool, can_ask)
+    """The call as the agent builds it: path arguments judged against the root (the cwd)."""
+    reached = confine.reach(Boundary.at(os.getcwd()), os.getcwd(), tool, arguments)
+    return ToolCall("s", "c1", tool.name, arguments, os.getcwd(), tool, can_ask,
+                    outside=reached.outside)
 
 
 @pytest.mark.parametrize(("mode", "tool", "args", "expected"), [
-    ("workspace", WorkingDirectory(), {"cd": "/"}, Decision.ALLOW),
+    ("workspace", WorkingDirectory(), {"cd": "/"}, Decision.ASK),
+    ("workspace", WorkingDirectory(), {"cd": "."}, Decision.ALLOW),
+    ("allow-all", WorkingDirectory(), {"cd": "/"}, Decision.ASK),
+    ("allow-all", NoteTool(), {"path": "../b.txt"}, Decision.ASK),
+    ("allow-all", NoteTool(), {"path": "b.txt"}, Decision.ALLOW),
+    ("deny-mutating", NoteTool(), {"path": "../b.txt"}, Decision.DENY),
     ("workspace", NoteTool(), {"path": "a/b.txt"}, Decision.ALLOW),
     ("workspace", NoteTool(), {"path": "../b.txt"}, Decision.ASK),
     ("workspace", NoteTool(), {"path": "/etc/passwd"}, Decision.ASK),
@@ -38,7 +48,8 @@ def test_a_symlink_out_of_the_workspace_is_outside() -> None:
     Path("out").symlink_to(Path.cwd().parent)
     decision, reason = decide("workspace", call(NoteTool(), path="out/x.txt"))
     assert decision is Decision.ASK
-    assert reason == "'write_note' path is outside the working directory"
+    assert reason == ("'write_note' reaches outside the workspace root "
+                      f"({Path.cwd().parent / 'x.txt'})")
 
 
 def test_unattended_asks_follow_the_config() -> None:

@@ -15,6 +15,7 @@ from dsh_runtime.providers.base import (
     Finish,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -76,7 +77,7 @@ def test_exhaustion_errors_and_usage_estimates(tmp_path: Path) -> None:
         {"error": {"message": "plain"}},
     ])
     chunks = collect(model, request(text="x" * 10))
-    assert chunks[-2:] == [Usage(3, 2), Finish("stop")]
+    assert chunks[-2:] == [Usage(3, 2, estimated=True), Finish("stop")]
     with pytest.raises(ModelError) as info:
         collect(model, request())
     assert (info.value.message, info.value.code) == ("overloaded", "busy")
@@ -87,6 +88,15 @@ def test_exhaustion_errors_and_usage_estimates(tmp_path: Path) -> None:
         collect(model, request())
     assert info.value.message == "scripted provider: script exhausted after 3 responses"
     assert info.value.code == "script-exhausted"
+
+
+def test_reasoning_streams_before_the_text_as_its_own_kind(tmp_path: Path) -> None:
+    model = model_of(tmp_path, [{"reasoning": "think " * 5, "text": "answer"}])
+    chunks = collect(model, request())
+    kinds = [type(c).__name__ for c in chunks]
+    assert kinds.index("ReasoningDelta") < kinds.index("TextDelta")
+    assert "".join(c.text for c in chunks if isinstance(c, ReasoningDelta)) == "think " * 5
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "answer"
 
 
 def test_length_finish_is_passed_through(tmp_path: Path) -> None:

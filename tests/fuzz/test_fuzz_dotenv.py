@@ -7,7 +7,9 @@ stray text) and raw text. Every value carries a marker, so the properties can sa
 * reading any file gives a dict of valid names or an :class:`EnvFileError` (exit 2)
   naming the file and a line; never another exception, and the same answer twice;
 * a bootstrap-only name (``PATH``, ``PYTHON*``, ``DSH_*``, ``LD_*``, ``DYLD_*``) that the
-  parser reads as a name is refused from any file, network settings from a project file;
+  parser reads as a name is refused from the home file (an error) and ignored from a
+  project file (a warning naming it), routing settings ignored from an untrusted project
+  file;
 * no error message contains a value;
 * the real ``dsh doctor --json``, given such a home ``.env``, reports it (exit 0 or 1)
   and prints no value.
@@ -20,19 +22,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsh.envsnapshot import read_env_file
+from dsh.envsnapshot import EnvFile, read_env_file
 from dsh.errors import EnvFileError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 MARK = "vAlUe"  # in every generated value; never a name, never printed
 BOOTSTRAP = re.compile(r"^(PATH|PYTHON.*|DSH_.*|LD_.*|DYLD_.*)$")
-NETWORK = re.compile(r"^((HTTP|HTTPS|ALL|NO)_PROXY|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|"
-                     r"CURL_CA_BUNDLE)$", re.IGNORECASE)
+NETWORK = re.compile(r"^((HTTP|HTTPS|ALL|NO|FTP)_PROXY|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|"
+                     r"CURL_CA_BUNDLE|NODE_EXTRA_CA_CERTS|.*_BASE_URL|.*_API_BASE|.*_API_URL|"
+                     r"DSH_POSTGRES_DSN)$", re.IGNORECASE)
 
 names = st.one_of(
     st.sampled_from(["A", "api_key", "_X1", "PATH", "PYTHONPATH", "DSH_HOME", "LD_PRELOAD",
-                     "DYLD_X", "HTTPS_PROXY", "no_proxy", "SSL_CERT_FILE", "1BAD", "A-B",
+                     "DYLD_X", "HTTPS_PROXY", "no_proxy", "SSL_CERT_FILE", "X_BASE_URL",
+                     "DSH_POSTGRES_DSN", "1BAD", "A-B",
                      "A.B", "É", "A B", ""]),
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
 )
@@ -55,7 +59,7 @@ files = st.lists(lines, max_size=8).map("\n".join) | st.text(max_size=80).filter
     lambda text: MARK not in text)
 
 
-def read(tmp: Path, text: str, *, is_home: bool) -> dict[str, str] | EnvFileError:
+def read(tmp: Path, text: str, *, is_home: bool) -> EnvFile | EnvFileError:
     path = tmp / ".env"
     path.write_text(text, encoding="utf-8")
     try:
@@ -83,11 +87,14 @@ def test_any_env_file_reads_or_fails_cleanly_and_no_error_shows_a_value(
         assert MARK not in message, message
         return
     assert first == second
-    for name in first:
+    for name in first.values:
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name), name
-        assert not BOOTSTRAP.match(name), name
+        assert not BOOTSTRAP.match(name) or NETWORK.match(name), name
         if not is_home:
             assert not NETWORK.match(name), name
+    for warning in first.ignored:
+        assert warning.startswith(f"{tmp_path / '.env'}:"), warning
+        assert MARK not in warning, warning
 
 
 @PROPERTY
@@ -96,10 +103,16 @@ def test_any_env_file_reads_or_fails_cleanly_and_no_error_shows_a_value(
        st.booleans())
 def test_a_bootstrap_name_is_always_refused(tmp_path: Path, name: str, value: str,
                                             before: list[str], is_home: bool) -> None:
+    """An error in the home file; ignored, with a warning naming it, in a project file."""
     text = "\n".join(["# settings", f"{name}={value}", *before])
     result = read(tmp_path, text, is_home=is_home)
-    assert isinstance(result, EnvFileError), result
-    assert MARK not in str(result)
+    if is_home:
+        assert isinstance(result, EnvFileError), result
+        assert MARK not in str(result)
+    elif not isinstance(result, EnvFileError):  # a later malformed line is still an error
+        assert name not in result.values
+        assert any(f":2: {name} ignored" in w for w in result.ignored), result
+        assert MARK not in "".join(result.ignored)
 
 
 @settings(max_examples=6, deadline=None,

@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFLINE_PATCH = ROOT / "examples" / "offline" / "patch.yml"
-FINAL_ANSWER = "Done: I looked at the working directory, then moved to its parent."
+FINAL_ANSWER = ("Done: I looked at the working directory. Its parent is outside the "
+                "workspace, so moving there needs your approval.")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -9,9 +9,9 @@ from dsh_runtime.headless.options import Options, parse
 
 def test_words_are_joined_and_options_read() -> None:
     assert parse(["--json", "--approval", "auto", "--model", "m", "--provider", "r",
-                  "--session-id", "s", "fix", "the", "bug"]) == Options(
+                  "--session-id", "s", "--effort", "none", "fix", "the", "bug"]) == Options(
         task="fix the bug", json=True, session_id="s", approval="auto", model="m",
-        provider="r")
+        provider="r", effort="none")
 
 
 def test_dash_reads_stdin_and_double_dash_ends_options() -> None:
@@ -21,6 +21,7 @@ def test_dash_reads_stdin_and_double_dash_ends_options() -> None:
 
 @pytest.mark.parametrize("argv", [[], ["--approval", "ask", "x"], ["--approval", "no", "x"],
                                   ["--nope", "x"], ["-", "x"], ["--model", " ", "x"],
+                                  ["--effort", "", "x"],
                                   ["   "], ["--js", "x"]])
 def test_bad_command_lines_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(UsageError) as info:

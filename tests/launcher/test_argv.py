@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dsh.argv import Invocation, parse
+from dsh.argv import Invocation, misplaced, near_flag, parse
 from dsh.errors import UsageError
 
 
@@ -120,3 +120,46 @@ def test_usage_errors(argv: list[str], message: str) -> None:
         parse(argv)
     assert str(info.value) == message
     assert info.value.exit_code == 2
+
+
+# -- where misplaced launcher options go (misplaced, near_flag) ----------------------------
+
+
+def test_a_launcher_option_after_the_task_is_moved_in_front() -> None:
+    inv = parse(["--profile", "headless", "hi", "--patch", "F"])
+    assert misplaced(inv, "unrecognized arguments: --patch F") == (
+        "--patch is a launcher option: put it before the application's arguments: "
+        "dsh --profile headless --patch F hi")
+
+
+def test_the_suggested_command_keeps_the_launcher_options_already_given() -> None:
+    inv = parse(["--home", "/h", "web", "--patch=a.yml", "--port", "0", "--home", "x y",
+                 "--patch=b.yml", "--dump-config"])
+    assert misplaced(inv, "whatever") == (
+        "--home is a launcher option: put it before the application's arguments: "
+        "dsh --home /h --profile web --patch a.yml --home 'x y' --patch=b.yml "
+        "--dump-config --port 0")
+
+
+def test_a_misspelled_launcher_option_the_application_refused() -> None:
+    inv = parse(["--profile", "headless", "--pach", "F", "hi"])
+    assert misplaced(inv, "unrecognized arguments: --pach") == (
+        "--pach: did you mean --patch? It is a launcher option: put it before the "
+        "application's arguments: dsh --profile headless --patch F hi")
+
+
+def test_options_of_the_application_are_left_alone() -> None:
+    # --jsn is close to --json, which the application (not the launcher) takes here
+    assert misplaced(parse(["headless", "--jsn", "hi"]), "unrecognized arguments: --jsn") is None
+    assert misplaced(parse(["sdk", "foo"]), "takes no arguments (got 'foo')") is None
+    # a near miss the application did not complain about is not guessed at
+    assert misplaced(parse(["web", "--pach", "F"]), "--port must be a number") is None
+
+
+@pytest.mark.parametrize(("token", "near"), [
+    ("--pach", "--patch"), ("--profle", "--profile"), ("--hom", "--home"),
+    ("--dump-confg", "--dump-config"), ("--patch", None), ("--xyz", None), ("-p", None),
+    ("--pach=F", "--patch"),
+])
+def test_near_flag(token: str, near: str | None) -> None:
+    assert near_flag(token) == near

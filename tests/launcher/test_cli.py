@@ -19,6 +19,8 @@ from dsh import profiles, shipped
 
 from .test_profiles import install_bundle
 
+OFFLINE = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
+
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -484,17 +486,34 @@ BAD_INPUT: list[tuple[str, Setup, list[str]]] = [
      ["{cwd}/.env:2: malformed line (expected NAME=value)"]),
     ("env-malformed-home", _env_file("'unterminated\n", "home"),
      ["{home}/.env:1: malformed line"]),
-    ("env-path-refused", _env_file("PATH=sk-do-not-print\n", "cwd"),
-     ["{cwd}/.env:1: PATH is bootstrap-only and refused from any .env"]),
+    ("env-path-refused", _env_file("PATH=sk-do-not-print\n", "home"),
+     ["{home}/.env:1: PATH is bootstrap-only and refused from any .env"]),
     ("env-dsh-home-refused", _env_file("OK=1\nDSH_HOME=sk-do-not-print\n", "home"),
      ["{home}/.env:2: DSH_HOME is bootstrap-only"]),
-    ("env-proxy-from-project", _env_file("HTTPS_PROXY=http://sk-do-not-print:1\n", "cwd"),
-     ["{cwd}/.env:1: HTTPS_PROXY is bootstrap-only and refused from a project .env"]),
     ("home-is-file-flag", _home_is_file(True),
      ["{cwd}/home-file: exists and is not a directory"]),
     ("home-is-file-custom-profile", _home_is_file(False),
      ["{cwd}/home-file: exists and is not a directory"]),
 ]
+
+
+@pytest.mark.parametrize(("text", "name", "why"), [
+    ("PATH=sk-do-not-print\n", "PATH", "it is bootstrap-only"),
+    ("HTTPS_PROXY=http://sk-do-not-print:1\n", "HTTPS_PROXY",
+     "a project's .env may not route credentials"),
+])
+def test_a_refused_name_in_a_project_env_is_ignored_with_one_warning(
+        run_dsh: RunDsh, tmp_path: Path, text: str, name: str, why: str) -> None:
+    """Not bad input: the project's ``.env`` was written for its own tools, and dsh must
+    keep working in any repository (docs/contracts.md)."""
+    cwd = tmp_path / "cwd"
+    (cwd / ".env").write_text(f"# the project's\n{text}", encoding="utf-8")
+    proc = run_dsh("--profile", "sdk-minimal", "--patch", str(OFFLINE), "-h")
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("dsh: warning")]
+    assert len(warnings) == 1, proc.stderr
+    assert warnings[0].startswith(f"dsh: warning: {cwd / '.env'}:2: {name} ignored: {why}")
+    assert "sk-do-not-print" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize(("setup", "expected"), [(s, e) for _, s, e in BAD_INPUT],

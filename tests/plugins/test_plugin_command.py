@@ -42,20 +42,20 @@ def _plain_package(where: Path, name: str) -> Path:
 def test_add_use_remove(run_dsh: Callable[..., Any], dsh_home: Path, tmp_path: Path) -> None:
     local = Path.cwd() / "hello"  # a relative path, resolved against the invoking cwd
     shutil.copytree(FIXTURE, local)
-    added = run_dsh("plugin", "--profile", "p", "add", "./hello")
+    added = run_dsh("plugin", "--profile", "p", "add", "--from", "sdk", "./hello")
     assert added.returncode == 0, added.stderr
-    assert "created from dsh-base" in added.stderr
+    assert "created profile 'p' from the sdk template" in added.stderr
     data = _listing(run_dsh)
-    assert data["bundles"] == ["dsh-base", "dsh-hello"]
+    assert data["bundles"] == ["dsh-base", "dsh-sdk-app", "dsh-hello"]
     assert data["requirements"][0]["requirement"] == str(local)
     assert data["requirements"][0]["version"] == "0.1.0"
     toml = dsh_home / "profiles" / "p" / "profile.toml"
     assert "# applied in this order" in toml.read_text()  # the user's comments stay
 
-    ordered = run_dsh("plugin", "--profile", "p", "order", "dsh-base", "dsh-sdk-app",
-                      "dsh-hello")
+    ordered = run_dsh("plugin", "--profile", "p", "order", "dsh-base", "dsh-hello",
+                      "dsh-sdk-app")
     assert ordered.returncode == 0, ordered.stderr
-    assert _listing(run_dsh)["bundles"] == ["dsh-base", "dsh-sdk-app", "dsh-hello"]
+    assert _listing(run_dsh)["bundles"] == ["dsh-base", "dsh-hello", "dsh-sdk-app"]
 
     script = tmp_path / "script.yml"
     script.write_text(json.dumps(SCRIPT))
@@ -84,6 +84,7 @@ def test_add_use_remove(run_dsh: Callable[..., Any], dsh_home: Path, tmp_path: P
     assert removed.returncode == 0, removed.stderr
     data = _listing(run_dsh)
     assert data == {"bundles": ["dsh-base", "dsh-sdk-app"], "requirements": [], "installed": []}
+    assert not list((dsh_home / "profiles").glob(".*"))  # no lock file, no staging left
 
 
 def test_failed_install_changes_nothing(run_dsh: Callable[..., Any], dsh_home: Path) -> None:
@@ -109,18 +110,20 @@ def test_concurrent_adds_serialize(dsh_home: Path) -> None:
     shutil.copytree(FIXTURE, Path.cwd() / "hello")
     _plain_package(Path.cwd() / "plain", "dsh-plain-dep")
     procs = [subprocess.Popen([sys.executable, "-m", "dsh", "plugin", "--profile", "p", "add",
-                               spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               "--no-bundle", spec], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for spec in ("./hello", "./plain")]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
-    assert any("dsh-plain-dep declares no dsh.bundles entry point" in err
-               for _, err in outputs), outputs
+    assert any("dsh-plain-dep 1.0 declares no dsh.bundles entry point; installed as a "
+               "plain library" in err for _, err in outputs), outputs
+    assert sum("created profile 'p'" in err for _, err in outputs) == 1, outputs
     from dsh.profiles import parse_profile_toml
 
     recorded = parse_profile_toml(dsh_home / "profiles" / "p" / "profile.toml", "p")
     assert sorted(recorded.requirements) == sorted(
         [str(Path.cwd() / "hello"), str(Path.cwd() / "plain")])
-    assert recorded.bundles == ("dsh-base", "dsh-hello")
+    assert recorded.bundles == ("dsh-base", "dsh-headless", "dsh-hello")
     plugin_dir = dsh_home / "profiles" / "p" / "plugins"
     assert {p.name for p in plugin_dir.iterdir() if p.suffix != ".dist-info"} == {
         "dsh_hello_plugin", "dsh_plain_dep"}

@@ -63,6 +63,9 @@ class StandInAgent:
         self._cwds[sid] = cwd or self._cwd
         return sid
 
+    async def open_session(self, sid: str, *, cwd: str | None = None) -> None:
+        self._cwds.setdefault(sid, cwd or self._cwd)
+
     async def prompt(
         self, sid: str, blocks: list[dict[str, Any]], *, cwd: str | None = None
     ) -> str:

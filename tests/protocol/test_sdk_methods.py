@@ -54,6 +54,10 @@ class StandInAgent:
         self.cwds["s-new"] = cwd or "/"
         return "s-new"
 
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        self.calls.append(("open_session", (session_id, cwd)))
+        self.cwds.setdefault(session_id, cwd or "/")
+
     async def cancel(self, session_id: str) -> bool:
         return session_id in self.cwds
 
@@ -262,8 +266,14 @@ def test_session_methods(tmp_path: Path) -> None:
         assert [c[1] for c in agent.calls if c[0] == "history_page"] == [
             ("s-new", {"start_seq": 0, "limit": 1000, "max_bytes": 4 * 1024 * 1024}),
             ("s-new", {"start_seq": 1, "limit": 10_000, "max_bytes": 4 * 1024 * 1024})]
-        unknown = await client.call("session/working-directory/get", {"sessionId": "ghost"})
-        assert unknown["error"] == {"code": -32602, "message": "unknown session: ghost"}
+        # Any id: a new one is created in the server's directory, without a turn.
+        fresh = await client.call("session/working-directory/get", {"sessionId": "ghost"})
+        assert fresh["result"] == {"cwd": str(tmp_path)}
+        assert ("open_session", ("ghost", str(tmp_path))) in agent.calls
+        moved = await client.call("session/working-directory/set",
+                                  {"sessionId": "other", "path": str(sub)})
+        assert moved["result"] == {"cwd": str(sub)}
+        assert ("open_session", ("other", str(tmp_path))) in agent.calls
 
     run_sdk(tmp_path, scenario)
 

@@ -84,7 +84,7 @@ def test_protocol_errors_keep_the_connection(spawn: Any) -> None:
     proc.initialize(Path.cwd())
     assert proc.call("no/such/method")["error"]["code"] == -32601
     assert proc.call(PROMPT, {"sessionId": 1})["error"]["code"] == -32602
-    assert proc.call("session/working-directory/get", {"sessionId": "ghost"})["error"] == {
+    assert proc.call("session/history", {"sessionId": "ghost"})["error"] == {
         "code": -32602, "message": "unknown session: ghost"}
     assert proc.call("initialize", {"cwd": str(Path.cwd()), "provider": "nope"})[
         "error"]["code"] == -32600  # already initialized

@@ -183,5 +183,11 @@ def test_tool_turn_keeps_the_originals_order_and_fields(profile: str) -> None:
     assert isinstance(result["isError"], bool)
     assert result["content"][0]["type"] == "text"
     final = by_type["assistant/message"][-1]["message"]["content"]
-    assert [b["type"] for b in final] == ["text"]
+    # The original's reasoning block comes before the text; its client reads text blocks
+    # only, so the reasoning never reaches final_response.
+    assert [b["type"] for b in final] == ["reasoning", "text"]
+    assert set(final[0]) == {"type", "text"} and final[0]["text"]
+    streamed = "".join(d["text"] for d in by_type["assistant/reasoning-delta"])
+    assert streamed == final[0]["text"]
+    assert final[0]["text"] not in "".join(d["text"] for d in by_type["assistant/delta"])
     assert by_type["turn/end"][-1]["reason"] == {"kind": "completed"}

@@ -32,12 +32,8 @@ from dsh_runtime.providers.base import (
     ToolSpec,
     Usage,
 )
-from dsh_runtime.providers.openai_compat import (
-    OpenAICompatibleProvider,
-    _proxy_for,
-    backoff_delay,
-    retry_after_seconds,
-)
+from dsh_runtime.providers.http_route import _proxy_for, backoff_delay, retry_after_seconds
+from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
 from fake_openai_server import (
     FakeOpenAIServer,
     Reply,
@@ -215,8 +211,11 @@ def test_ids_and_names_a_server_repeats_are_passed_once(server: FakeOpenAIServer
         event("[DONE]"),
     ]))
     chunks = stream(server)
-    assert chunks == [ToolCallDelta(0, id="c", name="ls", arguments='{"p'),
-                      ToolCallDelta(0, arguments='": 1}'), Finish("tool-calls")]
+    assert [c for c in chunks if not isinstance(c, Usage)] == [
+        ToolCallDelta(0, id="c", name="ls", arguments='{"p'),
+        ToolCallDelta(0, arguments='": 1}'), Finish("tool-calls")]
+    [usage] = [c for c in chunks if isinstance(c, Usage)]
+    assert usage.estimated and chunks[-2] == usage  # the server sent none: estimated
 
 
 def test_request_body_translates_messages_and_tools(server: FakeOpenAIServer) -> None:
@@ -245,6 +244,7 @@ def test_request_body_translates_messages_and_tools(server: FakeOpenAIServer) ->
     assert body["model"] == "deepseek-reasoner"
     assert body["max_tokens"] == 64
     assert body["reasoning_effort"] == "high"
+    assert body["thinking"] == {"type": "enabled"}
     assert body["messages"] == [
         {"role": "system", "content": "be brief\n\nbe kind"},
         {"role": "user", "content": "read a.txt"},
@@ -252,7 +252,7 @@ def test_request_body_translates_messages_and_tools(server: FakeOpenAIServer) ->
             {"id": "call_1", "type": "function",
              "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
-        {"role": "assistant", "content": None, "tool_calls": [
+        {"role": "assistant", "content": "", "tool_calls": [  # "", never null
             {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
     ]
     assert body["tools"] == [{"type": "function", "function": {
@@ -265,7 +265,7 @@ def test_optional_fields_are_omitted_and_extra_headers_sent(server: FakeOpenAISe
     server.script(Reply(pieces=text_stream("ok")))
     stream(server, extra_headers={"X-Title": "dsh-test"})
     [received] = server.requests
-    assert not {"tools", "max_tokens", "reasoning_effort"} & set(received.body)
+    assert not {"tools", "max_tokens", "reasoning_effort", "thinking"} & set(received.body)
     assert received.headers["x-title"] == "dsh-test"
 
 
@@ -337,7 +337,8 @@ def test_stream_cut_midway_is_interrupted_without_retry(server: FakeOpenAIServer
 
 def test_finish_without_done_still_finishes(server: FakeOpenAIServer) -> None:
     server.script(Reply(pieces=[chunk({"content": "x"}), chunk({}, finish="stop")], cut=True))
-    assert stream(server) == [TextDelta("x"), Finish("stop")]
+    chunks = stream(server)
+    assert [c for c in chunks if not isinstance(c, Usage)] == [TextDelta("x"), Finish("stop")]
 
 
 # -- bad responses -------------------------------------------------------------------------
@@ -355,11 +356,22 @@ def test_json_instead_of_a_stream_is_bad_response(server: FakeOpenAIServer) -> N
     assert failure(server)[0].code == "bad-response"
 
 
-def test_error_event_mid_stream(server: FakeOpenAIServer) -> None:
+def test_error_event_before_any_output_is_retried(server: FakeOpenAIServer) -> None:
+    server.script(Reply(pieces=[event({"error": {"message": "overloaded"}})]),
+                  Reply(pieces=text_stream("recovered")))
+    assert stream(server)[0] == TextDelta("recovered")
     server.script(Reply(pieces=[event({"error": {"message": "overloaded"}})]))
-    error, _ = failure(server)
+    error, _ = failure(server, max_retries=0)
     assert error.code == "server-error"
     assert "overloaded" in error.message
+
+
+def test_error_event_after_output_is_an_interrupted_stream(server: FakeOpenAIServer) -> None:
+    server.script(Reply(pieces=[chunk({"content": "par"}),
+                                event({"error": {"message": "overloaded"}})]))
+    error, seen = failure(server)
+    assert (error.code, seen) == ("stream-interrupted", [TextDelta("par")])
+    assert "overloaded" in error.message and len(server.requests) == 1
 
 
 def test_other_4xx_carries_the_server_message_truncated(server: FakeOpenAIServer) -> None:
@@ -367,7 +379,7 @@ def test_other_4xx_carries_the_server_message_truncated(server: FakeOpenAIServer
     error, _ = failure(server)
     assert error.code == "http-400"
     assert "model does not exist" in error.message
-    assert len(error.message) < 700
+    assert len(error.message) < 1200
     assert len(server.requests) == 1
 
 
@@ -523,8 +535,9 @@ def test_proxy_comes_from_the_snapshot_and_no_proxy() -> None:
 def test_real_deepseek_tiny_completion(tmp_path: Path) -> None:
     env = {name: os.environ[name] for name in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL")
            if os.environ.get(name)}
-    request = ModelRequest("real", "deepseek-chat", max_tokens=8, messages=(
-        {"role": "user", "content": [{"type": "text", "text": "Reply with the word: pong"}]},))
+    request = ModelRequest("real", "deepseek-flash", max_tokens=8, reasoning_effort="none",
+                           messages=({"role": "user", "content": [
+                               {"type": "text", "text": "Reply with the word: pong"}]},))
     chunks = stream(None, request, env=env, timeout_s=60)
     assert any(isinstance(c, TextDelta) and c.text for c in chunks)
     assert isinstance(chunks[-1], Finish)

@@ -130,11 +130,12 @@ def _good_turn_after(client: DshClient, session: Any, home: Path,
 
 
 HTTP_FAULTS: dict[str, tuple[list[Reply], str]] = {
-    # headers, two deltas, then nothing: the read timeout cuts a stream already begun
+    # headers, two deltas, then nothing: the read timeout cuts a stream already begun; the
+    # agent voids what it showed (assistant/retry) and asks once more, which stalls too
     "stall-mid-stream": ([Reply(pieces=[chunk({"content": "par"}), chunk({"content": "t"})],
-                                hold=True)], "stream-interrupted"),
-    # the connection drops mid-answer: never retried (the deltas were shown)
-    "drop-mid-stream": ([Reply(pieces=[chunk({"content": "half an ans"})], cut=True)],
+                                hold=True)] * 2, "stream-interrupted"),
+    # the connection drops mid-answer, twice: asked once more, then reported
+    "drop-mid-stream": ([Reply(pieces=[chunk({"content": "half an ans"})], cut=True)] * 2,
                         "stream-interrupted"),
     # drops before any delta, twice: retried once, then reported
     "drop-before-answer": ([Reply(cut=True), Reply(cut=True)], "connection"),
@@ -155,7 +156,11 @@ def test_http_fault_ends_the_turn_and_the_session_goes_on(fault: str, dsh_home: 
                                                          server.base_url)) as client:
         server.script(*replies)
         session = client.new_session()
-        _failed_turn(session.run("hello"), code)
+        failed = session.run("hello")
+        _failed_turn(failed, code)
+        retries = [e for e in failed.events if e.type == "assistant/retry"]
+        assert len(retries) == (1 if code == "stream-interrupted" else 0)
+        assert not [e for e in failed.events if e.type == "assistant/message"]
         _good_turn_after(client, session, dsh_home, server)
     assert client.exit_code == 0
     figure("turn error code", code)

@@ -11,7 +11,8 @@ import pytest
 from sdkkit import REPO
 
 EXAMPLES = REPO / "examples" / "sdk"
-FINAL = "Done: I looked at the working directory, then moved to its parent."
+FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
+         "so moving there needs your approval.")
 
 
 def run_example(name: str, *args: str, tmp_path: Path) -> str:

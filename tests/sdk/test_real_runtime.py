@@ -21,7 +21,8 @@ from dsh.sdk import (
 )
 from sdkkit import OFFLINE_PATCH, assert_gone
 
-FINAL = "Done: I looked at the working directory, then moved to its parent."
+FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
+         "so moving there needs your approval.")
 
 
 def test_sdk_minimal_with_an_explicit_home(real: Callable[..., ClientConfig],

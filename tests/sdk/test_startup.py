@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from dsh.process import python_command
 from dsh.sdk import (
     AsyncDshClient,
     ClientConfig,
@@ -51,7 +52,10 @@ def test_lookup_order_explicit_then_env_then_python(tmp_path: Path) -> None:
     chosen = locate(ClientConfig(), env)
     assert (chosen.command, chosen.source) == ((str(two),), "DSH_RUNTIME_BIN")
     chosen = locate(ClientConfig(carrier="python"), env)
-    assert chosen.command == (sys.executable, "-m", "dsh")
+    # The python carrier never has its working directory on sys.path (dsh.process).
+    assert chosen.command == tuple(python_command("dsh"))
+    assert chosen.command[:2] == ((sys.executable, "-P") if sys.version_info >= (3, 11)
+                                  else (sys.executable, "-c"))
     assert (chosen.carrier, chosen.source) == ("python", "sys.executable")
     chosen = locate(ClientConfig(), {"PATH": os.defpath, "DSH_RUNTIME_BIN": "  "})
     # A blank DSH_RUNTIME_BIN is skipped: next comes the installed runtime wheel, if any.
@@ -182,4 +186,4 @@ def test_launch_spec_env_overrides_and_home_precedence(tmp_path: Path) -> None:
     explicit = ClientConfig(dsh_home=tmp_path / "explicit", env={"DSH_HOME": "/ignored"})
     spec = launch_spec(explicit, runtime, child_environment(explicit, {}))
     assert spec.home == spec.env["DSH_HOME"] == str(tmp_path / "explicit")
-    assert spec.argv == (sys.executable, "-m", "dsh", "--profile", "sdk")
+    assert spec.argv == (*python_command("dsh"), "--profile", "sdk")

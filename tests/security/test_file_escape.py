@@ -1,15 +1,15 @@
-"""File tools cannot leave the working directory, through a real ``dsh --profile sdk``.
+"""File tools cannot leave the workspace root, through a real ``dsh --profile sdk``.
 
 tests/tools/test_confine.py calls the tools directly; here the model (the scripted
 provider) makes the calls in a real session, so the agent loop, the argument checker, the
-policy guardrail and the tools are all in the path. Two contracts meet
+boundary judgement, the policy guardrail and the tools are all in the path
 (runtime/dsh_runtime/tools/confine.py, runtime/dsh_runtime/policy.py):
 
-* ``confine.resolve`` is the hard boundary: with the policy switched to ``allow-all`` every
-  escaping call is still a tool error ``path escapes the working directory``.
-* Under the shipped ``workspace`` policy a mutating call with an outside path is asked
-  about first; the SDK client here declares no approvals, so it is denied
-  (``denied by guardrail``) before the tool runs. Reading tools are refused by confine.
+* The agent judges every path argument against the session's root before any guardrail;
+  a path outside it makes the call ask, under ``workspace`` and ``allow-all`` alike. The
+  SDK client here declares no approvals, so every escaping call is denied
+  (``denied by guardrail``) before the tool runs, reading and writing alike.
+* What runs inside the root (the recursive walks) never follows a link out.
 
 Either way the outside files keep their bytes and their mtimes, and nothing new appears
 outside. Escapes tried: ``..``, absolute paths, ``~``, a symlinked file and a symlinked
@@ -31,8 +31,8 @@ from sdksession import session, text_of
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks")
 
-ESCAPE = "path escapes the working directory"
 DENIED = "denied by guardrail"
+OUTSIDE = "reaches outside the workspace root"
 SECRET = "TOP-SECRET-OUTSIDE\n"
 
 
@@ -108,7 +108,7 @@ WALKS = [
 
 
 @pytest.mark.parametrize("mode", ["allow-all", "workspace"])
-def test_no_file_tool_reaches_outside_the_working_directory(tmp_path: Path, mode: str) -> None:
+def test_no_file_tool_reaches_outside_the_workspace_root(tmp_path: Path, mode: str) -> None:
     work, outside = layout(tmp_path)
     before = state(outside)
     calls = escaping_calls(outside)
@@ -118,16 +118,14 @@ def test_no_file_tool_reaches_outside_the_working_directory(tmp_path: Path, mode
                             scripted={"supports_images": True})
     assert ends[-1]["data"]["reason"]["kind"] == "completed", ends
     assert len(results) == len(calls) + len(WALKS)
-    for (call, mutating), message in zip(calls, results[:len(calls)], strict=True):
+    for (call, _), message in zip(calls, results[:len(calls)], strict=True):
         text = text_of(message)
         assert message["isError"], (call, text)
         if call["name"] == "glob" and "pattern" in call["arguments"] and (
                 ".." in call["arguments"]["pattern"] or call["arguments"]["pattern"][0] == "/"):
             assert "pattern must be relative" in text, (call, text)
-        elif mutating and mode == "workspace":
-            assert DENIED in text, (call, text)
         else:
-            assert ESCAPE in text, (call, text)
+            assert DENIED in text and OUTSIDE in text, (call, text)
         assert "TOP-SECRET" not in text and "root:" not in text, (call, text)
         assert not [b for b in message["content"] if b.get("type") == "image"], call
     walks = {c["name"] + ":" + str(c["arguments"]): text_of(m)

@@ -8,10 +8,10 @@ whole stderr at debug level, every file the run left in the home (the session da
 among them), headless ``--json``, the web app's API, and a provider refused by a local
 server, also one that echoes the key back.
 
-What a tool may see is a separate contract (DESIGN.md section 6, docs/contracts.md "Shell
-sandbox"): a sandboxed command gets the launch environment the user passed, but neither
-the names the home's ``.env`` set nor the file itself. That is tested exactly, in
-:func:`test_sandboxed_shell_sees_the_launch_environment_but_not_the_home_env`.
+What a tool may see is a separate contract (docs/contracts.md "Shell sandbox", docs/security.md):
+a command gets the launch environment minus its secrets, and a sandboxed one neither the
+names the home's ``.env`` set nor the file itself. That is tested exactly, in
+:func:`test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env`.
 """
 
 from __future__ import annotations
@@ -161,12 +161,15 @@ SHELL_SCRIPT = [
 ]
 
 
-def test_sandboxed_shell_sees_the_launch_environment_but_not_the_home_env(
+def test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env(
         tmp_path: Path, dsh_home: Path, planted: tuple[Canaries, dict[str, str]]) -> None:
-    """The contract of the shipped sandbox (``workspace-write``): the command gets the
-    launch environment (the user passed it; DESIGN.md section 6) and the project's
-    ``.env`` values (its folder is the workspace), never the home ``.env`` names or file."""
+    """The contract of the shipped shell (``workspace-write`` sandbox, default ``env``
+    policy): the command gets the launch environment and the project's ``.env`` values
+    minus every secret-looking name (issue 19: the key in the launch environment used to
+    be one ``env`` away), and never the home ``.env`` names or file."""
     canaries, env = planted
+    with (Path.cwd() / ".env").open("a") as f:
+        f.write("PROJECT_SETTING=visible-project-setting\n")
     patch = write_patch(tmp_path, SHELL_SCRIPT)
     env = {**env, "ENV_FILE": str(dsh_home / ".env")}
     cwd = Path.cwd()
@@ -186,13 +189,13 @@ def test_sandboxed_shell_sees_the_launch_environment_but_not_the_home_env(
                   and f["params"]["event"]["type"] == "tool/result")
     if output.startswith("[Not sandboxed"):
         pytest.skip(f"bubblewrap is unusable here: {output.splitlines()[0]}")
-    assert canaries.environment in output  # the user's own environment, by contract
-    assert canaries.project_env in output  # the workspace's .env, by contract
+    assert "DSH_LOG_LEVEL=debug" in output  # the launch environment, minus secrets
+    assert "PROJECT_SETTING=visible-project-setting" in output  # the project's .env too
+    assert "DEEPSEEK_API_KEY" not in output and "PROJECT_DB_PASSWORD" not in output
     assert "HOME_SERVICE_TOKEN" not in output
     hidden = output.split("--- home .env:", 1)[1]
     assert "No such file" in hidden or "Permission denied" in hidden, hidden
-    assert_clean("the sandboxed shell", output, canaries.all(),
-                 allowed=("launch environment", "project .env"))
+    assert_clean("the sandboxed shell", output, canaries.all())
     # The log carries the tool result (it is the session's data), but never the home's.
     assert_clean("the runtime's stderr", b"".join(proc.all_stderr),
                  {"home .env": canaries.home_env})

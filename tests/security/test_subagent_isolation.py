@@ -31,12 +31,14 @@ PARENT_SCRIPT = [
 CHILD_COMMAND = (
     'env > child-env.txt; '
     'cat "$DSH_HOME/../../../../../.env" > child-read-relative.txt 2>&1; '
-    'cat "$PARENT_ENV_FILE_GUESS" > child-read-absolute.txt 2>&1; true'
+    'cat "$PARENT_ENV_FILE_GUESS" > child-read-absolute.txt 2>&1; '
+    'ulimit -t > child-cpu-limit.txt; true'
 )
 CHILD_PATCH = """\
 - insert:
     - {id: llm-scripted, name: llm-scripted, config: {script: !path child.json}}
 - {id: agent, merge: {config: {default_route: scripted}}}
+- {id: "tools:shell", merge: {config: {env: {set: {KEY_THE_RUNTIME_GOT: !env DEEPSEEK_API_KEY}}}}}
 """
 
 
@@ -57,6 +59,7 @@ def run_parent(tmp_path: Path, home: Path, env: dict[str, str]) -> str:
         "- insert:\n"
         "    - {id: llm-scripted, name: llm-scripted, config: {script: !path parent.json}}\n"
         "- {id: agent, merge: {config: {default_route: scripted}}}\n"
+        "- {id: 'tools:shell', merge: {config: {limits: {cpu_seconds: 777}}}}\n"
         "- id: tools:subagent\n"
         "  disabled: false\n"
         f"  merge: {{config: {{patches: [{json.dumps(str(tmp_path / 'child-patch.yml'))}], "
@@ -89,7 +92,8 @@ def probed(tmp_path: Path, dsh_home: Path) -> dict[str, str]:
     assert answer == "child done"
     cwd = Path.cwd()
     found = {name: (cwd / name).read_text() for name in (
-        "child-env.txt", "child-read-relative.txt", "child-read-absolute.txt")}
+        "child-env.txt", "child-read-relative.txt", "child-read-absolute.txt",
+        "child-cpu-limit.txt")}
     return {**found, "home_secret": home_secret, "env_secret": env_secret, "passed": passed,
             "home": str(dsh_home)}
 
@@ -102,7 +106,9 @@ def test_the_child_has_its_own_home_and_a_scrubbed_environment(
     parent_home = Path(probed["home"])
     assert child_home != parent_home
     assert child_home.is_relative_to(parent_home / "workspaces")
-    assert env["DEEPSEEK_API_KEY"] == probed["passed"]  # listed in pass_env
+    # Listed in pass_env: the child runtime has it; its shell only as its policy sets it.
+    assert env["KEY_THE_RUNTIME_GOT"] == probed["passed"]
+    assert "DEEPSEEK_API_KEY" not in env
     for secret in (probed["home_secret"], probed["env_secret"]):
         assert secret not in probed["child-env.txt"]
     assert "PARENT_HOME_SETTING" not in env and "OTHER_SERVICE_TOKEN" not in env
@@ -111,3 +117,8 @@ def test_the_child_has_its_own_home_and_a_scrubbed_environment(
 def test_the_childs_shell_cannot_read_the_parents_env_file(probed: dict[str, str]) -> None:
     for name in ("child-read-relative.txt", "child-read-absolute.txt"):
         assert probed["home_secret"] not in probed[name], (name, probed[name])
+
+
+def test_the_childs_shell_has_the_parents_limits(probed: dict[str, str]) -> None:
+    """The parent's ``cpu_seconds: 777`` (soft limit 5 s below, then SIGKILL at 777)."""
+    assert probed["child-cpu-limit.txt"].strip() == "772"

@@ -28,17 +28,18 @@ def _agentkit_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(AGENTKIT)
 
 
-def later_runtime(tmp_path: Path) -> SqliteSessionStore:
-    """A store as a runtime on host-b whose clock is past every lease's expiry."""
+def later_runtime() -> SqliteSessionStore:
+    """A store on the kernel's home (the test's ``DSH_HOME``, as agentkit boots it), as a
+    runtime on host-b whose clock is past every lease's expiry."""
     return SqliteSessionStore(
-        tmp_path / "sessions.db", profile="sdk", pid=4242, host="host-b",
+        Path(os.environ["DSH_HOME"]) / "sessions.db", profile="sdk", pid=4242, host="host-b",
         clock=lambda: int(time.time() * 1000) + DEFAULT_LEASE_EXPIRY_MS * 3)
 
 
 def test_a_session_taken_over_mid_turn_stops_here_and_answers_busy(tmp_path: Path) -> None:
     from agentkit import Booted, rows, text, write_script
 
-    os.chdir(tmp_path)  # the kernel's home is the cwd: sessions.db lands here
+    os.chdir(tmp_path)
     script = write_script(tmp_path, [
         {"text": "Looking first.", "tool_calls": [{"name": "working_directory",
                                                     "arguments": {}}]},
@@ -53,7 +54,7 @@ def test_a_session_taken_over_mid_turn_stops_here_and_answers_busy(tmp_path: Pat
             await b.until(lambda: b.types("s1").count("step/start") == 2)
             await b.seen("s1", "request/context")
             sent = len(b.events("s1"))
-            other = later_runtime(tmp_path)
+            other = later_runtime()
             try:
                 taken = other.acquire("s1")
                 assert taken is not None and taken.holder.pid == os.getpid()
@@ -93,7 +94,7 @@ def test_a_heartbeat_tells_a_stalled_runtime_what_it_lost(tmp_path: Path) -> Non
         async with Booted(tree) as b:
             await b.agent.prompt("idle", text("hi"))
             await b.idle("idle")
-            other = later_runtime(tmp_path)
+            other = later_runtime()
             try:
                 other.acquire("idle")
                 store = b.kernel.context.service("sessions")

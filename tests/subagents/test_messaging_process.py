@@ -263,7 +263,7 @@ def test_list_agents_and_a_message_to_a_finished_agent(tmp_path: Path, dsh_home:
     ]
     assert finished["isError"] and "agent-1 has finished" in finished["text"]
     assert unknown["isError"] and "no sub-agent 'agent-9'" in unknown["text"]
-    assert escape["isError"] and "outside the working directory" in escape["text"]
+    assert escape["isError"] and "outside the workspace root" in escape["text"]
     assert run.final_text == "parent done"  # every bad call was a tool error, nothing more
     assert [(n["agentId"], n.get("status")) for n in notes] == [
         ("agent-1", None), ("agent-1", "running"), ("agent-1", "idle"),

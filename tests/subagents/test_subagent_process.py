@@ -40,6 +40,7 @@ CHILD_PATCH = """\
     - {id: llm-scripted, name: llm-scripted, config: {script: !path child.yml}}
 - {id: agent, merge: {config: {default_route: scripted}}}
 - {id: policy, config: {mode: allow-all}}
+- {id: "tools:shell", merge: {config: {env: {set: {KEY_THE_RUNTIME_GOT: !env DEEPSEEK_API_KEY}}}}}
 """
 PARENT_PATCH = """\
 - insert:
@@ -132,7 +133,10 @@ def test_parent_runs_a_child_in_an_isolated_home_with_a_scrubbed_env(
     assert "SECRET_TOKEN" not in seen
     assert "PARENT_HOME_ONLY" not in seen
     assert not [k for k in seen if k.startswith("DSH_") and k != "DSH_HOME"]
-    assert seen.get("DEEPSEEK_API_KEY") == "sk-passed-on-purpose"
+    # pass_env reaches the child runtime (its shell gets it only as its policy sets it);
+    # the child's shell, like any shell, leaves the secret out by default.
+    assert "DEEPSEEK_API_KEY" not in seen
+    assert seen.get("KEY_THE_RUNTIME_GOT") == "sk-passed-on-purpose"
     assert seen.get("VISIBLE_SETTING") == "yes"
 
 

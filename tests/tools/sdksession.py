@@ -23,9 +23,11 @@ def web_config(**config: Any) -> list[dict[str, Any]]:
 
 def session(tmp_path: Path, calls: Sequence[Mapping[str, Any]],
             rows: Sequence[Mapping[str, Any]], *, scripted: Mapping[str, Any] | None = None,
-            work: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run the session in ``work`` (default ``tmp_path/work``); the ``tool/result``
-    messages and the ``turn/end`` events, after the process exited cleanly."""
+            work: Path | None = None, env: Mapping[str, str] | None = None,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the session in ``work`` (default ``tmp_path/work``, with ``env`` added to the
+    runtime's environment); the ``tool/result`` messages and the ``turn/end`` events,
+    after the process exited cleanly."""
     if work is None:
         work = tmp_path / "work"
         work.mkdir()
@@ -35,7 +37,7 @@ def session(tmp_path: Path, calls: Sequence[Mapping[str, Any]],
     patch = tmp_path / "patch.yml"
     patch.write_text(json.dumps([{"id": "llm-scripted", "merge": {"config": provider}},
                                  *rows]))
-    proc = RuntimeProcess("sdk", [OFFLINE_PATCH, patch], cwd=work)
+    proc = RuntimeProcess("sdk", [OFFLINE_PATCH, patch], cwd=work, env=env)
     try:
         proc.initialize(work, provider="scripted", model="scripted")
         answer = proc.call("session/prompt", {

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -96,17 +99,25 @@ def test_write_keeps_mode_and_refuses_directories(fs: dict[str, Any], ctx: ToolC
     assert result.is_error and "is a directory" in result.text
 
 
-def test_write_failure_leaves_no_temp_file(fs: dict[str, Any], ctx: ToolContext,
-                                           work: Path) -> None:
-    # A directory where the file should be: os.replace fails after the temp file exists.
-    (work / "sub").mkdir()
-    (work / "sub" / "f").mkdir()
-    (work / "sub" / "f" / "x").write_text("keep")
-    from dsh_runtime.tools.fs_write import atomic_write
-
-    with pytest.raises(OSError):
-        atomic_write(str(work / "sub" / "f"), "data")
-    assert sorted(os.listdir(work / "sub")) == ["f"]
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_write_failure_leaves_no_temp_file(work: Path) -> None:
+    # A file-size limit makes the write fail after the temporary file exists.
+    (work / "f.txt").write_text("keep")
+    code = textwrap.dedent(f"""
+        import resource, signal
+        from dsh_runtime.tools import safeopen
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+        try:
+            safeopen.write_file(safeopen.Anchor({str(work)!r}), "f.txt", b"x" * 100000)
+        except OSError as exc:
+            print("failed:", exc.strerror)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith("failed: File too large"), out
+    assert sorted(os.listdir(work)) == ["f.txt"]
+    assert (work / "f.txt").read_text() == "keep"
 
 
 def test_edit_exact_replacement(fs: dict[str, Any], ctx: ToolContext, work: Path) -> None:

@@ -21,7 +21,9 @@ from conftest import alive, make_plugin, tools_of
 from dsh_runtime.guardrails import Decision
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.policy import decide
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ArgumentError, ToolCall, ToolContext, check_arguments
+from dsh_runtime.tools.confine import Boundary
 from dsh_runtime.tools.jobs import UnreadOutput
 from dsh_runtime.tools.shell import ShellTools
 
@@ -274,7 +276,12 @@ def test_workdir_relative_absolute_and_missing(work: Path, tmp_path: Path) -> No
             here = await call("bash", command="pwd; echo made > out.txt", workdir="sub")
             assert here.text == f"{work / 'sub'}\n[Command finished with exit code 0]"
             assert (work / "sub" / "out.txt").read_text() == "made\n"
-            there = await call("bash", command="pwd", workdir=str(tmp_path))
+            refused = await call("bash", command="pwd", workdir=str(tmp_path))
+            assert refused.is_error and "outside the workspace root" in refused.text
+            # Approved for this call (what the agent does after an approval): it runs there.
+            approved = ctx._replace(boundary=Boundary.at(str(work)).allowing(
+                [os.path.realpath(tmp_path)]))
+            there = await call("bash", on=approved, command="pwd", workdir=str(tmp_path))
             assert there.text.splitlines()[0] == str(tmp_path)
             for bad in ("missing", "file.txt"):
                 refused = await call("bash", command="echo ran > ran.txt", workdir=bad)
@@ -295,8 +302,10 @@ def test_the_policy_sees_workdir(work: Path) -> None:
     tool = tools_of(make_plugin(ShellTools))["bash"]
 
     def verdict(**args: Any) -> Decision:
-        call = ToolCall("s1", "c1", "bash", check_arguments(tool, args), str(work), tool,
-                        can_ask=True)
+        checked = check_arguments(tool, args)
+        reached = confine.reach(Boundary.at(str(work)), str(work), tool, checked)
+        call = ToolCall("s1", "c1", "bash", checked, str(work), tool, can_ask=True,
+                        outside=reached.outside)
         return decide("workspace", call)[0]
 
     assert verdict(command="ls") is Decision.ALLOW

@@ -153,7 +153,7 @@ def test_each_job_tool_through_the_sdk_runtime(tmp_path: Path, sandbox: str) -> 
         assert head.startswith("Started background job job-1 (pid ")
         assert head.endswith(f") in {subs['one']}.")
         group = int(head.split("(pid ")[1].split(")")[0])
-        assert escaped["error"] and "outside the working directory" in escaped["text"]
+        assert escaped["error"] and "outside the workspace root" in escaped["text"]
         assert not (work / "escaped").exists()
         job_one = await_named(f"{subs['one']}/dsh-job", 1)[f"{subs['one']}/dsh-job"]
         assert (subs["one"] / "where.txt").read_text() == f"{subs['one']}\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,9 @@ def test_refusals(seeing: ToolContext, ctx: ToolContext, work: Path) -> None:
     whole = save(work / "noise.png", (100, 100), "PNG", noisy=True).read_bytes()
     (work / "cut.png").write_bytes(whole[:len(whole) // 2])
     (work / "dir").mkdir()
-    cases = {"../outside.png": "path escapes the working directory",
+    os.mkfifo(work / "pipe.png")
+    cases = {"../outside.png": "path is outside the workspace root",
+             "pipe.png": "not a regular file (a FIFO)",
              "dir": "dir is a directory, not an image",
              "missing.png": "no such file: missing.png",
              "cut.png": "cannot decode cut.png"}

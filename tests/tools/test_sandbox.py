@@ -25,6 +25,7 @@ from conftest import make_plugin, run, tools_of
 from dsh.envsnapshot import snapshot
 from dsh.errors import ConfigError
 from dsh_runtime.tools.base import ToolContext
+from dsh_runtime.tools.confine import Boundary
 from dsh_runtime.tools.sandbox import Policy, probe, wrap
 from dsh_runtime.tools.shell import ShellTools
 
@@ -150,22 +151,44 @@ def test_hide_covers_more_paths_like_the_homes(ctx: ToolContext, outside: Path) 
 
 
 @needs_bwrap
-def test_the_dsh_home_env_stays_hidden_when_it_is_the_working_directory(
+def test_the_dsh_home_stays_hidden_and_unwritable_when_it_is_the_workspace(
         tmp_path: Path, dsh_home: Path) -> None:
-    """The whole dsh home is the workspace here, but its ``.env`` cannot be read and the
-    names it set are gone from the environment, even from bwrap's own ``/proc/1/environ``."""
+    """The whole dsh home is the workspace here: it is still covered, read-only, so its
+    ``.env`` and ``patch.yml`` can be neither read nor written, and the names the ``.env``
+    set are gone from the environment, even from bwrap's own ``/proc/1/environ``."""
     (dsh_home / ".env").write_text("SANDBOX_SECRET=hunter2\n")
-    (dsh_home / "notes.txt").write_text("visible\n")
+    (dsh_home / "patch.yml").write_text("[]\n")
     env = snapshot(dsh_home, dsh_home)
     assert env["SANDBOX_SECRET"] == "hunter2"
     ctx = ToolContext("s1", env, asyncio.Event(), lambda: str(dsh_home),
                       lambda path: path)
     bash = shell(dsh_home, mode="workspace-write")
-    result = run(bash, ctx, command="cat notes.txt; cat .env; "
+    result = run(bash, ctx, command="cat patch.yml; cat .env; echo x > patch.yml; "
                                     "echo ${SANDBOX_SECRET-unset}; cat /proc/1/environ")
     assert "hunter2" not in result.text and "SANDBOX_SECRET" not in result.text, result.text
-    assert result.text.startswith("visible\ncat: .env: Permission denied\nunset\n"), result.text
+    assert "cat: patch.yml: No such file or directory" in result.text, result.text
+    assert "Read-only file system" in result.text, result.text
+    assert "\nunset\n" in result.text, result.text
     assert (dsh_home / ".env").read_text() == "SANDBOX_SECRET=hunter2\n"
+    assert (dsh_home / "patch.yml").read_text() == "[]\n"
+
+
+@needs_bwrap
+def test_a_workspace_kept_in_the_home_is_writable_and_the_rest_of_the_home_is_not(
+        dsh_home: Path) -> None:
+    (dsh_home / ".env").write_text("SANDBOX_SECRET=hunter2\n")
+    (dsh_home / "patch.yml").write_text("[]\n")
+    work = dsh_home / "workspaces" / "w"
+    work.mkdir(parents=True)
+    ctx = ToolContext("s1", {}, asyncio.Event(), lambda: str(work), lambda path: path,
+                      boundary=Boundary(str(work), protected=(str(dsh_home),)))
+    bash = shell(dsh_home, mode="workspace-write")
+    result = run(bash, ctx, command="echo made > f.txt; cat ../../.env; "
+                                    "echo x > ../../patch.yml; ls -a ../..")
+    assert "hunter2" not in result.text, result.text
+    assert "Read-only file system" in result.text, result.text
+    assert (work / "f.txt").read_text() == "made\n"
+    assert (dsh_home / "patch.yml").read_text() == "[]\n"
 
 
 @needs_bwrap

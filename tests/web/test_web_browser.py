@@ -27,7 +27,8 @@ SCRIPT = """\
   tool_calls: [{name: working_directory, arguments: {}}]
 - text: "Writing the note."
   tool_calls: [{name: write_file, arguments: {path: note.txt, content: "hello from the page"}}]
-- text: "Done: I wrote note.txt in the working directory."
+- reasoning: "The note is written; I can say so."
+  text: "Done: I wrote note.txt in the working directory."
 """
 
 # Records every length the streamed assistant text had, to see it grow in steps.
@@ -82,6 +83,16 @@ def test_page_streams_approves_and_shows_config(tmp_path: Path) -> None:
             assert (Path.cwd() / "note.txt").read_text() == "hello from the page"
             written = page.wait_for_selector(".tool-call:has-text('write_file') .result")
             assert "note.txt" in written.inner_text()
+            # The model's reasoning sits in its own collapsed "thinking" section, never in
+            # the answer's text.
+            done = page.locator(".msg.assistant:has-text('Done: I wrote note.txt')")
+            section = done.locator("details.thinking")
+            assert section.count() == 1 and section.get_attribute("open") is None
+            assert section.locator("summary").inner_text() == "thinking"
+            assert "The note is written" not in done.locator(".answer").inner_text()
+            section.locator("summary").click()
+            assert section.locator(".thinking-text").inner_text() == (
+                "The note is written; I can say so.")
             lengths = page.evaluate("window.__lengths")
             final = len("Done: I wrote note.txt in the working directory.")
             assert any(0 < n < final for n in lengths), lengths  # it streamed in pieces

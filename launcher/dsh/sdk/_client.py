@@ -14,7 +14,6 @@ import asyncio
 import inspect
 import logging
 import os
-import signal
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -348,10 +347,10 @@ class AsyncDshClient:
                 if graceful:
                     await process.wait_exit(timeout)
             if process.running:
-                process.signal_group(signal.SIGTERM)
+                process.terminate()
                 await process.wait_exit(timeout)
             # Always: the runtime's own children left in its group go too.
-            process.signal_group(signal.SIGKILL)
+            process.kill()
             if process.running:
                 await process.wait_exit(KILL_WAIT)
             await process.release()

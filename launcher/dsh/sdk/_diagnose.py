@@ -10,11 +10,10 @@ started) and, if no enabled row is the SDK server, says so by name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import subprocess
 from typing import Any
 
+from dsh.process import DEVNULL, TIE_TERM, spawn_async
 from dsh.sdk._launch import LaunchSpec
 
 SDK_SERVER_PLUGIN = "sdk-jsonrpc-server"
@@ -25,20 +24,18 @@ DUMP_TIMEOUT = 15.0
 async def missing_sdk_server(spec: LaunchSpec, profile: str) -> str | None:
     """A hint when the profile's composed tree has no enabled SDK server row, else
     ``None`` (also when the tree cannot be composed: its own error is then the clue)."""
-    process = await asyncio.create_subprocess_exec(
-        *spec.argv, "--dump-config", "--json", cwd=spec.cwd, env=dict(spec.env),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), DUMP_TIMEOUT)
+        child = await spawn_async([*spec.argv, "--dump-config", "--json"], cwd=spec.cwd,
+                                  env=spec.env, stderr=DEVNULL, tie=TIE_TERM)
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(child.process.communicate(), DUMP_TIMEOUT)
     except asyncio.TimeoutError:
         return None
     finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-    if process.returncode != 0:
+        await child.stop()
+    if child.returncode != 0:
         return None
     try:
         rows = json.loads(out)["rows"]

@@ -1,4 +1,4 @@
-"""Which runtime a client starts: the lookup order of DESIGN.md section 9.
+"""Which runtime a client starts: the lookup order in docs/contracts.md.
 
 ``dsh_bin`` > ``DSH_RUNTIME_BIN`` > the installed ``dsh-runtime-bin`` wheel (``exe``
 carrier) > ``sys.executable -m dsh`` (``python`` carrier). An explicit choice (``dsh_bin``
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dsh._version import __version__
+from dsh.distribution import runtime_hint
 from dsh.errors import RuntimeNotFoundError
 from dsh.sdk._config import ClientConfig
 
 RuntimeCarrier = Literal["exe", "python"]
 WHEEL_MODULE = "dsh_runtime_bin"
-WHEEL_HINT = "pip install 'dsh[runtime]'"
+WHEEL_HINT = runtime_hint()
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class RuntimeInfo:
     """The runtime a client runs (``client.runtime``).
 
     ``command`` is what precedes ``--profile``: ``(path,)`` for an executable, or
-    ``(python, "-m", "dsh")``. ``source`` says which rung of the lookup chose it:
+    ``(python, "-P", "-m", "dsh")`` (:func:`dsh.process.python_command`: the runtime
+    never imports from its working directory). ``source`` says which rung of the lookup chose it:
     ``dsh_bin``, ``DSH_RUNTIME_BIN``, ``dsh_runtime_bin`` or ``sys.executable``.
     ``version`` is the runtime's own (its ``serverInfo`` once the handshake is done;
     before it, what the installation says, ``None`` for an arbitrary executable).
@@ -76,7 +78,9 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
         # find_spec on a top-level name locates without importing: the runtime package
         # must never be imported into the client's process.
         if importlib.util.find_spec("dsh_runtime") is not None:
-            return RuntimeInfo("python", (sys.executable, "-m", "dsh"), "sys.executable",
+            from dsh.process import python_command  # loads asyncio: only once one is used
+
+            return RuntimeInfo("python", tuple(python_command("dsh")), "sys.executable",
                                __version__)
         searched.append(f"{sys.executable} -m dsh: the dsh_runtime package is not installed")
     else:

@@ -7,11 +7,12 @@ the process's end go to a :class:`Listener` (the router).
 
 What it guarantees:
 
-* The runtime runs in its own session and process group, so signals to the group reach
-  whatever it started there, and a terminal's Ctrl-C reaches only the caller, which then
-  closes the client in order. On Linux it also gets ``SIGTERM`` when the thread that
-  spawned it dies (``PR_SET_PDEATHSIG``): a killed caller leaves no runtime behind. The
-  runtime's own ``SIGTERM`` path is bounded and reaps its children, hence ``SIGTERM``.
+* The runtime starts through :mod:`dsh.process`: in its own session and process group,
+  so signals to the group reach whatever it started there, and a terminal's Ctrl-C
+  reaches only the caller, which then closes the client in order. On Linux it also gets
+  ``SIGTERM`` when the thread that spawned it dies (``setpriv --pdeathsig``): a killed
+  caller leaves no runtime behind. The runtime's own ``SIGTERM`` path is bounded and
+  reaps its children, hence ``SIGTERM``.
 * stderr is always drained, into a tail of the last :data:`STDERR_TAIL_LINES` lines (and
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
@@ -29,9 +30,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
-import subprocess
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -39,6 +37,7 @@ from typing import Any, Protocol, cast
 
 from dsh.errors import InvalidMessageError, ProtocolError, SpawnError
 from dsh.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
+from dsh.process import TIE_TERM, Group, spawn_protocol
 from dsh.sdk._launch import LaunchSpec
 
 STDERR_TAIL_LINES = 200
@@ -51,8 +50,6 @@ EXIT_GRACE = 2.0
 # Seconds to wait for the process to die after SIGKILL; only a process stuck in the
 # kernel takes longer, and then nothing more can be done from here.
 KILL_WAIT = 5.0
-
-_PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger("dsh.sdk")
 
@@ -95,6 +92,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         self._writable.set()
         self._exited = asyncio.Event()
         self._released = asyncio.Event()
+        self._group: Group | None = None
         self.pid: int | None = None
         self.exit_code: int | None = None
 
@@ -102,16 +100,11 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
     async def spawn(cls, spec: LaunchSpec, listener: Listener, *, max_frame_bytes: int,
                     stderr_callback: Callable[[str], None] | None) -> RuntimeProcess:
         """Start the runtime; :class:`SpawnError` when the OS refuses to run it."""
-        loop = asyncio.get_running_loop()
         process = cls(listener, max_frame_bytes=max_frame_bytes,
                       stderr_callback=stderr_callback)
         try:
-            await loop.subprocess_exec(
-                lambda: process, *spec.argv,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=spec.cwd, env=dict(spec.env), start_new_session=True,
-                preexec_fn=_parent_death_hook(),
-            )
+            process._group = await spawn_protocol(lambda: process, spec.argv, cwd=spec.cwd,
+                                                  env=spec.env, tie=TIE_TERM)
         except OSError as exc:
             hint = None
             if isinstance(exc, FileNotFoundError) and os.path.exists(spec.argv[0]):
@@ -165,13 +158,15 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         if self._stdin is not None and not self._stdin.is_closing():
             self._stdin.close()
 
-    def signal_group(self, signum: int) -> None:
-        """Send ``signum`` to the runtime's process group (its session, started by us)."""
-        if self.pid is None:
-            return
-        # Gone already; PermissionError is what macOS answers for a group of zombies.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signum)
+    def terminate(self) -> None:
+        """Ask the runtime's whole process group to end (its own shutdown path)."""
+        if self._group is not None:
+            self._group.terminate()
+
+    def kill(self) -> None:
+        """Kill the runtime's whole process group: what it started there goes too."""
+        if self._group is not None:
+            self._group.kill()
 
     async def wait_exit(self, timeout: float) -> bool:
         """Whether the process exited within ``timeout`` seconds."""
@@ -201,7 +196,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         if self._loop.is_closed():
             # Interpreter exit after asyncio.run: only the signal is left to send.
             if self.running:
-                self.signal_group(signal.SIGKILL)
+                self.kill()
             return
         if threading.get_ident() == self._loop_thread:
             self._kill()
@@ -211,7 +206,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
                 self._loop.call_soon_threadsafe(self._kill)
                 return
         if self.running:
-            self.signal_group(signal.SIGKILL)
+            self.kill()
 
     # -- asyncio.SubprocessProtocol -------------------------------------------------------
 
@@ -251,6 +246,8 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         self._maybe_report()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._group is not None:
+            self._group.release()
         self._released.set()
 
     def pause_writing(self) -> None:
@@ -265,7 +262,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
         if self.running:
-            self.signal_group(signal.SIGKILL)
+            self.kill()
 
     def _pipe(self, fd: int) -> Any:
         if self._transport is None or self._transport.is_closing():
@@ -347,35 +344,3 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
                 # A faulty callback must not stop the draining: a runtime whose stderr
                 # is not read blocks as soon as the pipe fills.
                 log.exception("dsh.sdk stderr callback failed")
-
-
-_prctl: Any = None
-
-
-def _parent_death_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` arming ``PR_SET_PDEATHSIG`` (Linux); ``None`` elsewhere.
-
-    The libc function is resolved here, in the parent, so the child only makes the call.
-    If the parent died before the signal was armed, the child leaves at once.
-    """
-    global _prctl
-    if not sys.platform.startswith("linux"):
-        return None
-    if _prctl is None:
-        import ctypes
-
-        function = ctypes.CDLL(None, use_errno=True).prctl
-        function.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                             ctypes.c_ulong]
-        function.restype = ctypes.c_int
-        _prctl = function
-    prctl = _prctl
-    parent = os.getpid()
-    signum = int(signal.SIGTERM)
-
-    def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return arm

@@ -1,9 +1,10 @@
 """Reassembling a provider's chunk stream into one assistant message.
 
-Providers stream text and tool calls in fragments (a tool call's JSON arguments may be cut
-anywhere); the agent shows the text as it comes and needs whole tool calls to run. This
-module is the pure half of that: it takes chunks and answers what to show now and, at the
-end, the message content. No I/O, no events, so it is tested on chunk lists alone.
+Providers stream reasoning, text and tool calls in fragments (a tool call's JSON arguments
+may be cut anywhere); the agent shows reasoning and text as they come, each as its own kind,
+and needs whole tool calls to run. This module is the pure half of that: it takes chunks
+and answers what to show now and, at the end, the message content. No I/O, no events, so
+it is tested on chunk lists alone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dsh_runtime.providers.base import (
     Chunk,
     Finish,
     FinishReason,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -32,22 +34,43 @@ class _PartialCall:
         self.arguments: list[str] = []
 
 
+class _PartialThought:
+    """One reasoning block as its fragments arrive."""
+
+    __slots__ = ("redacted", "signature", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.signature: str | None = None
+        self.redacted: str | None = None
+
+
 class Assembly:
-    """Collects one response. ``add`` returns the text to show at once, if any."""
+    """Collects one response. ``add`` returns the fragment to show at once, if any."""
 
     def __init__(self, call_id_prefix: str) -> None:
         self._prefix = call_id_prefix
         self._text: list[str] = []
+        self._thoughts: dict[int, _PartialThought] = {}
         self._calls: dict[int, _PartialCall] = {}
         self.usage: Usage | None = None
         self._finish: FinishReason | None = None
 
-    def add(self, chunk: Chunk) -> str | None:
-        """Take one chunk; a non-empty text fragment is returned for streaming."""
+    def add(self, chunk: Chunk) -> TextDelta | ReasoningDelta | None:
+        """Take one chunk; a non-empty text or reasoning fragment is returned for
+        streaming (each is shown as its own kind, never one as the other)."""
         if isinstance(chunk, TextDelta):
             if chunk.text:
                 self._text.append(chunk.text)
-                return chunk.text
+                return chunk
+        elif isinstance(chunk, ReasoningDelta):
+            thought = self._thoughts.setdefault(chunk.index, _PartialThought())
+            thought.signature = chunk.signature or thought.signature
+            if chunk.redacted is not None:
+                thought.redacted = chunk.redacted
+            if chunk.text:
+                thought.text.append(chunk.text)
+                return chunk
         elif isinstance(chunk, ToolCallDelta):
             call = self._calls.setdefault(chunk.index, _PartialCall())
             call.id = chunk.id or call.id
@@ -68,14 +91,24 @@ class Assembly:
             return self._finish
         return "tool-calls" if self._calls else "stop"
 
+    @property
+    def text(self) -> str:
+        """The answer's text so far."""
+        return "".join(self._text)
+
     def content(self) -> list[dict[str, Any]]:
-        """The message content: the text block (when there is text), then the tool calls.
+        """The message content: reasoning blocks (in their order), the text block (when
+        there is text), then the tool calls.
 
         A call the provider sent without an id gets ``<prefix>_<index>``, so ids are
         deterministic and unique within the turn; one without a name keeps ``""`` and is
         answered with an unknown-tool error.
         """
         blocks: list[dict[str, Any]] = []
+        for index in sorted(self._thoughts):
+            thought = self._thoughts[index]
+            blocks.append(events.reasoning_block("".join(thought.text), thought.signature,
+                                                 thought.redacted))
         text = "".join(self._text)
         if text:
             blocks.append(events.text_block(text))

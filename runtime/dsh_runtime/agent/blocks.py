@@ -1,8 +1,9 @@
 """What a content block must hold, for the blocks the agent and its providers understand.
 
 Messages carry typed blocks: ``text`` (``text``: a string), ``image`` (``mimeType``:
-``image/*``, ``data``: base64) and, in assistant messages only, ``tool-call`` (string
-``id``, ``name``, ``arguments``). A block that claims a type but lacks its fields would
+``image/*``, ``data``: base64) and, in assistant messages only, ``reasoning`` (string
+``text``, optional string ``signature`` and ``redacted``) and ``tool-call`` (string ``id``,
+``name``, ``arguments``). A block that claims a type but lacks its fields would
 fail much later (a provider's request, a title, a hook) as an internal error or a dead
 turn, so every block that arrives from outside (a prompt, a forked history) is checked
 here first and refused with a message naming what is wrong.
@@ -20,7 +21,7 @@ PROMPT_KINDS = ("text", "image")
 
 KINDS_BY_ROLE: Mapping[str, tuple[str, ...]] = {
     "user": PROMPT_KINDS,
-    "assistant": ("text", "tool-call"),
+    "assistant": ("reasoning", "text", "tool-call"),
     "tool": ("text", "image"),
 }
 
@@ -37,6 +38,13 @@ def problem(block: Any, allowed: tuple[str, ...] = PROMPT_KINDS) -> str | None:
     if kind == "text":
         return None if isinstance(block.get("text"), str) else \
             'a text block\'s "text" must be a string'
+    if kind == "reasoning":
+        if not isinstance(block.get("text"), str):
+            return 'a reasoning block\'s "text" must be a string'
+        for name in ("signature", "redacted"):
+            if name in block and not isinstance(block[name], str):
+                return f'a reasoning block\'s "{name}" must be a string'
+        return None
     if kind == "image":
         mime, data = block.get("mimeType"), block.get("data")
         if not isinstance(mime, str) or not mime.startswith("image/"):

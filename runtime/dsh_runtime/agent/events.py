@@ -4,7 +4,14 @@ Every field name a client reads is spelled here and nowhere else, so the SDK, AC
 and headless servers all forward one shape, and the snapshot tests pin one module. The
 names follow the original runtime's transcripts (``reference/`` beside DESIGN.md):
 ``turn``, ``step``, ``callId``, ``toolCallId``, ``isError``, ``source``, and ``usage`` as
-``inputTokens/outputTokens/totalTokens``.
+``inputTokens/outputTokens/totalTokens`` (plus, where the provider reports them,
+``cacheHitTokens``, ``cacheMissTokens``, ``cacheWriteTokens``, ``reasoningTokens``,
+``costUsd`` and ``estimated``).
+
+The model's reasoning streams as ``assistant/reasoning-delta`` and is stored as a
+``reasoning`` block of the ``assistant/message`` (the original runtime's name for it), so
+nothing that reads the answer (``assistant/delta``, the message's ``text`` blocks) ever
+carries it.
 
 An event is ``{"type", "seq", "time", "data"}`` plus, for events that add to the visible
 conversation, ``surfaceOp: "append"`` (and ``sourceEventSeqs`` on a tool result, naming
@@ -30,6 +37,8 @@ USER_MESSAGE = "user/message"
 REQUEST_CONTEXT = "request/context"
 SESSION_TITLE = "session/title"
 ASSISTANT_DELTA = "assistant/delta"
+ASSISTANT_REASONING_DELTA = "assistant/reasoning-delta"
+ASSISTANT_RETRY = "assistant/retry"
 ASSISTANT_MESSAGE = "assistant/message"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
@@ -108,6 +117,18 @@ def shown_sections(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return shown
 
 
+def reasoning_block(text: str, signature: str | None = None,
+                    redacted: str | None = None) -> dict[str, Any]:
+    """The model's reasoning inside an assistant message (``signature`` and ``redacted``:
+    Anthropic's signed and encrypted thinking, sent back as they came)."""
+    block: dict[str, Any] = {"type": "reasoning", "text": text}
+    if signature is not None:
+        block["signature"] = signature
+    if redacted is not None:
+        block["redacted"] = redacted
+    return block
+
+
 def tool_call_block(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """A tool call inside an assistant message; ``arguments`` stays JSON text."""
     return {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
@@ -150,10 +171,23 @@ def message_text(message: Mapping[str, Any]) -> str:
     )
 
 
-def usage(value: Usage) -> dict[str, int]:
-    """Token counts in the wire spelling."""
-    return {"inputTokens": value.input_tokens, "outputTokens": value.output_tokens,
-            "totalTokens": value.total_tokens}
+def usage(value: Usage) -> dict[str, Any]:
+    """Token counts (and cost) in the wire spelling; optional figures only when known."""
+    data: dict[str, Any] = {"inputTokens": value.input_tokens,
+                            "outputTokens": value.output_tokens,
+                            "totalTokens": value.total_tokens}
+    if value.cache_hit_tokens is not None:
+        data["cacheHitTokens"] = value.cache_hit_tokens
+        data["cacheMissTokens"] = value.cache_miss_tokens
+    if value.cache_write_tokens is not None:
+        data["cacheWriteTokens"] = value.cache_write_tokens
+    if value.reasoning_tokens is not None:
+        data["reasoningTokens"] = value.reasoning_tokens
+    if value.cost_usd is not None:
+        data["costUsd"] = value.cost_usd
+    if value.estimated:
+        data["estimated"] = True
+    return data
 
 
 # -- event data ------------------------------------------------------------------------
@@ -203,6 +237,12 @@ def title_from(message: Mapping[str, Any]) -> str:
 def assistant_delta(turn: int, step: int, index: int, text: str) -> dict[str, Any]:
     """A streamed fragment of the assistant's text (``index``: its position in the step)."""
     return {"turn": turn, "step": step, "index": index, "text": text}
+
+
+def retry(turn: int, step: int, message: str, code: str) -> dict[str, Any]:
+    """Data of ``assistant/retry``: the step's streamed text and reasoning so far are void
+    (the stream broke off) and the request is being sent again."""
+    return {"turn": turn, "step": step, "reason": {"message": message, "code": code}}
 
 
 def assistant_data(

@@ -1,13 +1,27 @@
 """The turn loop: steps of "ask the model, run its tool calls" until it answers.
 
 One :class:`Turn` handles one prompt. Each step sends the whole conversation and the tool
-schemas, streams the answer (``assistant/delta`` as text arrives), records the
-``assistant/message``, and runs its tool calls in order (``tool/call`` → guardrails →
-tool → ``tool/result``). The turn ends when the model answers without tool calls
-(``completed``), stops at its token limit (``max-tokens``), fails (``error``) or uses up
-``max_steps``. Cancellation is the caller's: the runner cancels the task running
-:meth:`Turn.run` and then calls :meth:`Turn.close`, which also answers any tool call left
-without a result, so the history stays one a provider will accept on the next turn.
+schemas, streams the answer (``assistant/delta`` as text arrives, ``assistant/reasoning-delta``
+as reasoning does), records the ``assistant/message``, and runs its tool calls in order
+(``tool/call`` → guardrails → tool → ``tool/result``). The turn ends when the model answers
+without tool calls (``completed``), stops at its token limit (``max-tokens``), fails
+(``error``) or uses up ``max_steps``. Cancellation is the caller's: the runner cancels the
+task running :meth:`Turn.run` and then calls :meth:`Turn.close`, which also answers any
+tool call left without a result, so the history stays one a provider will accept on the
+next turn.
+
+Two model failures are worth one more request within the step, and only one:
+
+* a stream that broke off mid-answer (``stream-interrupted``): what it streamed is void
+  (``assistant/retry`` tells clients to drop it) and the request is sent again; a half
+  message is never recorded;
+* a conversation the provider says exceeds its context window (``context-overflow``):
+  the history is compacted (``context/compacted``, reason ``overflow``) and the request
+  sent again; when nothing can be compacted, or it still overflows, the turn fails with
+  an error that says so.
+
+An answer made only of reasoning (no text, no tool call) is recorded, so the session stays
+consistent, and ends the turn as an error (``empty-answer``): there is nothing to show.
 """
 
 from __future__ import annotations
@@ -23,8 +37,16 @@ from dsh_runtime.agent.assembly import Assembly
 from dsh_runtime.agent.session import Session
 from dsh_runtime.agent.toolrun import Answer, Approver, execute
 from dsh_runtime.guardrails import GuardrailChain
-from dsh_runtime.providers.base import FinishReason, ModelError, ModelRequest, Provider, ToolSpec
+from dsh_runtime.providers.base import (
+    FinishReason,
+    ModelError,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ToolSpec,
+)
 from dsh_runtime.tools.base import Tool, ToolContext, ToolResult
+from dsh_runtime.tools.confine import Boundary
 
 logger = logging.getLogger("dsh.agent")
 
@@ -74,8 +96,17 @@ class Host(Protocol):
         """Compact the history when it nears the context window (before each request)."""
         ...
 
+    async def compact_for_overflow(self, session: Session, plan: Plan, turn: int) -> bool:
+        """Compact after the provider refused the history as too long; False when nothing
+        could be compacted (or compaction failed, reported as an ``error`` event)."""
+        ...
+
     def tools_for(self, session_id: str) -> Mapping[str, Tool]:
         """The tools this session's model may call now (registered plus per-session)."""
+        ...
+
+    def boundary(self, session: Session) -> Boundary:
+        """What the session's tools may reach now (root, granted roots, protected)."""
         ...
 
     async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
@@ -99,7 +130,9 @@ class Turn:
 
     async def run(self, plan: Plan) -> Outcome:
         """Run steps until the model is done; provider failures become ``error``."""
-        self._images = bool(getattr(plan.provider, "supports_images", False))
+        images_for = getattr(plan.provider, "supports_images_for", None)
+        self._images = bool(images_for(plan.model) if images_for is not None
+                            else getattr(plan.provider, "supports_images", False))
         for step in range(1, plan.max_steps + 1):
             self._begin_step(step)
             if step == 1:
@@ -116,6 +149,11 @@ class Turn:
             if finish == "length":
                 return MAX_TOKENS
             if not calls:
+                if not any(b["type"] == "text" for b in content) and any(
+                        b["type"] == "reasoning" for b in content):
+                    return Outcome.failed(
+                        "the model answered with reasoning only and no text; ask again, "
+                        "or rephrase the request", "empty-answer")
                 return COMPLETED
             for block in calls:
                 # A tool may swallow the task's cancellation; the turn still stops here.
@@ -188,31 +226,32 @@ class Turn:
     async def _ask(self, plan: Plan) -> tuple[list[dict[str, Any]], FinishReason]:
         """One model call: stream it, record the assistant message, notify hooks."""
         s = self.session
-        tools = self.host.tools_for(s.id)
         await self.host.compact_if_needed(s, plan, self.number)
-        request = ModelRequest(
-            session_id=s.id,
-            model=plan.model,
-            messages=(s.record.system, *s.messages),
-            tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in tools.values()),
-            max_tokens=plan.max_tokens,
-            reasoning_effort=plan.reasoning_effort,
-        )
-        await self._fire("before_model_request", payload=request)
-        assembly = Assembly(f"call_{self.number}_{self._step}")
-        stream = plan.provider.stream(request)
-        try:
-            async for chunk in stream:
-                text = assembly.add(chunk)
-                if text is not None:
-                    s.emit(events.ASSISTANT_DELTA,
-                           events.assistant_delta(self.number, self._step, 0, text))
-        finally:
-            # Close at once (a cancelled or failed step), not when the GC finds it: a
-            # provider's stream may hold a connection.
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+        retried_stream = retried_overflow = False
+        while True:
+            assembly = Assembly(f"call_{self.number}_{self._step}")
+            try:
+                await self._stream(plan, assembly)
+            except ModelError as exc:
+                if exc.code == "stream-interrupted" and not retried_stream:
+                    retried_stream = True
+                    logger.warning("route %s: %s; asking once more", plan.route, exc.message)
+                    s.emit(events.ASSISTANT_RETRY,
+                           events.retry(self.number, self._step, exc.message, exc.code))
+                    continue
+                if exc.code == "context-overflow":
+                    if not retried_overflow and await self.host.compact_for_overflow(
+                            s, plan, self.number):
+                        retried_overflow = True
+                        continue
+                    raise ModelError(
+                        f"{exc.message}; " + ("it is still too long after compacting the "
+                                              "history" if retried_overflow else
+                                              "compacting the history did not shorten it")
+                        + ": start a new session, or use a model with a larger context "
+                          "window", code="context-overflow") from exc
+                raise
+            break
         content = assembly.content()
         message = events.assistant_message(content, provider=plan.route, model=plan.model)
         s.messages.append(message)
@@ -224,6 +263,38 @@ class Turn:
                                   "finish": assembly.finish})
         return content, assembly.finish
 
+    async def _stream(self, plan: Plan, assembly: Assembly) -> None:
+        """Send the conversation as it is now and stream the answer into ``assembly``,
+        showing text and reasoning as each arrives."""
+        s = self.session
+        tools = self.host.tools_for(s.id)
+        request = ModelRequest(
+            session_id=s.id,
+            model=plan.model,
+            messages=(s.record.system, *s.messages),
+            tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in tools.values()),
+            max_tokens=plan.max_tokens,
+            reasoning_effort=plan.reasoning_effort,
+            route=plan.route,
+        )
+        await self._fire("before_model_request", payload=request)
+        stream = plan.provider.stream(request)
+        try:
+            async for chunk in stream:
+                shown = assembly.add(chunk)
+                if isinstance(shown, TextDelta):
+                    s.emit(events.ASSISTANT_DELTA,
+                           events.assistant_delta(self.number, self._step, 0, shown.text))
+                elif shown is not None:
+                    s.emit(events.ASSISTANT_REASONING_DELTA, events.assistant_delta(
+                        self.number, self._step, shown.index, shown.text))
+        finally:
+            # Close at once (a cancelled or failed step), not when the GC finds it: a
+            # provider's stream may hold a connection.
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
     async def _call_tool(self, block: Mapping[str, Any]) -> None:
         s = self.session
         call_id, name = block["id"], block["name"]
@@ -234,10 +305,11 @@ class Turn:
         await self._fire("before_tool_call", message=name, payload=summary)
         context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
                               emit=s.emit, history=lambda: copy.deepcopy(s.messages),
-                              images_supported=self._images)
+                              images_supported=self._images,
+                              boundary=self.host.boundary(s))
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
-                               approver=self.host.approver, context=context)
+                               approver=self.host.approver, context=context, grant=s.grant)
         self._answer(call_id, answer)
         await self._fire("after_tool_call", message=name, payload={
             **summary, "text": answer.result.text, "isError": answer.result.is_error})

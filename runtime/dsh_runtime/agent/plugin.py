@@ -62,6 +62,12 @@ class AgentCore(Plugin):
                     "description": "Fraction of the context window the most recent "
                                    "messages keep verbatim when compacting.",
                 },
+                "protected_paths": {
+                    "type": "array", "items": {"type": "string"}, "default": [],
+                    "description": "Absolute or ~/ directories no tool may read or write, "
+                                   "besides the dsh home (which always is); no approval "
+                                   "can open them.",
+                },
                 "hook_budget_s": {
                     "type": "number", "minimum": 0.001, "default": _DEFAULTS.hook_budget_s,
                     "description": "Seconds all hooks of one lifecycle event may take.",
@@ -85,14 +91,14 @@ class AgentCore(Plugin):
         row's ``inject``, so it is started (and published) before this runs.
         """
         store = rt.service(SESSIONS) if SESSIONS in rt.service_names() else None
-        self.agent = Agent(rt, AgentConfig.from_mapping(self.config), store)
+        self.agent = Agent(rt, AgentConfig.from_mapping(self.config, row_id=self.row_id), store)
         rt.publish("agent", self.agent)
 
     async def update(self, config: Mapping[str, Any]) -> bool:
         """Take new settings in place; running turns finish with the old ones."""
         self.config = config
         if self.agent is not None:
-            self.agent.config = AgentConfig.from_mapping(config)
+            self.agent.config = AgentConfig.from_mapping(config, row_id=self.row_id)
         return True
 
     async def dispose(self) -> None:

@@ -46,8 +46,10 @@ from dsh_runtime.agent.toolrun import Approver
 from dsh_runtime.guardrails import GuardrailChain
 from dsh_runtime.hooks import BudgetExceeded, HookError, run_bounded
 from dsh_runtime.plugin import ContextRequest, RuntimeContext
-from dsh_runtime.providers.base import Provider
+from dsh_runtime.providers.base import EFFORTS, Provider
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import Tool
+from dsh_runtime.tools.confine import Boundary
 
 INVALID_PARAMS = -32602
 INTERNAL = -32603
@@ -68,11 +70,16 @@ class AgentConfig(NamedTuple):
     hook_budget_s: float = 10.0
     compact_at: float = 0.8
     compact_keep: float = 0.25
+    protected_paths: tuple[str, ...] = ()
 
     @classmethod
-    def from_mapping(cls, config: Mapping[str, Any]) -> AgentConfig:
-        """Build from a validated row config (unknown keys were rejected by the schema)."""
-        return cls(**{k: config[k] for k in cls._fields if k in config})
+    def from_mapping(cls, config: Mapping[str, Any], *, row_id: str = "agent") -> AgentConfig:
+        """Build from a validated row config (unknown keys were rejected by the schema);
+        ``protected_paths`` are checked and expanded (ConfigError naming a bad one)."""
+        values = {k: config[k] for k in cls._fields if k in config}
+        values["protected_paths"] = confine.config_paths(
+            config, "protected_paths", f"row '{row_id}' config")
+        return cls(**values)
 
 
 class Agent:
@@ -146,6 +153,11 @@ class Agent:
                 sections.append((source.name, str(text)))
         return sections
 
+    def boundary(self, session: Session) -> Boundary:
+        """What ``session``'s tools may reach now (its root, granted roots, protected)."""
+        return session.boundary(confine.protected_dirs(self._rt.home,
+                                                       self.config.protected_paths))
+
     @property
     def guardrails(self) -> GuardrailChain:
         """The running tree's guardrail chain."""
@@ -182,15 +194,24 @@ class Agent:
     def configure(self, *, provider: str | None, model: str | None,
                   reasoning_effort: str | None = None,
                   max_tokens: int | None = None) -> dict[str, str]:
-        """Choose route and model for later turns, checked now; returns them resolved.
+        """Choose route, model and effort for later turns, checked now; returns them resolved.
 
-        ``None`` keeps following the row's ``default_route`` and the route's default
-        model. An unknown route or model is JsonRpcError(-32602).
+        ``None`` keeps following the row's ``default_route``, the route's default model and
+        its default effort. An unknown or retired model, an unknown effort, or one the
+        route cannot send is JsonRpcError(-32602) naming it.
         """
-        route, _, chosen = self._resolve(provider, model)
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise JsonRpcError(INVALID_PARAMS, f"unknown reasoning effort "
+                               f"'{reasoning_effort}' (known: {', '.join(EFFORTS)})",
+                               {"code": "unknown-effort"})
+        route, chosen, name = self._resolve(provider, model)
+        refuse = getattr(chosen, "effort_refusal", None)
+        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unsupported-effort"})
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
-        return {"provider": route, "model": chosen}
+        return {"provider": route, "model": name}
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         """Deliver every notification to ``fn(method, params)``; returns the unsubscribe."""
@@ -207,9 +228,11 @@ class Agent:
         self.approver = fn
 
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
-        """Deliver a notification that is not a session event (``subagent.started``,
-        ``subagent.finished``) to every listener, as the servers forward them."""
-        self._notify(method, params)
+        """Deliver a notification that is not one of this runtime's session events to
+        every listener, as the servers forward them: ``subagent.*``, and the events of
+        sub-agents' sessions relayed to the parent's clients. Nothing is stored: a
+        sub-agent's events belong to its own runtime's log."""
+        self._deliver(method, params)
 
     def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
@@ -285,6 +308,17 @@ class Agent:
             raise BusyError(f"session busy: '{session_id}' is running a turn",
                             {"retryable": True})
 
+    async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
+        """Make ``session_id`` live without running a turn: a live one is left as it is,
+        a stored one is loaded, an unknown one is created in ``cwd``.
+
+        The original client's working-directory calls work on any session id this way
+        (its docs: they create the session without running a turn).
+        """
+        self._check_open()
+        if self._holdings.live(session_id) is None and await self._restore(session_id) is None:
+            await self._create(session_id, cwd)
+
     def get_cwd(self, session_id: str) -> str:
         """The session's working directory."""
         return self._get(session_id).cwd
@@ -351,6 +385,19 @@ class Agent:
             logger.warning("compaction of session %s failed", session.id, exc_info=True)
             session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
                                         "source": {"kind": "compaction"}})
+
+    async def compact_for_overflow(self, session: Session, plan: Plan, turn: int) -> bool:
+        """After the provider refused the history as too long: compact it now (reason
+        ``overflow``). False when there was nothing to cut or the summary failed (an
+        ``error`` event says which); the caller then ends the turn with a clear error."""
+        try:
+            done = await self._compact(session, plan, "overflow", turn)
+        except Exception as exc:
+            logger.warning("compaction of session %s failed", session.id, exc_info=True)
+            session.emit(events.ERROR, {"message": f"compaction failed: {exc}",
+                                        "source": {"kind": "compaction"}})
+            return False
+        return done is not None
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A live session's events so far, in ``seq`` order."""
@@ -439,6 +486,9 @@ class Agent:
             except Exception:
                 # The next save writes what is missing; the session carries on.
                 logger.exception("could not store an event of session %s", session_id)
+        self._deliver(method, params)
+
+    def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         for listener in tuple(self._listeners):
             try:
                 listener(method, dict(params))
@@ -473,7 +523,8 @@ class Agent:
             del self._sessions[session.id]
             self._holdings.release(session.id)
             raise
-        await self.fire(session, "session_start", payload={"cwd": record.cwd, "resumed": resumed})
+        await self.fire(session, "session_start",
+                        payload={"cwd": record.cwd, "root": record.root, "resumed": resumed})
         return session
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
@@ -486,9 +537,11 @@ class Agent:
             raise JsonRpcError(INVALID_PARAMS, f"unknown provider route '{route}' "
                                f"(registered: {routes})", {"code": "unknown-route"}) from None
         name = model or chosen.default_model
-        if not chosen.accepts_model(name):
-            raise JsonRpcError(INVALID_PARAMS, f"unknown model '{name}' for provider route "
-                               f"'{route}'", {"code": "unknown-model"})
+        refuse = getattr(chosen, "model_refusal", None)
+        problem = refuse(name) if refuse is not None else None if chosen.accepts_model(
+            name) else f"unknown model '{name}' for provider route '{route}'"
+        if problem is not None:
+            raise JsonRpcError(INVALID_PARAMS, problem, {"code": "unknown-model"})
         return route, chosen, name
 
     def _routes(self) -> list[str]:
@@ -576,7 +629,9 @@ class Agent:
             messages = session.messages
             window = plan.provider.context_window
             cut = compaction.split_point(messages, int(window * self.config.compact_keep))
-            if cut == 0 and reason == "manual":
+            if cut == 0 and reason in ("manual", "overflow"):
+                # the provider's count, not our estimate, said it is too long: cut back to
+                # the running prompt at least
                 cut = compaction.last_prompt(messages) or len(messages)
             if cut == 0 or (compaction.last_prompt(messages) < cut and not any(
                     m.get("role") == "assistant" for m in messages[:cut])):

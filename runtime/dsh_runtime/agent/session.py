@@ -16,7 +16,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dsh.redact import redact
+
 from dsh_runtime.agent import events
+from dsh_runtime.tools.confine import Boundary
 
 if TYPE_CHECKING:
     from dsh_runtime.agent.loop import Turn
@@ -36,6 +39,9 @@ class SessionRecord:
     with, so its log stays a true record of what the model was sent. ``context_cwd`` is
     the directory the model was last told about, ``context_shown`` the last text of each
     plugin context section; each is told again only after a change (or a compaction).
+    ``root`` is the workspace root, the real path of ``cwd`` when the session was created:
+    the boundary of its tools, which moving ``cwd`` never moves. ``granted`` are the
+    directories the user granted beyond it ("always" approvals), real paths too.
     """
 
     __slots__ = (
@@ -43,7 +49,9 @@ class SessionRecord:
         "context_shown",
         "cwd",
         "events",
+        "granted",
         "messages",
+        "root",
         "session_id",
         "system",
         "title",
@@ -52,9 +60,12 @@ class SessionRecord:
 
     def __init__(self, session_id: str, cwd: str, *, title: str = "",
                  events: list[dict[str, Any]] | None = None,
-                 context_cwd: str | None = None) -> None:
+                 context_cwd: str | None = None, root: str | None = None,
+                 granted: list[str] | None = None) -> None:
         self.session_id = session_id
         self.cwd = cwd
+        self.root = root if root is not None else os.path.realpath(cwd)
+        self.granted: list[str] = list(granted or ())
         self.title = title
         self.turns = 0
         self.messages: list[dict[str, Any]] = []
@@ -96,13 +107,35 @@ class Session:
         return self.record.cwd
 
     @property
+    def root(self) -> str:
+        """The workspace root (real path), fixed at creation."""
+        return self.record.root
+
+    def boundary(self, protected: tuple[str, ...]) -> Boundary:
+        """What this session's tools may reach now (``protected``: the dsh home and the
+        configured protected paths, real paths)."""
+        return Boundary(self.record.root, tuple(self.record.granted), protected)
+
+    def grant(self, directories: list[str]) -> None:
+        """Add granted roots (real paths); kept with the record, so ``resume`` keeps them."""
+        for directory in directories:
+            if directory not in self.record.granted:
+                self.record.granted.append(directory)
+
+    @property
     def messages(self) -> list[dict[str, Any]]:
         """The conversation as the model is sent it (without the system message)."""
         return self.record.messages
 
     def emit(self, type: str, data: Mapping[str, Any],
              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Log an event with the next ``seq`` and deliver it; returns the event."""
+        """Log an event with the next ``seq`` and deliver it; returns the event.
+
+        The message of an ``error`` or ``turn/end`` event is diagnostic text: a credential
+        inside a URL it names (a provider's ``user:pass@``, an MCP server's ``?key=``) is
+        masked before the event is stored or sent (:func:`dsh.redact.redact`).
+        """
+        data = _redacted(type, data)
         event = events.event(type, len(self.record.events), data, extra or {})
         self.record.events.append(event)
         self._notify("session.event", {"sessionId": self.id, "event": event})
@@ -129,6 +162,8 @@ class Session:
         """Move to ``path`` (relative to the current directory, or absolute).
 
         Raises NotADirectoryError naming the resolved path when it is not a directory.
+        The root stays where it is: whether a move out of it may happen is decided before
+        (the ``working_directory`` tool's call is judged like any path argument).
         """
         target = os.path.normpath(os.path.join(self.cwd, path))
         if not os.path.isdir(target):
@@ -140,3 +175,16 @@ class Session:
         """The ``list_sessions`` entry."""
         return {"sessionId": self.id, "cwd": self.cwd, "status": self.status.value,
                 "title": self.record.title}
+
+
+def _redacted(type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with its diagnostic message redacted (``error`` and ``turn/end`` only)."""
+    if type == events.ERROR and isinstance(data.get("message"), str):
+        return {**data, "message": redact(data["message"])}
+    if type == events.TURN_END:
+        reason = data.get("reason")
+        error = reason.get("error") if isinstance(reason, Mapping) else None
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            error = {**error, "message": redact(error["message"])}
+            return {**data, "reason": {**reason, "error": error}}
+    return data

@@ -19,7 +19,7 @@ APPROVALS = ("auto", "never")
 HELP = """\
 usage: dsh --profile headless [-h] [--json] [--session-id ID [--compact]]
                               [--approval auto|never] [--model M] [--provider R]
-                              TASK... | -
+                              [--effort LEVEL] TASK... | -
 
 Run one task to completion and exit. TASK's words are joined with spaces; `-` reads the
 task from stdin instead (UTF-8, up to 16 MiB).
@@ -37,10 +37,13 @@ options:
                      client and is refused here
   --model M          the model to use (default: the provider route's default model)
   --provider R       the provider route (default: the agent row's default_route)
+  --effort LEVEL     reasoning effort: none (thinking off), minimal, low, medium, high,
+                     xhigh, max (default: the route's; the route may take fewer)
   -h, --help         this help
 
 output:
-  stdout             the final answer (or, with --json, only the JSON event lines)
+  stdout             the final answer (or, with --json, only the JSON event lines); the
+                     model's reasoning is never part of it
   stderr             progress: the session id, tool calls, tool results, errors
 
 exit status:
@@ -61,6 +64,7 @@ class Options:
     model: str | None = None
     provider: str | None = None
     compact: bool = False
+    effort: str | None = None
 
     @property
     def task_from_stdin(self) -> bool:
@@ -82,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--approval", metavar="MODE")
     parser.add_argument("--model", metavar="M")
     parser.add_argument("--provider", metavar="R")
+    parser.add_argument("--effort", metavar="LEVEL")
     parser.add_argument("--compact", action="store_true")
     parser.add_argument("task", nargs="*")
     return parser
@@ -94,7 +99,7 @@ def parse(argv: list[str]) -> Options:
         raise UsageError("--approval ask needs an interactive client; use auto or never")
     if ns.approval is not None and ns.approval not in APPROVALS:
         raise UsageError(f"--approval must be auto or never (got {ns.approval!r})")
-    for name in ("session_id", "model", "provider"):
+    for name in ("session_id", "model", "provider", "effort"):
         value = getattr(ns, name)
         if value is not None and not value.strip():
             raise UsageError(f"--{name.replace('_', '-')} must not be empty")
@@ -110,4 +115,5 @@ def parse(argv: list[str]) -> Options:
     if not task.strip():
         raise UsageError("the task is empty")
     return Options(task=task, json=ns.json, session_id=ns.session_id, approval=ns.approval,
-                   model=ns.model, provider=ns.provider, compact=ns.compact)
+                   model=ns.model, provider=ns.provider, compact=ns.compact,
+                   effort=ns.effort)

@@ -125,10 +125,12 @@ class HeadlessTask:
         return self._finish()
 
     def _configure(self) -> None:
-        if self._options.model is None and self._options.provider is None:
+        options = self._options
+        if options.model is None and options.provider is None and options.effort is None:
             return
         try:
-            self._agent.configure(provider=self._options.provider, model=self._options.model)
+            self._agent.configure(provider=options.provider, model=options.model,
+                                  reasoning_effort=options.effort)
         except JsonRpcError as exc:
             raise UsageError(exc.message) from exc
 

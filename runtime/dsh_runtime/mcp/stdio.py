@@ -2,26 +2,22 @@
 
 The child gets the few variables a program needs to run (``HOME``, ``PATH``, ``USER``...,
 as the MCP SDKs pass them) plus the server's own, never the runtime's whole environment:
-credentials meant for dsh's model provider stay in dsh. It runs in a session of its own
-and is tied to the runtime (``setpriv --pdeathsig``), so a killed runtime leaves no server
-behind; :meth:`StdioTransport.close` closes its stdin, gives it :data:`STDIN_GRACE_S` to
-leave, then signals its whole process group.
+credentials meant for dsh's model provider stay in dsh. It starts through
+:mod:`dsh.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
+server behind; :meth:`StdioTransport.close` closes its stdin, gives it
+:data:`STDIN_GRACE_S` to leave, then stops its whole process group.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
-import shutil
-import signal
-import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
+from dsh import process
+
 from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
-from dsh_runtime.tools.sandbox import tied_to_parent
 
 STDIN_GRACE_S = 0.5
 """Seconds a server has to exit after its stdin closes, before SIGTERM (well-behaved
@@ -45,23 +41,18 @@ class StdioTransport:
         self._env = env
         self._cwd = cwd
         self._errlog = errlog
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: process.AsyncChild | None = None
 
     async def open(self) -> None:
         """Spawn the server; ``FileNotFoundError`` when its command is not found."""
         env = {k: os.environ[k] for k in INHERITED
                if k in os.environ and not os.environ[k].startswith("()")}
         env.update(self._env)
-        # Resolved here, on the child's PATH: behind setpriv a missing command would only
-        # show as a server that exits at once.
-        found = shutil.which(self._command, path=env.get("PATH", os.defpath))
-        if found is None:
-            raise FileNotFoundError(2, "command not found", self._command)
-        self._proc = await asyncio.create_subprocess_exec(
-            *tied_to_parent([found, *self._args]), env=env, cwd=self._cwd,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=self._errlog if self._errlog is not None else asyncio.subprocess.DEVNULL,
-            start_new_session=sys.platform != "win32", limit=MAX_LINE)
+        self._proc = await process.spawn_async(
+            [self._command, *self._args], env=env, cwd=self._cwd, stdin=process.PIPE,
+            stdout=process.PIPE,
+            stderr=self._errlog if self._errlog is not None else process.DEVNULL,
+            limit=MAX_LINE)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one line; :class:`ConnectionClosed` when the server's stdin is gone."""
@@ -94,33 +85,12 @@ class StdioTransport:
                 raise ProtocolError("a line that is not JSON") from exc
 
     async def close(self) -> None:
-        """Close stdin, wait a little, then SIGTERM and SIGKILL the server's process group."""
+        """Close stdin, wait a little, then terminate and kill the server's process group
+        (what the server left running in its group goes too)."""
         proc = self._proc
         if proc is None:
             return
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
-        if not await _exited(proc, STDIN_GRACE_S):
-            _signal(proc, signal.SIGTERM)
-            if not await _exited(proc, TERM_GRACE_S):
-                _signal(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
-                await proc.wait()
-        if sys.platform != "win32":  # what the server left running in its group
-            _signal(proc, signal.SIGKILL)
-
-
-async def _exited(proc: asyncio.subprocess.Process, grace: float) -> bool:
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except asyncio.TimeoutError:
-        return False
-    return True
-
-
-def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
-    """``sig`` to the server's process group (to the process alone on Windows)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if sys.platform == "win32":
-            proc.send_signal(sig)
-        else:
-            os.killpg(proc.pid, sig)
+        await proc.exited(STDIN_GRACE_S)
+        await proc.stop(TERM_GRACE_S)

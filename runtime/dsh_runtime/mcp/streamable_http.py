@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
+from dsh.redact import redact
 from httpx_sse import EventSource, SSEError
 
 from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
@@ -38,6 +39,7 @@ class StreamableHttpTransport:
     def __init__(self, url: str, headers: Mapping[str, str]) -> None:
         self.protocol_version: str | None = None
         self._url = url
+        self._shown = redact(url)  # credentials in the URL never reach a message
         self._headers = dict(headers)
         self._session_id: str | None = None
         self._client: httpx.AsyncClient | None = None
@@ -64,11 +66,11 @@ class StreamableHttpTransport:
                                                headers=self._request_headers())
             await response.aread()
         except httpx.HTTPError as exc:
-            raise ConnectionClosed(f"cannot reach {self._url}: {_describe(exc)}") from exc
+            raise ConnectionClosed(f"cannot reach {self._shown}: {_describe(exc)}") from exc
         if response.status_code == 404 and self._session_id is not None:
             self._lost()
         if response.status_code >= 400:
-            raise ConnectionClosed(f"{self._url} answered HTTP {response.status_code}")
+            raise ConnectionClosed(f"{self._shown} answered HTTP {response.status_code}")
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The server's messages, from every POST's answer, until the connection ends."""
@@ -110,7 +112,7 @@ class StreamableHttpTransport:
                     return
                 if response.status_code >= 400:
                     await response.aread()
-                    self._fail(request_id, f"{self._url} answered HTTP {response.status_code}"
+                    self._fail(request_id, f"{self._shown} answered HTTP {response.status_code}"
                                            f"{_reason(response)}")
                     return
                 kind = response.headers.get("content-type", "").partition(";")[0].strip()
@@ -122,7 +124,7 @@ class StreamableHttpTransport:
                     self._inbox.put_nowait(ProtocolError(
                         f"an answer of content type {kind or 'none'!r}"))
         except httpx.HTTPError as exc:
-            self._fail(request_id, f"cannot reach {self._url}: {_describe(exc)}")
+            self._fail(request_id, f"cannot reach {self._shown}: {_describe(exc)}")
         except (ValueError, SSEError) as exc:
             self._inbox.put_nowait(ProtocolError(f"an answer that is not JSON-RPC ({exc})"))
 
@@ -159,7 +161,10 @@ class StreamableHttpTransport:
 
 
 def _describe(exc: httpx.HTTPError) -> str:
-    text = " ".join(str(exc).split())
+    if isinstance(exc, httpx.LocalProtocolError):
+        # Its text quotes the offending header value, which may be a configured secret.
+        return f"{type(exc).__name__}: a header value or the URL cannot be sent"
+    text = redact(" ".join(str(exc).split()))
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 

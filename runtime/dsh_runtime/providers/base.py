@@ -10,13 +10,20 @@ shown, persisted and sent without conversion::
 
     {"role": "system" | "user" | "assistant" | "tool", "content": [block, ...], "id": ...}
     block: {"type": "text", "text": str}
+         | {"type": "reasoning", "text": str, "signature"?: str, "redacted"?: str}
          | {"type": "tool-call", "id": str, "name": str, "arguments": "<JSON text>"}
     a tool message also has "toolCallId" and "isError".
 
-A stream yields, in any interleaving, :class:`TextDelta`, :class:`ToolCallDelta` (fragments
-joined by ``index``), at most one :class:`Usage`, and ends with one :class:`Finish`. Failures
-are raised as :class:`ModelError`, whose ``code`` reaches the client in
-``turn/end.data.reason.error.code``.
+A ``reasoning`` block is the model's thinking (DeepSeek's ``reasoning_content``, an
+Anthropic ``thinking`` block), kept apart from the answer's ``text`` so that nothing that
+reads the answer ever shows it. ``signature`` is the Anthropic format's integrity token
+and ``redacted`` the encrypted payload of a ``redacted_thinking`` block; both are sent back
+unchanged, only to the route that produced them.
+
+A stream yields, in any interleaving, :class:`TextDelta`, :class:`ReasoningDelta`,
+:class:`ToolCallDelta` (fragments joined by ``index``), at most one :class:`Usage`, and
+ends with one :class:`Finish`. Failures are raised as :class:`ModelError`, whose ``code``
+reaches the client in ``turn/end.data.reason.error.code``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ from typing import Any, Literal, NamedTuple, Protocol
 from dsh.errors import DshError
 
 FinishReason = Literal["stop", "length", "tool-calls"]
+
+EFFORTS = ("none", "off", "minimal", "low", "medium", "high", "xhigh", "max", "ultra")
+"""Every reasoning effort a client may ask for. ``none`` and the original runtime's ``off``
+turn thinking off; the others are the levels DeepSeek's thinking-mode guide maps (OpenAI's
+``minimal`` … ``xhigh`` and DeepSeek's ``max``/``ultra``). Which of them a route can send is
+the route's to say (:meth:`Provider.effort_refusal`)."""
+OFF_EFFORTS = frozenset({"none", "off"})
 
 
 class ToolSpec(NamedTuple):
@@ -50,12 +64,28 @@ class ModelRequest(NamedTuple):
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    route: str = ""
+    """The route the agent asked (``source.provider`` of the messages this route wrote, so
+    route-bound reasoning such as signed thinking goes back only where it came from)."""
 
 
 class TextDelta(NamedTuple):
     """A fragment of the assistant's visible text."""
 
     text: str
+
+
+class ReasoningDelta(NamedTuple):
+    """A fragment of reasoning block number ``index`` (0-based within one response).
+
+    ``text`` fragments are joined in order; ``signature`` and ``redacted`` (Anthropic's
+    signed and encrypted thinking) arrive whole and are kept with the block.
+    """
+
+    text: str = ""
+    index: int = 0
+    signature: str | None = None
+    redacted: str | None = None
 
 
 class ToolCallDelta(NamedTuple):
@@ -72,10 +102,31 @@ class ToolCallDelta(NamedTuple):
 
 
 class Usage(NamedTuple):
-    """Token counts for one response."""
+    """Token counts for one response, and what they cost when the route has prices.
+
+    ``input_tokens`` counts the whole prompt, cached or not; ``cache_hit_tokens`` is the
+    part served from the provider's prompt cache (DeepSeek's ``prompt_cache_hit_tokens``,
+    Anthropic's ``cache_read_input_tokens``) and ``cache_write_tokens`` the part written to
+    it (Anthropic's ``cache_creation_input_tokens``); None where the server does not say.
+    ``reasoning_tokens`` are the output tokens spent thinking. ``estimated`` is True when
+    the server sent no usage and the counts were estimated from the text (about four
+    characters a token).
+    """
 
     input_tokens: int
     output_tokens: int
+    cache_hit_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    estimated: bool = False
+
+    @property
+    def cache_miss_tokens(self) -> int | None:
+        """Prompt tokens that were neither read from nor written to the cache."""
+        if self.cache_hit_tokens is None:
+            return None
+        return max(0, self.input_tokens - self.cache_hit_tokens - (self.cache_write_tokens or 0))
 
     @property
     def total_tokens(self) -> int:
@@ -89,7 +140,7 @@ class Finish(NamedTuple):
     reason: FinishReason
 
 
-Chunk = TextDelta | ToolCallDelta | Usage | Finish
+Chunk = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
 
 
 class ModelError(DshError):
@@ -110,6 +161,13 @@ class Provider(Protocol):
     def accepts_model(self, model: str) -> bool:
         """Whether ``model`` names a model this route can serve."""
         ...
+
+    # Optional (looked up with getattr, so older providers keep working):
+    #   model_refusal(model) -> str | None: why ``model`` cannot be used (a retired id),
+    #       checked when a client chooses it; None when it can.
+    #   effort_refusal(effort) -> str | None: why this route cannot send ``effort``.
+    #   supports_images_for(model) -> bool: image input for that model (else the
+    #       ``supports_images`` attribute).
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Answer ``request`` as a stream of chunks ending with :class:`Finish`."""

@@ -13,29 +13,54 @@ of a run of tool messages travel in one user message placed right after the run,
 introduced by the call id it belongs to. On a route without images an image block becomes
 a text note saying it was left out (a session that switched routes keeps working).
 
+Reasoning (``reasoning_style``), because servers disagree on it:
+
+* ``deepseek``: effort ``none``/``off`` sends ``thinking: {"type": "disabled"}``, any
+  other level ``thinking: {"type": "enabled"}`` and ``reasoning_effort`` as given (the API
+  maps ``minimal`` … ``ultra`` itself); no effort sends neither, so the API's default
+  (thinking on) applies. The reasoning of every assistant message that made tool calls is
+  sent back as ``reasoning_content``, as DeepSeek's thinking-mode guide requires on every
+  later request (HTTP 400 otherwise); elsewhere the API ignores it, so it is not sent.
+* ``openai``: ``reasoning_effort`` only (``none`` … ``xhigh``; ``off`` is ``none``).
+* ``openrouter``: ``reasoning: {"effort": ...}`` (``none`` … ``xhigh``).
+* ``none``: no reasoning field at all, for servers that refuse unknown ones.
+
+An assistant message's ``content`` is ``""`` when it has no text, never null: DeepSeek
+answers 400 to a null-content assistant message without tool calls, and such a message
+would then break every later request of its session.
+
 In: each ``data:`` payload of the stream is one ``chat.completion.chunk``. Text deltas,
-tool-call fragments and the usage record pass through as :mod:`.base` chunks as they come;
-the finish reason is held back and emitted last (after the usage record, which servers
-send in a chunk of its own once ``stream_options.include_usage`` is set).
+reasoning deltas (``reasoning_content``, or ``reasoning`` as OpenRouter and Ollama spell
+it), tool-call fragments and the usage record pass through as :mod:`.base` chunks as they
+come; the finish reason is held back and emitted last (after the usage record, which
+servers send in a chunk of its own once ``stream_options.include_usage`` is set). Usage
+keeps DeepSeek's ``prompt_cache_hit_tokens`` (or OpenAI's
+``prompt_tokens_details.cached_tokens``) and ``completion_tokens_details.reasoning_tokens``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_runtime.providers.base import (
+    OFF_EFFORTS,
     Chunk,
     Finish,
     FinishReason,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     ToolSpec,
     Usage,
 )
+from dsh_runtime.providers.http_route import error_message
+
+if TYPE_CHECKING:
+    from dsh_runtime.providers.sse import ServerSentEvent
 
 DONE = "[DONE]"
 
@@ -52,12 +77,17 @@ _FAILED_FINISH = {
 }
 
 
-def encode_body(request: ModelRequest, *, images: bool = False) -> bytes:
-    """The UTF-8 JSON body of a streaming ``POST /chat/completions`` for ``request``;
-    ``images`` says whether the route takes image content."""
+def encode_body(request: ModelRequest, *, model: str | None = None, images: bool = False,
+                style: str = "none") -> bytes:
+    """The UTF-8 JSON body of a streaming ``POST /chat/completions`` for ``request``.
+
+    ``model`` is the id sent (default: the request's), ``images`` whether the route takes
+    image content for it, ``style`` the route's reasoning style (module docstring).
+    """
     body: dict[str, Any] = {
-        "model": request.model,
-        "messages": chat_messages(request.messages, images=images),
+        "model": model or request.model,
+        "messages": chat_messages(request.messages, images=images,
+                                  reasoning=style == "deepseek"),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -65,9 +95,23 @@ def encode_body(request: ModelRequest, *, images: bool = False) -> bytes:
         body["tools"] = chat_tools(request.tools)
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
-    if request.reasoning_effort:
-        body["reasoning_effort"] = request.reasoning_effort
+    body.update(reasoning_fields(style, request.reasoning_effort))
     return json.dumps(body, ensure_ascii=False, default=_plain).encode("utf-8")
+
+
+def reasoning_fields(style: str, effort: str | None) -> dict[str, Any]:
+    """The request fields that carry ``effort`` in reasoning style ``style``."""
+    if effort is None or style == "none":
+        return {}
+    off = effort in OFF_EFFORTS
+    if style == "deepseek":
+        if off:
+            return {"thinking": {"type": "disabled"}}
+        return {"thinking": {"type": "enabled"}, "reasoning_effort": effort}
+    level = "none" if off else effort
+    if style == "openrouter":
+        return {"reasoning": {"effort": level}}
+    return {"reasoning_effort": level}
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -80,14 +124,16 @@ def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def chat_messages(messages: Sequence[Mapping[str, Any]], *,
-                  images: bool = False) -> list[dict[str, Any]]:
+def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False,
+                  reasoning: bool = False) -> list[dict[str, Any]]:
     """dsh messages as chat-completions messages.
 
     Several text blocks in one message are joined by a blank line (the format has one
     string per message). A block the role cannot carry is refused as ``bad-request``
     rather than dropped, so the model never answers a conversation it was not shown.
-    ``images`` says whether image blocks are sent (see the module docstring).
+    ``images`` says whether image blocks are sent, ``reasoning`` whether the reasoning
+    of assistant messages that made tool calls goes back as ``reasoning_content`` (see
+    the module docstring); reasoning is never part of ``content``.
     """
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # image parts of the current run of tool messages
@@ -97,12 +143,15 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *,
             out.append({"role": "user", "content": pending})
             pending = []
         texts: list[str] = []
+        thoughts: list[str] = []
         calls: list[dict[str, Any]] = []
         pictures: list[dict[str, Any]] = []
         for block in message.get("content") or ():
             kind = block.get("type")
             if kind == "text":
                 texts.append(block.get("text") or "")
+            elif kind == "reasoning" and role == "assistant":
+                thoughts.append(block.get("text") or "")
             elif kind == "tool-call" and role == "assistant":
                 if not block.get("id") or not block.get("name"):
                     raise _bad_request(f"messages[{position}]: tool-call without id or name")
@@ -124,9 +173,11 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *,
             parts = ([{"type": "text", "text": text}] if text else []) + pictures
             out.append({"role": role, "content": parts if pictures else text})
         elif role == "assistant":
-            # null content is the documented form for a turn that only calls tools
-            entry: dict[str, Any] = {"role": "assistant",
-                                     "content": text if text or not calls else None}
+            # "" and never null: see the module docstring
+            entry: dict[str, Any] = {"role": "assistant", "content": text}
+            thought = "".join(thoughts)
+            if reasoning and calls and thought:
+                entry["reasoning_content"] = thought
             if calls:
                 entry["tool_calls"] = calls
             out.append(entry)
@@ -155,21 +206,6 @@ def _image_part(block: Mapping[str, Any], position: int) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
 
 
-def error_message(payload: Any) -> str | None:
-    """The human message in an error document, in the shapes compatible servers use:
-    ``{"error": {"message"}}`` (OpenAI, DeepSeek), ``{"error": "..."}`` (Ollama),
-    ``{"message"}`` or ``{"detail"}`` (FastAPI-based servers)."""
-    if not isinstance(payload, Mapping):
-        return None
-    error = payload.get("error")
-    if isinstance(error, Mapping):
-        error = error.get("message")
-    for candidate in (error, payload.get("message"), payload.get("detail")):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-    return None
-
-
 class ChunkDecoder:
     """Turns the ``data`` payloads of one response into :mod:`.base` chunks.
 
@@ -191,8 +227,12 @@ class ChunkDecoder:
         """Whether a finish reason has arrived, i.e. the answer itself is complete."""
         return self._finish is not None
 
-    def decode(self, data: str) -> list[Chunk]:
-        """The chunks carried by one event's ``data``; ``[DONE]`` sets :attr:`done`."""
+    def decode(self, event: ServerSentEvent) -> list[Chunk]:
+        """The chunks carried by one event; ``[DONE]`` sets :attr:`done`."""
+        return self.decode_data(event.data)
+
+    def decode_data(self, data: str) -> list[Chunk]:
+        """The chunks carried by one event's ``data``."""
         if data == DONE:
             self.done = True
             return []
@@ -210,12 +250,20 @@ class ChunkDecoder:
                              code="server-error", retryable=True)
         usage = payload.get("usage")
         if isinstance(usage, dict):
-            self._usage = Usage(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
+            self._usage = _usage(usage)
         chunks: list[Chunk] = []
         for choice in payload.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # dsh never asks for n > 1
             delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise ModelError("the server sent a delta that is not a JSON object",
+                                 code="bad-response")
+            thought = delta.get("reasoning_content")
+            if not isinstance(thought, str):
+                thought = delta.get("reasoning")  # OpenRouter's and Ollama's name
+            if isinstance(thought, str) and thought:
+                chunks.append(ReasoningDelta(thought))
             content = delta.get("content")
             if isinstance(content, str) and content:
                 chunks.append(TextDelta(content))
@@ -268,9 +316,25 @@ class ChunkDecoder:
         return value
 
 
-def _count(usage: Mapping[str, Any], name: str) -> int:
+def _usage(usage: Mapping[str, Any]) -> Usage:
+    """A usage record, with the cache and reasoning counts DeepSeek and OpenAI report."""
+    hit = _optional(usage, "prompt_cache_hit_tokens")
+    if hit is None:
+        details = usage.get("prompt_tokens_details")
+        hit = _optional(details, "cached_tokens") if isinstance(details, Mapping) else None
+    details = usage.get("completion_tokens_details")
+    reasoning = _optional(details, "reasoning_tokens") if isinstance(details, Mapping) else None
+    return Usage(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"),
+                 cache_hit_tokens=hit, reasoning_tokens=reasoning)
+
+
+def _optional(usage: Mapping[str, Any], name: str) -> int | None:
     value = usage.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(usage: Mapping[str, Any], name: str) -> int:
+    return _optional(usage, name) or 0
 
 
 def _plain(value: Any) -> Any:

@@ -5,15 +5,18 @@ in order, separately for each session::
 
     - text: "Let me check where I am."
       tool_calls: [{name: working_directory, arguments: {}}]
-    - text: "Done."
+    - reasoning: "The user wants the directory; I know it now."   # streamed first
+      text: "Done."
       usage: {inputTokens: 10, outputTokens: 2}   # optional; estimated when absent
     - error: {message: "rate limited", code: "rate-limit"}   # raised as a model error
     - {text: "slow", delay_ms: 500}                # waits first (cancellation tests)
 
-Each response may have ``text``, ``tool_calls`` (``name``, ``arguments`` as a mapping or
-JSON text, optional ``id``; ids default to ``call_<n>``, counted per session), ``usage``,
-``finish`` (``stop`` or ``length``), ``error`` and ``delay_ms``. Text and arguments are
-streamed in ``chunk_size`` pieces so the agent's reassembly is exercised. A session that
+Each response may have ``reasoning`` (the model's thinking, streamed before the text as
+its own kind), ``text``, ``tool_calls`` (``name``, ``arguments`` as a mapping or JSON text,
+optional ``id``; ids default to ``call_<n>``, counted per session), ``usage``, ``finish``
+(``stop`` or ``length``), ``error`` and ``delay_ms``. Reasoning, text and arguments are
+streamed in ``chunk_size`` pieces so the agent's reassembly is exercised; a response
+without ``usage`` reports an estimate, marked ``estimated``. A session that
 asks past the end gets a model error saying so, never a hang. The file is read at
 ``start``; a bad one is a ConfigError naming the file and, where known, the line.
 
@@ -42,13 +45,14 @@ from dsh_runtime.providers.base import (
     FinishReason,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     Usage,
 )
 
 _Fail = Callable[[str], ConfigError]
-_KEYS = ("text", "tool_calls", "usage", "finish", "error", "delay_ms")
+_KEYS = ("reasoning", "text", "tool_calls", "usage", "finish", "error", "delay_ms")
 _CALL_KEYS = ("name", "arguments", "id")
 
 
@@ -69,6 +73,7 @@ class ScriptedResponse(NamedTuple):
     finish: FinishReason | None = None
     error: tuple[str, str] | None = None
     delay_ms: float = 0
+    reasoning: str = ""
 
 
 # -- reading a script ------------------------------------------------------------------
@@ -125,9 +130,11 @@ def _response(item: Any, where: str) -> ScriptedResponse:
     unknown = [k for k in item if k not in _KEYS]
     if unknown:
         raise fail(f"unknown key '{unknown[0]}' (expected: {', '.join(_KEYS)})")
-    text = item.get("text", "")
+    text, reasoning = item.get("text", ""), item.get("reasoning", "")
     if not isinstance(text, str):
         raise fail("'text' must be a string")
+    if not isinstance(reasoning, str):
+        raise fail("'reasoning' must be a string")
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list):
         raise fail("'tool_calls' must be a list")
@@ -139,7 +146,7 @@ def _response(item: Any, where: str) -> ScriptedResponse:
         raise fail("'delay_ms' must be a number >= 0")
     return ScriptedResponse(text, tuple(_call(c, fail) for c in calls),
                             _usage(item.get("usage"), fail), finish,
-                            _error(item.get("error"), fail), delay)
+                            _error(item.get("error"), fail), delay, reasoning)
 
 
 def _call(item: Any, fail: _Fail) -> ScriptedCall:
@@ -220,6 +227,8 @@ class ScriptedModel:
             await asyncio.sleep(response.delay_ms / 1000)
         if response.error is not None:
             raise ModelError(response.error[0], code=response.error[1])
+        for piece in self._pieces(response.reasoning):
+            yield ReasoningDelta(piece)
         for piece in self._pieces(response.text):
             yield TextDelta(piece)
         for index, call in enumerate(response.tool_calls):
@@ -245,10 +254,12 @@ def _append_record(path: str, request: ModelRequest) -> None:
 
 
 def _estimate(request: ModelRequest, response: ScriptedResponse) -> Usage:
-    """Deterministic token counts (about four characters a token) when the script has none."""
+    """Deterministic token counts (about four characters a token) when the script has none,
+    marked as estimated."""
     sent = sum(len(b.get("text", "")) for m in request.messages for b in m.get("content", ()))
-    said = len(response.text) + sum(len(c.arguments) for c in response.tool_calls)
-    return Usage(math.ceil(sent / 4), math.ceil(said / 4))
+    said = (len(response.reasoning) + len(response.text)
+            + sum(len(c.arguments) for c in response.tool_calls))
+    return Usage(math.ceil(sent / 4), math.ceil(said / 4), estimated=True)
 
 
 class ScriptedProvider(Plugin):

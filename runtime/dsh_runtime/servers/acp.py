@@ -16,7 +16,11 @@ Where ACP and the agent differ in shape:
   ``turn/start``, so it is never lost.
 * Guarded tool calls go to the client as ``session/request_permission``; "always"
   answers are remembered per session and tool; a cancelled outcome, an error answer, a
-  timeout or a lost client all deny.
+  timeout or a lost client all deny. A call that reaches outside the workspace root
+  (``outside`` in the agent's request) is the exception: the tool memory never answers
+  it, and its ``allow_always`` option ("Always allow access to DIR in this session")
+  grants those directories to the session instead (the agent's ``allow-always``), so
+  one "always" for ``../lib`` does not open every other path to the same tool.
 * Events are forwarded only for sessions this connection created or loaded, so a
   session being restored does not leak half its log before ``session/load`` replays it.
 
@@ -49,6 +53,7 @@ from dsh_runtime.servers.acp_mapping import (
 )
 from dsh_runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
 from dsh_runtime.servers.validation import params_object as _object
+from dsh_runtime.tools import confine
 
 
 def _str(params: Mapping[str, Any], name: str) -> str:
@@ -104,8 +109,20 @@ PERMISSION_OPTIONS = (
 )
 _DECISIONS = {"allow_once": "allow", "allow_always": "allow",
               "reject_once": "deny", "reject_always": "deny"}
+_OUTSIDE_DECISIONS = {**_DECISIONS, "allow_always": "allow-always"}
+"""A call reaching outside the root: "always" grants its directories (the agent's word)."""
 _REMEMBERED = frozenset({"allow_always", "reject_always"})
 _UNGATED = frozenset({"initialize", "authenticate"})
+
+
+def _options(outside: Any) -> list[dict[str, str]]:
+    """The permission options of one request; a call reaching outside the workspace root
+    offers "always" for the directories it reaches, not for the tool."""
+    options = [dict(o) for o in PERMISSION_OPTIONS]
+    if outside:
+        dirs = ", ".join(confine.grant_dirs(outside))
+        options[1]["name"] = f"Always allow access to {dirs} in this session"
+    return options
 
 
 # -- params --------------------------------------------------------------------------------
@@ -434,9 +451,9 @@ class AcpProtocol:
         if attached is None:
             return "deny"
         name = tool_call["name"]
-        decision = attached.remembered.get(name) or await self._permission(
-            session_id, attached, tool_call)
-        if decision == "allow":
+        remembered = None if tool_call.get("outside") else attached.remembered.get(name)
+        decision = remembered or await self._permission(session_id, attached, tool_call)
+        if decision in ("allow", "allow-always"):
             self._update(session_id, {"sessionUpdate": "tool_call_update",
                                       "toolCallId": tool_call["callId"],
                                       "status": "in_progress"})
@@ -444,8 +461,10 @@ class AcpProtocol:
 
     async def _permission(self, session_id: str, attached: _Attached,
                           tool_call: dict[str, Any]) -> str:
-        """``session/request_permission``; an "always" answer is remembered."""
+        """``session/request_permission``; an "always" answer is remembered (for a call
+        outside the root, only a rejection is: its "always allow" grants directories)."""
         name = tool_call["name"]
+        outside = tool_call.get("outside") or ()
         update = tool_call_update(tool_call["callId"], name, tool_call["arguments"],
                                   cwd=tool_call.get("cwd"), status="pending")
         if tool_call.get("reason"):
@@ -455,7 +474,7 @@ class AcpProtocol:
             answer = await self._peer.request(
                 "session/request_permission",
                 {"sessionId": session_id, "toolCall": update,
-                 "options": [dict(o) for o in PERMISSION_OPTIONS]},
+                 "options": _options(outside)},
                 timeout=self._permission_timeout,
             )
         except (asyncio.TimeoutError, DshError) as exc:
@@ -465,8 +484,9 @@ class AcpProtocol:
         outcome = answer.get("outcome") if isinstance(answer, dict) else None
         option = outcome.get("optionId") if isinstance(outcome, dict) and \
             outcome.get("outcome") == "selected" else None
-        decision = _DECISIONS.get(option, "deny") if isinstance(option, str) else "deny"
-        if option in _REMEMBERED:
+        decisions = _OUTSIDE_DECISIONS if outside else _DECISIONS
+        decision = decisions.get(option, "deny") if isinstance(option, str) else "deny"
+        if option in _REMEMBERED and not (outside and decision != "deny"):
             attached.remembered[name] = decision
         return decision
 

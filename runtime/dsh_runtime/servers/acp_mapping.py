@@ -10,9 +10,11 @@ mapping is tested on event lists alone. Two directions:
   named but not inlined. ``image`` and ``audio`` are not advertised and are refused.
 * :class:`UpdateMapper` turns the agent's events into ``update`` objects (the value of
   ``session/update``'s ``update`` member), in two modes. ``live`` follows a running turn:
-  text arrives as ``assistant/delta`` chunks, usage after each model response.
-  ``replay`` (``session/load``) rebuilds the visible conversation from the stored log:
-  user prompts, whole assistant texts, tool calls with their final state.
+  text arrives as ``assistant/delta`` chunks (``agent_message_chunk``), the model's
+  reasoning as ``assistant/reasoning-delta`` chunks (``agent_thought_chunk``), usage after
+  each model response. ``replay`` (``session/load``) rebuilds the visible conversation
+  from the stored log: user prompts, each assistant message's reasoning and text, tool
+  calls with their final state.
 
 The task list (``plan/update``) becomes an ACP ``plan`` update in both modes; a mode the
 agent switched to itself (``mode/update``, after an approved ``exit_plan_mode``) becomes
@@ -207,6 +209,9 @@ class UpdateMapper:
         if kind == "assistant/delta":
             text = data.get("text")
             return [_chunk("agent_message_chunk", text)] if text else []
+        if kind == "assistant/reasoning-delta":
+            text = data.get("text")
+            return [_chunk("agent_thought_chunk", text)] if text else []
         if kind == "assistant/message":
             return self._usage(data)
         if kind == "mode/update" and isinstance(data.get("mode"), str):
@@ -224,9 +229,10 @@ class UpdateMapper:
                                    for b in data.get("content", ()) if b.get("type") == "text")
             elif kind == "assistant/message":
                 message = data.get("message") or {}
-                updates.extend(_chunk("agent_message_chunk", b.get("text"))
+                kinds = {"reasoning": "agent_thought_chunk", "text": "agent_message_chunk"}
+                updates.extend(_chunk(kinds[b["type"]], b.get("text"))
                                for b in message.get("content", ())
-                               if b.get("type") == "text" and b.get("text"))
+                               if b.get("type") in kinds and b.get("text"))
             else:
                 updates.extend(self._common(kind, data))
         return updates

@@ -36,6 +36,7 @@ from dsh.errors import (
     JsonRpcError,
     ProtocolError,
 )
+from dsh.redact import redact
 
 from dsh_runtime.servers.validation import lone_surrogate
 from dsh_runtime.stdio import StdioTransport
@@ -214,9 +215,11 @@ class JsonRpcPeer:
             try:
                 reply = jsonrpc.result(request.id, await handler(request.params))
             except JsonRpcError as exc:
-                reply = {"jsonrpc": "2.0", "id": request.id, "error": exc.to_wire()}
+                error = exc.to_wire()
+                error["message"] = redact(error["message"])  # no credential inside a URL
+                reply = {"jsonrpc": "2.0", "id": request.id, "error": error}
             except DshError as exc:
-                reply = jsonrpc.error(request.id, exc.rpc_code, str(exc))
+                reply = jsonrpc.error(request.id, exc.rpc_code, redact(str(exc)))
             except asyncio.CancelledError:
                 reply = jsonrpc.error(
                     request.id, jsonrpc.REQUEST_CANCELLED, "request cancelled: server closing"

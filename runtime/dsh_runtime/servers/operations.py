@@ -109,6 +109,11 @@ class Operations:
         return await self.agent.new_session(
             cwd=validation.directory(cwd) if cwd else default_cwd, **seeded)
 
+    async def open_session(self, session_id: str, default_cwd: str | None) -> None:
+        """Make a session live without a turn: loaded when stored, else created in the
+        server's default directory."""
+        await self.agent.open_session(session_id, cwd=default_cwd)
+
     async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
         """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
         return await self.agent.prompt(session_id, validation.content_blocks(blocks), cwd=cwd)

@@ -1,6 +1,6 @@
 """The SDK server: the ``sdk`` and ``sdk-minimal`` applications' ``main`` command.
 
-It speaks the SDK protocol of DESIGN.md section 8 on the process's stdio: the DeepSeek
+It speaks the SDK protocol (docs/contracts.md) on the process's stdio: the DeepSeek
 Harness SDK runtime protocol, wire-compatible so that its published Python client can
 drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
 one call on the ``agent`` service, every agent notification becomes one frame. Framing,
@@ -44,6 +44,8 @@ SDK's client given `dsh` as its runtime), not used by hand.
 client -> server requests
   initialize {cwd, provider?, model?, reasoningEffort?, maxTokens?, clientInfo?,
               capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
+      reasoningEffort: none|off (thinking off), minimal, low, medium, high, xhigh, max,
+      ultra; an unknown level, or one the route cannot send, is -32602
   session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
   session/new {cwd?, history?} -> {sessionId}  (history: messages the session starts with)
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
@@ -61,6 +63,8 @@ client -> server requests
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
+                 (the model's reasoning: event assistant/reasoning-delta, and a
+                 "reasoning" block of assistant/message, never in its text)
                  subagent.started, subagent.status, subagent.finished,
                  config.reloaded {diff}, config.reload_failed {file?, message}
                  (live profiles, when the profile's or the home's patch.yml changes)
@@ -277,14 +281,19 @@ class SdkProtocol:
         return {"cancelled": await self._ops.cancel(_session_id(params))}
 
     async def get_cwd(self, params: Params | None) -> dict[str, Any]:
-        """The session's working directory."""
-        return {"cwd": self._agent.get_cwd(_session_id(params))}
+        """The session's working directory (a stored session is loaded, a new id created)."""
+        session_id = _session_id(params)
+        await self._ops.open_session(session_id, self._cwd)
+        return {"cwd": self._agent.get_cwd(session_id)}
 
     async def set_cwd(self, params: Params | None) -> dict[str, Any]:
-        """Change the session's working directory (relative paths from the current one)."""
+        """Change the session's working directory (relative paths from the current one);
+        like ``get``, it loads a stored session or creates a new one first."""
         p = _object(params)
         session_id = _str(p, "sessionId")
-        return {"cwd": self._agent.set_cwd(session_id, _str(p, "path"))}
+        path = _str(p, "path")
+        await self._ops.open_session(session_id, self._cwd)  # type: ignore[arg-type]
+        return {"cwd": self._agent.set_cwd(session_id, path)}
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
         """Every known session, sorted by id."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,8 +23,23 @@ _CONTEXT_PREFIX = "Current working directory: "
 
 
 def state_of(record: SessionRecord) -> dict[str, Any]:
-    """The state snapshot a store keeps beside the session row."""
-    return {"turns": record.turns, "context_cwd": record.context_cwd}
+    """The state snapshot a store keeps beside the session row: the turn count, the
+    directory the model was last told about, the workspace root and granted roots."""
+    return {"turns": record.turns, "context_cwd": record.context_cwd,
+            "root": record.root, "granted": record.granted}
+
+
+def rebuild(session_id: str, cwd: str, title: str, log: list[dict[str, Any]],
+            state: Mapping[str, Any]) -> SessionRecord:
+    """The record of a stored session row (``cwd``, ``title``, ``state``) and its log.
+
+    A session stored before roots were kept takes its stored cwd as its root.
+    """
+    record = SessionRecord(session_id, cwd, title=title, events=log,
+                           context_cwd=state.get("context_cwd"),
+                           root=state.get("root") or os.path.realpath(cwd),
+                           granted=list(state.get("granted") or ()))
+    return replay(record, state)
 
 
 def replay(record: SessionRecord, state: Mapping[str, Any]) -> SessionRecord:

@@ -4,8 +4,10 @@ One module owns every table so the store and the workspace functions agree on na
 a future version adds a migration step here rather than scattering ``ALTER TABLE``.
 
 * ``sessions``: one row per session. ``owner_pid`` is the runtime process holding it live
-  (NULL once closed); ``state`` is a small JSON snapshot (turn count, the directory the
-  model was last told about) refreshed at every save.
+  (NULL once closed); ``state`` is a small JSON snapshot refreshed at every save: turn
+  count, the directory the model was last told about (``context_cwd``), the workspace
+  root fixed at creation (``root``) and the granted roots (``granted``), so a resumed
+  session keeps its boundary (a row without ``root`` takes its ``cwd``).
 * ``events``: the append-only log, keyed ``(session_id, seq)`` without a rowid, so an
   append is one B-tree insert and a load is one range scan, both flat as the file grows.
 * ``workspaces`` / ``workspace_refs``: a workspace directory and who holds it; ``refs``

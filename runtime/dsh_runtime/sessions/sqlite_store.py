@@ -179,8 +179,7 @@ class SqliteSessionStore(Tracking):
         log = records.decode([body for (body,) in self._conn.execute(
             "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))])
         self._next_seq[session_id] = len(log)
-        return records.replay(SessionRecord(session_id, cwd, title=title, events=log,
-                                            context_cwd=state.get("context_cwd")), state)
+        return records.rebuild(session_id, cwd, title, log, state)
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage | None:

@@ -16,42 +16,20 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dsh.process import pid_alive
+
 PidAlive = Callable[[int], bool]
+"""Whether a holder's process still runs (:func:`dsh.process.pid_alive` by default)."""
 
 
 def root(home: str | os.PathLike[str]) -> Path:
     """Where workspaces live under a home."""
     return Path(home) / "workspaces"
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (a reused pid reads as alive: the safe mistake)."""
-    if pid <= 0:
-        return False
-    if sys.platform == "win32":  # os.kill(pid, 0) would send CTRL_C_EVENT there
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # QUERY_LIMITED_INFORMATION
-        if not handle:
-            return False
-        code = ctypes.c_ulong()
-        kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
-        kernel32.CloseHandle(handle)
-        return code.value == 259  # STILL_ACTIVE
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager

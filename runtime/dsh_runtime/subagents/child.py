@@ -14,6 +14,13 @@ Status, as ``list_agents`` shows it:
 ``finished``  its runtime was closed (its work done, or cut short by the parent);
 ``failed``    it did not start, its runtime died, or its last turn ended in an error.
 
+The watcher also relays (``relay``) what the parent's clients are shown of the child, as
+the original runtime does: every ``session.event`` the child's runtime sends (its own
+session's, and those it relays from its own sub-agents) and its ``subagent.*``
+notifications, unchanged, so a client that saw ``subagent.started {parentSessionId,
+childSessionId}`` can follow the whole tree by ``sessionId``. They are not stored in the
+parent's log: the child's own runtime keeps them.
+
 "Done" is counted by inbox receipts: a message is done at the first ``session.status idle``
 after its receipt (``agent/inbox/spliced``), which the runtime sends only once its whole
 queue is drained. The receipt precedes the ``session/prompt`` answer on the wire, so
@@ -34,6 +41,10 @@ logger = logging.getLogger("dsh.subagent")
 
 SESSION_METHODS = ("session.event", "session.status")
 NESTED = ("subagent.started", "subagent.finished")
+RELAYED = ("session.event", *NESTED, "subagent.status")
+"""What a child's runtime sends that the parent passes on to its own clients: its
+session's events and what it says about its own sub-agents (their events included)."""
+Relay = Callable[[str, dict[str, Any]], None]
 
 
 class Status(str, enum.Enum):
@@ -86,6 +97,7 @@ class Child:
         self.pid: int | None = None
         self.grandchildren: dict[str, Grandchild] = {}
         self._client: Any = None
+        self._relay: Relay | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._receipts: set[str] = set()
         self._received = 0
@@ -96,16 +108,25 @@ class Child:
 
     # -- starting -------------------------------------------------------------------------
 
-    async def start(self, client: Any, *, history: list[dict[str, Any]] | None) -> None:
-        """Spawn the runtime and open the session (seeded with ``history`` for a fork).
+    async def start(self, client: Any, *, history: list[dict[str, Any]] | None,
+                    relay: Relay | None = None, root: str | None = None) -> None:
+        """Spawn the runtime and open the session (seeded with ``history`` for a fork);
+        from then on the notifications in :data:`RELAYED` are handed to ``relay``.
 
-        Raises what the SDK raised; the caller closes the child then.
+        The session is created at ``root`` (the parent's workspace root, which becomes
+        the child's, default its cwd) and then moved to its cwd, so the child's tools
+        reach what the parent's reach. Raises what the SDK raised; the caller closes the
+        child then.
         """
         self._client = client
+        self._relay = relay
         await client.start()
         self.pid = client.pid
-        session = await client.new_session(cwd=self.cwd, history=history)
+        session = await client.new_session(cwd=root or self.cwd, history=history)
         self.session_id = session.id
+        if root is not None and root != self.cwd:
+            await client.request("session/working-directory/set",
+                                 {"sessionId": session.id, "path": self.cwd})
         subscription = client.subscribe(self._mine)
         self._watcher = asyncio.create_task(self._watch(subscription),
                                             name=f"dsh-subagent-{self.id}")
@@ -165,10 +186,13 @@ class Child:
     # -- watching -------------------------------------------------------------------------
 
     def _mine(self, note: Any) -> bool:
-        params = note.params
-        if note.method in NESTED:
+        return note.method in RELAYED or self._own(note.method, note.params)
+
+    def _own(self, method: str, params: Any) -> bool:
+        """Whether a notification is about this child's own session (or its sub-agents)."""
+        if method in NESTED:
             return True
-        return (note.method in SESSION_METHODS and isinstance(params, dict)
+        return (method in SESSION_METHODS and isinstance(params, dict)
                 and params.get("sessionId") == self.session_id)
 
     def _gone(self) -> bool:
@@ -182,8 +206,11 @@ class Child:
         with subscription:
             try:
                 async for note in subscription:
-                    self._read(note.method, note.params if isinstance(note.params, dict)
-                               else {})
+                    params = note.params if isinstance(note.params, dict) else {}
+                    if self._relay is not None and note.method in RELAYED:
+                        self._pass_on(note.method, params)
+                    if self._own(note.method, params):
+                        self._read(note.method, params)
                     async with self._changed:
                         self._changed.notify_all()
             except Exception as exc:
@@ -234,6 +261,12 @@ class Child:
             self.stop_reason = str(reason.get("kind", "error"))
             problem = reason.get("error") if isinstance(reason.get("error"), dict) else {}
             self.error = str(problem.get("message", ""))
+
+    def _pass_on(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            self._relay(method, params)  # type: ignore[misc]
+        except Exception:
+            logger.exception("sub-agent %s: relaying %s failed", self.id, method)
 
     def _set(self, status: Status) -> None:
         """Change the status; a live change is told to ``on_status``."""

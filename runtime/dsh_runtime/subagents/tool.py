@@ -38,7 +38,9 @@ what they answered (a turn already running learns it at the next one, or by aski
 The parent announces ``subagent.started {parentSessionId, childSessionId, agentId}``,
 ``subagent.status {..., status}`` whenever a live child turns ``running``, ``idle`` or
 ``failed``, and ``subagent.finished {..., status}`` (how its last turn ended, once its
-runtime is gone) through the agent's listeners (the SDK server forwards them). Cancelling the
+runtime is gone) through the agent's listeners (the SDK server forwards them), and relays
+the child's own ``session.event`` notifications and ``subagent.*`` ones the same way
+(:mod:`.child`), so a client follows the whole tree by session id. Cancelling the
 parent's turn cancels a foreground call and closes its child; closing a client kills the
 child's whole process group; the parent session's end (``session_end``) and the row's
 disposal close every child still running, and on Linux a killed parent takes its children
@@ -74,8 +76,8 @@ from dsh_runtime.subagents.environment import child_environment
 from dsh_runtime.subagents.fork import fork_history
 from dsh_runtime.subagents.messaging import InterruptAgentTool, ListAgentsTool, SendMessageTool
 from dsh_runtime.subagents.registry import LimitReached, Registry
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
-from dsh_runtime.tools.confine import PathEscapeError, resolve
 
 logger = logging.getLogger("dsh.subagent")
 
@@ -232,8 +234,8 @@ class SubagentPlugin(Plugin):
         if rt is None:
             return ToolResult("Error: the subagent tool is not started", is_error=True)
         try:
-            cwd = resolve(ctx.cwd, args.get("cwd") or ".")
-        except PathEscapeError as exc:
+            root, cwd = _child_root(ctx, args.get("cwd") or ".")
+        except confine.PathError as exc:
             return ToolResult(f"Error: cwd {exc}", is_error=True)
         if not os.path.isdir(cwd):
             return ToolResult(f"Error: cwd is not a directory: {args['cwd']}", is_error=True)
@@ -248,9 +250,10 @@ class SubagentPlugin(Plugin):
             return ToolResult(f"Error: {exc}", is_error=True)
         store = self._store()
         try:
-            home = self._child_home(rt, store, ctx.session_id)
+            home = self._child_home(rt, store, ctx.session_id, confine.of(ctx).protected)
             await child.start(AsyncDshClient(self._client_config(cwd, ctx.env, home)),
-                              history=history)
+                              history=history, relay=rt.service("agent").announce,
+                              root=root)
             if store is not None:
                 store.acquire_workspace(child.session_id, ctx.session_id)
         except BaseException as exc:
@@ -303,7 +306,8 @@ class SubagentPlugin(Plugin):
         rt = self._rt
         return rt.service("sessions") if rt and "sessions" in rt.service_names() else None
 
-    def _child_home(self, rt: RuntimeContext, store: Any, parent: str) -> Path:
+    def _child_home(self, rt: RuntimeContext, store: Any, parent: str,
+                    protected: tuple[str, ...]) -> Path:
         """A fresh, private home under the parent session's workspace."""
         if store is not None:
             workspace = Path(store.acquire_workspace(parent))
@@ -312,31 +316,41 @@ class SubagentPlugin(Plugin):
         # os.urandom rather than uuid or secrets: neither may load at boot.
         home = workspace / "subagents" / os.urandom(6).hex() / "home"
         os.makedirs(home, mode=0o700)
-        self._confine(rt, home)
+        self._confine(rt, home, protected)
         return home.resolve()
 
     @staticmethod
-    def _confine(rt: RuntimeContext, home: Path) -> None:
-        """Give the child's shell no more reach than the parent's: the child home's patch.
+    def _confine(rt: RuntimeContext, home: Path, protected: tuple[str, ...]) -> None:
+        """Give the child no more reach than the parent: the child home's patch.
 
-        The parent's ``bash`` sandbox policy is the child's too, with the parent's home
-        hidden as well (the child's home lies inside it, so ``$DSH_HOME/../..`` would reach
-        the parent's ``.env``); a parent without ``bash`` gets a child without one. The
-        row's own ``patches`` come later in the child's layers, so explicit config wins.
+        The child's tools get the parent's protected directories (its dsh home among
+        them: the child's home lies inside it) as ``protected_paths`` of the ``agent``
+        row. The parent's ``bash`` sandbox policy is the child's too, with the parent's
+        home hidden as well (``$DSH_HOME/../..`` would otherwise reach the parent's
+        ``.env``), and so are its resource limits; a parent without ``bash`` gets a child
+        without one. The row's own ``patches`` come later in the child's layers, so
+        explicit config wins. (The parent's ``env`` policy is not copied: its ``set``
+        values may be secrets, which this file must not hold.)
         """
+        parent_home = os.path.realpath(rt.home)
+        paths = list(dict.fromkeys([*protected, parent_home]))
+        operations: list[dict[str, Any]] = [
+            {"id": "agent", "merge": {"config": {"protected_paths": paths}}}]
         bash = rt.tools.get("bash")
+        policy = getattr(bash, "sandbox", None)
         if bash is None:
-            operation: dict[str, Any] = {"id": "tools:shell", "disabled": True}
-        else:
-            policy = getattr(bash, "sandbox", None)
-            if policy is None:  # a shell of another plugin: nothing to inherit
-                return
+            operations.append({"id": "tools:shell", "disabled": True})
+        elif policy is not None:  # else a shell of another plugin: nothing to inherit
             sandbox = policy.to_config()
-            sandbox["hide"] = [*sandbox["hide"], os.path.realpath(rt.home)]
-            operation = {"id": "tools:shell", "merge": {"config": {"sandbox": sandbox}}}
+            sandbox["hide"] = [*sandbox["hide"], parent_home]
+            config: dict[str, Any] = {"sandbox": sandbox}
+            limits = getattr(bash, "limits", None)
+            if limits is not None:
+                config["limits"] = limits._asdict()
+            operations.append({"id": "tools:shell", "merge": {"config": config}})
         staging = home / ".patch.yml.tmp"
         staging.write_text("# Written by the parent runtime: the sub-agent's confinement.\n"
-                           + json.dumps([operation]) + "\n", encoding="utf-8")
+                           + json.dumps(operations) + "\n", encoding="utf-8")
         os.replace(staging, home / "patch.yml")
 
     def _client_config(self, cwd: str, env: Mapping[str, str], home: Path) -> Any:
@@ -353,7 +367,7 @@ class SubagentPlugin(Plugin):
             patches=patches,
             dsh_home=str(home),
             cwd=cwd,
-            env=child_environment(env, config.get("pass_env", ())),
+            env=child_environment(env, config.get("pass_env", ()), rt.secret_env),
             inherit_env=False,
             provider=config.get("provider"),
             model=config.get("model"),
@@ -376,6 +390,17 @@ class SubagentPlugin(Plugin):
         """The parent session ended: close its children."""
         if event.session_id is not None:
             await self.registry.end_session(event.session_id)
+
+
+def _child_root(ctx: ToolContext, path: str) -> tuple[str, str]:
+    """The child's workspace root and working directory (real paths) for ``path``.
+
+    A sub-agent shares its parent's root: the root when ``path`` lies in it, the granted
+    root holding it, or the directory this call was approved for. Raises
+    :class:`~dsh_runtime.tools.confine.PathError` for a protected or unapproved path.
+    """
+    target = confine.of(ctx).target(ctx.cwd, path)
+    return target.anchor.path, target.real
 
 
 async def unless_cancelled(awaitable: Awaitable[T], cancelled: asyncio.Event) -> T:

@@ -9,9 +9,12 @@ arguments of the declared shape. A tool reports its own failures as
 the agent, so no tool can crash a turn.
 
 Optional: ``path_arguments``, the names of arguments that are filesystem paths (relative to
-the session's working directory). The workspace policy allows a mutating call only when
-all of them stay inside the working directory, so a mutating tool that does not declare
-them is asked about rather than trusted.
+the session's working directory). The agent judges them against the session's boundary
+(:mod:`dsh_runtime.tools.confine`) before any guardrail: a path in the dsh home refuses
+the call, a path outside the workspace root makes it ask (:attr:`ToolCall.outside`), and
+an approval reaches the tool as :attr:`ToolContext.boundary` allowing exactly those paths.
+The workspace policy allows a mutating call unasked only when it declares them, so a
+mutating tool that does not is asked about rather than trusted.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from dsh.errors import ConfigError
 
 from dsh_runtime.schema import validate
+
+if TYPE_CHECKING:
+    from dsh_runtime.tools.confine import Boundary
 
 
 class Image(NamedTuple):
@@ -62,7 +68,11 @@ class ToolContext(NamedTuple):
     like the agent's own; ``history()`` is a deep copy of the conversation so far (what a
     forked sub-agent starts from); ``images_supported`` says whether the turn's model
     route accepts image content, so a tool can refuse clearly instead of sending bytes the
-    provider would reject.
+    provider would reject. ``boundary`` is what the call may reach: the session's fixed
+    workspace root, its granted roots, the protected directories, and the paths this call
+    was approved for; a file tool opens paths only through it
+    (:func:`dsh_runtime.tools.confine.of` gives a context without one a boundary rooted at
+    its cwd).
     """
 
     session_id: str
@@ -73,6 +83,7 @@ class ToolContext(NamedTuple):
     emit: Callable[[str, Mapping[str, Any]], None] = _emit_nowhere
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
+    boundary: Boundary | None = None
 
     @property
     def cwd(self) -> str:
@@ -105,7 +116,10 @@ class ToolCall(NamedTuple):
 
     ``can_ask`` says whether someone can be asked: a guardrail that would answer ``ask``
     with nobody to ask decides itself instead (the profile's policy), so a client that
-    never answers approvals is never left hanging.
+    never answers approvals is never left hanging. ``outside`` are the real paths the
+    call's path arguments reach outside the workspace root and the granted roots: the
+    call runs only if it is approved (or a guardrail allows it), and then reaches exactly
+    those.
     """
 
     session_id: str
@@ -115,6 +129,7 @@ class ToolCall(NamedTuple):
     cwd: str
     tool: Tool
     can_ask: bool
+    outside: tuple[str, ...] = ()
 
 
 class ArgumentError(ValueError):

@@ -1,35 +1,39 @@
-"""The ``tools-fs`` plugin: read, write, edit, list and glob inside the working directory.
+"""The ``tools-fs`` plugin: read, write, edit, list and glob inside the workspace.
 
 Reading tools (``read_file``, ``list_directory``, ``glob``) live here; the mutating ones
 (``write_file``, ``edit_file``) in :mod:`dsh_runtime.tools.fs_write`. Every path goes
-through :func:`dsh_runtime.tools.confine.resolve`, so nothing outside the session's
-working directory is read or written, symlinks included. Outputs are bounded by the row's
-config (``max_lines``, ``max_output_chars``, ``max_entries``) and say so when cut, so the
-model knows to ask for the rest rather than assume it saw everything.
+through the call's boundary (:mod:`dsh_runtime.tools.confine`) and is opened beneath the
+workspace root (or what the call was approved to reach) by :mod:`.safeopen`, so nothing
+else is read or written, symlinks and symlinks swapped mid-call included, and the dsh
+home never. Only regular files are read: a FIFO, socket or device is refused at once.
+File I/O runs in a worker thread, so a slow disk never stalls the session's loop.
+Outputs are bounded by the row's config (``max_lines``, ``max_output_chars``,
+``max_line_chars``, ``max_entries``) and say so when cut, so the model knows to ask for the
+rest rather than assume it saw everything; a file is streamed in chunks, so even one huge
+line costs bounded memory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fnmatch
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
 
 from dsh._version import __version__
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import ToolContext, ToolResult
-from dsh_runtime.tools.confine import (
-    PathEscapeError,
-    escape_result,
-    is_inside,
-    real_root,
-    resolve,
-    shown,
-)
 from dsh_runtime.tools.fs_write import EditFile, WriteFile
 
 _PATH = {"type": "string", "description": "Path relative to the working directory."}
+CHUNK = 65536
+"""Bytes read at a time while streaming a file."""
+BINARY_PROBE = 8192
+"""A NUL byte in this many leading bytes makes a file binary."""
 
 
 class ReadFile:
@@ -65,42 +69,90 @@ class ReadFile:
         first = args.get("offset", 1)
         limit = min(args.get("limit", config["max_lines"]), config["max_lines"])
         try:
-            real = resolve(ctx.cwd, path)
-            with open(real, "rb") as f:
-                if b"\x00" in f.read(8192):
-                    return ToolResult(f"cannot read {path}: binary file", is_error=True)
-            return ToolResult(_numbered(real, first, limit, config))
-        except PathEscapeError as exc:
-            return escape_result(exc)
+            target = confine.of(ctx).target(ctx.cwd, path)
+            return await asyncio.to_thread(_read, target, path, first, limit, config)
         except IsADirectoryError:
             return ToolResult(f"cannot read {path}: it is a directory; use list_directory",
                               is_error=True)
-        except OSError as exc:
-            return ToolResult(f"cannot read {path}: {exc.strerror or exc}", is_error=True)
+        except (confine.PathError, safeopen.BeneathError, OSError) as exc:
+            return confine.refusal(path, exc, "read")
 
 
-def _numbered(real: str, first: int, limit: int, config: Mapping[str, Any]) -> str:
-    """The numbered lines of one range, with a trailing note when anything was left out."""
+def _read(target: confine.Target, path: str, first: int, limit: int,
+          config: Mapping[str, Any]) -> ToolResult:
+    """Open the regular file beneath its anchor and number one range of it (a thread)."""
+    fd = safeopen.open_regular(target.anchor, target.rel)
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        if b"\x00" in f.read(BINARY_PROBE):
+            return ToolResult(f"cannot read {path}: binary file", is_error=True)
+        f.seek(0)
+        return ToolResult(numbered(f, first, limit, config))
+
+
+def numbered(f: BinaryIO, first: int, limit: int, config: Mapping[str, Any]) -> str:
+    """The numbered lines ``first .. first+limit-1`` of ``f``, with a note of what was left out.
+
+    Streams ``f`` in :data:`CHUNK`-byte pieces: of a line in range at most
+    ``4 * max_line_chars`` bytes are kept (enough for that many UTF-8 characters), and
+    lines out of range are only counted, so memory stays bounded whatever the file's
+    shape. Lines end at ``\n``; a ``\r`` before it is dropped.
+    """
     budget, width = config["max_output_chars"], config["max_line_chars"]
+    keep = 4 * width + 4
     out: list[str] = []
-    used = total = 0
+    used = 0
     last = first - 1
     cut_by_size = False
-    with open(real, encoding="utf-8", errors="replace", newline=None) as f:
-        for number, line in enumerate(f, 1):
-            total = number
-            if number < first or number >= first + limit or cut_by_size:
-                continue
-            line = line.rstrip("\n")
-            if len(line) > width:
-                line = line[:width] + f" [... line cut at {width} characters]"
-            row = f"{number:6}\t{line}"
-            if used + len(row) + 1 > budget and out:
-                cut_by_size = True
-                continue
-            out.append(row)
-            used += len(row) + 1
-            last = number
+    number = 1  # the line being read
+    current = bytearray()
+    overflow = False
+    pending = False  # the current line has bytes and no newline yet
+
+    def finish() -> None:
+        nonlocal used, last, cut_by_size
+        if not first <= number < first + limit or cut_by_size:
+            return
+        text = bytes(current).decode("utf-8", "replace")
+        if text.endswith("\r") and not overflow:
+            text = text[:-1]
+        if overflow or len(text) > width:
+            text = text[:width] + f" [... line cut at {width} characters]"
+        row = f"{number:6}\t{text}"
+        if used + len(row) + 1 > budget and out:
+            cut_by_size = True
+            return
+        out.append(row)
+        used += len(row) + 1
+        last = number
+
+    while chunk := f.read(CHUNK):
+        start = 0
+        if number >= first + limit or cut_by_size or (
+                number + chunk.count(b"\n") < first):
+            # Nothing of this chunk is shown: count its lines and move on.
+            number += chunk.count(b"\n")
+            pending = not chunk.endswith(b"\n")
+            continue
+        while True:
+            end = chunk.find(b"\n", start)
+            stop = len(chunk) if end < 0 else end
+            if first <= number < first + limit and not cut_by_size:
+                room = keep - len(current)
+                if room > 0:
+                    current += chunk[start:min(stop, start + room)]
+                if stop - start > room:
+                    overflow = True
+            if end < 0:
+                pending = pending or stop > start
+                break
+            finish()
+            number += 1
+            current.clear()
+            overflow = pending = False
+            start = end + 1
+    if pending:
+        finish()
+    total = number if pending else number - 1
     if total == 0:
         return "(empty file)"
     if first > total:
@@ -136,28 +188,29 @@ class ListDirectory:
         path = args.get("path", ".")
         cap = self._plugin.config["max_entries"]
         try:
-            real = resolve(ctx.cwd, path)
-            with os.scandir(real) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except PathEscapeError as exc:
-            return escape_result(exc)
+            target = confine.of(ctx).target(ctx.cwd, path)
+            names = await asyncio.to_thread(_entries, target)
         except NotADirectoryError:
             return ToolResult(f"{path} is not a directory; use read_file", is_error=True)
-        except OSError as exc:
-            return ToolResult(f"cannot list {path}: {exc.strerror or exc}", is_error=True)
-        names = [e.name + ("@" if e.is_symlink() else "/" if e.is_dir() else "")
-                 for e in entries[:cap]]
-        head = f"{shown(ctx.cwd, real)}/ ({len(entries)} entries)"
-        if not entries:
+        except (confine.PathError, safeopen.BeneathError, OSError) as exc:
+            return confine.refusal(path, exc, "list")
+        head = f"{confine.shown(ctx.cwd, target.real)}/ ({len(names)} entries)"
+        if not names:
             return ToolResult(f"{head}: empty")
-        text = "\n".join([head, *names])
-        if len(entries) > cap:
-            text += f"\n[{len(entries) - cap} more entries not shown]"
+        text = "\n".join([head, *names[:cap]])
+        if len(names) > cap:
+            text += f"\n[{len(names) - cap} more entries not shown]"
         return ToolResult(text)
 
 
+def _entries(target: confine.Target) -> list[str]:
+    """The directory's entries, sorted, marked ``@`` (symlink) or ``/`` (directory)."""
+    return [e.name + ("@" if e.is_link else "/" if e.is_dir else "")
+            for e in safeopen.listing(target.anchor, target.rel)]
+
+
 class Glob:
-    """Finds files by glob pattern (``**`` recurses), sorted, inside the working directory."""
+    """Finds files by glob pattern (``**`` recurses), sorted, inside the workspace."""
 
     name = "glob"
     description = (
@@ -182,38 +235,81 @@ class Glob:
         self._plugin = plugin
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        """Matches under ``path`` whose real paths stay inside the working directory."""
+        """Matches under ``path``; symlinks are reported only when they lead somewhere the
+        call may reach, and never followed."""
         pattern, path = args["pattern"], args.get("path", ".")
         cap = self._plugin.config["max_entries"]
-        if not pattern or os.path.isabs(pattern) or ".." in Path(pattern).parts:
+        parts = [p for p in pattern.split("/") if p not in ("", ".")]
+        if not parts or os.path.isabs(pattern) or ".." in parts or "\x00" in pattern:
             return ToolResult("pattern must be relative and must not contain '..'; "
                               "use `path` to choose where to search", is_error=True)
+        boundary = confine.of(ctx)
         try:
-            base = resolve(ctx.cwd, path)
-        except PathEscapeError as exc:
-            return escape_result(exc)
-        if not os.path.isdir(base):
+            target = boundary.target(ctx.cwd, path)
+            found, more = await asyncio.to_thread(_glob, target, parts, cap,
+                                                  lambda real: _reachable(boundary, real))
+        except NotADirectoryError:
             return ToolResult(f"{path} is not a directory", is_error=True)
-        root = real_root(ctx.cwd)
-        found: list[str] = []
-        more = False
-        try:
-            for match in Path(base).glob(pattern):
-                # A symlink inside the tree may point out of it: never report what lies there.
-                if not is_inside(root, os.path.realpath(match)):
-                    continue
-                if len(found) == cap:
-                    more = True
-                    break
-                found.append(os.path.relpath(match, root))
-        except (OSError, ValueError) as exc:
-            return ToolResult(f"glob failed: {exc}", is_error=True)
+        except (confine.PathError, safeopen.BeneathError, OSError) as exc:
+            return confine.refusal(path, exc, "search")
         if not found:
-            return ToolResult(f"No files match {pattern!r} under {shown(ctx.cwd, base)}.")
-        text = "\n".join(sorted(found))
+            return ToolResult(f"No files match {pattern!r} under "
+                              f"{confine.shown(ctx.cwd, target.real)}.")
+        text = "\n".join(sorted(confine.shown(ctx.cwd, real) for real in found))
         if more:
             text += f"\n[stopped after {cap} matches; narrow the pattern]"
         return ToolResult(text)
+
+
+def _reachable(boundary: confine.Boundary, real: str) -> bool:
+    """Whether a symlink at ``real`` leads somewhere the call may reach."""
+    try:
+        return boundary.place("/", real).kind not in (confine.OUTSIDE, confine.PROTECTED)
+    except confine.PathError:
+        return False
+
+
+def compile_glob(parts: list[str]) -> Callable[[list[str]], bool]:
+    """A matcher of path components against glob ``parts`` (``**``: any number of them)."""
+    regexes = [None if p == "**" else re.compile(fnmatch.translate(p)) for p in parts]
+
+    def match(names: list[str], i: int = 0, j: int = 0) -> bool:
+        while i < len(regexes):
+            regex = regexes[i]
+            if regex is None:
+                return any(match(names, i + 1, k) for k in range(j, len(names) + 1))
+            if j == len(names) or not regex.match(names[j]):
+                return False
+            i, j = i + 1, j + 1
+        return j == len(names)
+
+    return match
+
+
+def _glob(target: confine.Target, parts: list[str], cap: int,
+          reachable: Callable[[str], bool]) -> tuple[list[str], bool]:
+    """Real paths under the target matching ``parts``, at most ``cap`` (and whether more)."""
+    match = compile_glob(parts)
+    depth = None if "**" in parts else len(parts)
+    dirs_only = parts[-1] == "**"
+    found: list[str] = []
+    for rel, dirs, files, links in safeopen.walk(target.anchor, target.rel):
+        prefix = rel.split("/") if rel else []
+        entries = [*((d, "dir") for d in dirs), *((f, "file") for f in files),
+                   *((n, "link") for n in links)]
+        for name, kind in sorted(entries):
+            names = [*prefix, name]
+            if (dirs_only and kind != "dir") or not match(names):
+                continue
+            real = os.path.join(target.real, *names)
+            if kind == "link" and not reachable(real):
+                continue
+            if len(found) == cap:
+                return found, True
+            found.append(real)
+        if depth is not None and len(prefix) + 1 >= depth:
+            dirs[:] = []
+    return found, False
 
 
 class FsTools(Plugin):

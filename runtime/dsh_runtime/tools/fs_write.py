@@ -1,74 +1,47 @@
 """The mutating file tools of ``tools-fs``: ``write_file`` and ``edit_file``.
 
-Both write through :func:`atomic_write`: a temporary file in the target's own directory,
-flushed and fsynced, then ``os.replace``\\d over the target. A crash or a full disk leaves
-either the old file or the new one, never half of each, and no temporary file behind.
-Both declare ``path_arguments = ("path",)``, so the workspace policy lets them run unasked
-exactly when the path stays inside the working directory; the tools refuse escapes
-themselves too (:mod:`dsh_runtime.tools.confine`).
+Both write through :func:`dsh_runtime.tools.safeopen.write_file`: a temporary file in
+the target's own directory, fsynced, then renamed over the target, both through one fd of
+that directory, opened beneath the workspace root without following a swapped symlink.
+A crash or a full disk leaves either the old file or the new one, never half of each,
+and no temporary file behind; a parent directory swapped mid-write cannot redirect it.
+Both declare ``path_arguments = ("path",)``, so the agent judges the path against the
+session's boundary before the call (:mod:`dsh_runtime.tools.confine`) and the workspace
+policy lets them run unasked exactly when it stays inside the root. Only regular files
+are edited or overwritten. The I/O runs in a worker thread.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import os
-import stat
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
+from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import ToolContext, ToolResult
-from dsh_runtime.tools.confine import PathEscapeError, escape_result, resolve, shown
+
+_REFUSED = (confine.PathError, safeopen.BeneathError, OSError)
 
 
-def atomic_write(path: str, data: str) -> None:
-    """Replace ``path`` with ``data`` (UTF-8) atomically, creating parent directories.
-
-    An existing file keeps its permission bits. The directory is fsynced after the rename
-    where the platform allows, so the new name itself survives a power cut.
-    """
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
+def _encoded(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (no character at all) is a ValueError."""
     try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd, temp = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_dir(parent)
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"the text holds a lone surrogate at index {exc.start}, which "
+                         "is not a character and cannot be written as UTF-8") from None
 
 
-def _fsync_dir(path: str) -> None:
-    """Persist a rename; a no-op where directories cannot be opened (Windows)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _write(target: confine.Target, data: bytes) -> bool:
+    return safeopen.write_file(target.anchor, target.rel, data)
 
 
-def _target(ctx: ToolContext, path: str) -> str:
-    """The resolved path of a file to write; a directory there is an error for the model."""
-    real = resolve(ctx.cwd, path)
-    if os.path.isdir(real):
-        raise IsADirectoryError(f"{path} is a directory")
-    return real
+def _read_text(target: confine.Target) -> str:
+    """The whole file as UTF-8 (newlines kept as they are)."""
+    fd = safeopen.open_regular(target.anchor, target.rel)
+    with os.fdopen(fd, "rb") as f:
+        return f.read().decode("utf-8")
 
 
 class WriteFile:
@@ -94,18 +67,20 @@ class WriteFile:
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Write ``content`` to ``path`` atomically."""
+        path = args["path"]
         try:
-            real = _target(ctx, args["path"])
-            existed = os.path.exists(real)
-            atomic_write(real, args["content"])
-        except PathEscapeError as exc:
-            return escape_result(exc)
-        except OSError as exc:
-            return ToolResult(f"cannot write {args['path']}: {exc.strerror or exc}",
-                              is_error=True)
+            data = _encoded(args["content"])
+        except ValueError as exc:
+            return ToolResult(f"cannot write {path}: {exc}", is_error=True)
+        try:
+            target = confine.of(ctx).target(ctx.cwd, path)
+            existed = await asyncio.to_thread(_write, target, data)
+        except IsADirectoryError:
+            return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
+        except _REFUSED as exc:
+            return confine.refusal(path, exc, "write")
         verb = "Overwrote" if existed else "Created"
-        size = len(args["content"].encode("utf-8"))
-        return ToolResult(f"{verb} {shown(ctx.cwd, real)} ({size} bytes).")
+        return ToolResult(f"{verb} {confine.shown(ctx.cwd, target.real)} ({len(data)} bytes).")
 
 
 class EditFile:
@@ -143,15 +118,14 @@ class EditFile:
             return ToolResult("old_string and new_string are the same; nothing to change",
                               is_error=True)
         try:
-            real = _target(ctx, path)
-            with open(real, encoding="utf-8", newline="") as f:
-                text = f.read()
-        except PathEscapeError as exc:
-            return escape_result(exc)
+            target = confine.of(ctx).target(ctx.cwd, path)
+            text = await asyncio.to_thread(_read_text, target)
+        except IsADirectoryError:
+            return ToolResult(f"cannot edit {path}: {path} is a directory", is_error=True)
         except UnicodeDecodeError:
             return ToolResult(f"cannot edit {path}: not a UTF-8 text file", is_error=True)
-        except OSError as exc:
-            return ToolResult(f"cannot read {path}: {exc.strerror or exc}", is_error=True)
+        except _REFUSED as exc:
+            return confine.refusal(path, exc, "read")
         count = text.count(old)
         if count == 0:
             return ToolResult(f"old_string not found in {path}; read the file and copy the "
@@ -161,8 +135,11 @@ class EditFile:
                               "surrounding text to make it unique, or set replace_all",
                               is_error=True)
         try:
-            atomic_write(real, text.replace(old, new))
-        except OSError as exc:
-            return ToolResult(f"cannot write {path}: {exc.strerror or exc}", is_error=True)
+            await asyncio.to_thread(_write, target, _encoded(text.replace(old, new)))
+        except ValueError as exc:
+            return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
+        except _REFUSED as exc:
+            return confine.refusal(path, exc, "write")
         noun = "occurrence" if count == 1 else "occurrences"
-        return ToolResult(f"Edited {shown(ctx.cwd, real)}: replaced {count} {noun}.")
+        return ToolResult(f"Edited {confine.shown(ctx.cwd, target.real)}: replaced "
+                          f"{count} {noun}.")

@@ -1,6 +1,8 @@
 """The ``tools-image`` plugin: ``read_image``, an image file shown to the model.
 
-The file must lie inside the working directory (:mod:`.confine`, as for the file tools).
+The file is opened as the file tools open theirs (:mod:`.confine`, :mod:`.safeopen`):
+beneath the workspace root, never through a swapped symlink, a regular file only, and its
+bytes (at most ``max_file_bytes``) are read once and decoded from memory.
 Its format is detected from its content by Pillow, never from its name, and only PNG,
 JPEG, WebP and GIF are accepted: the formats vision models take. An image within both
 bounds of the row (longest side ``max_side`` pixels, ``max_bytes`` bytes) is sent as it
@@ -27,8 +29,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from dsh._version import __version__
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import Image, ToolContext, ToolResult
-from dsh_runtime.tools.confine import PathEscapeError, escape_result, resolve, shown
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -55,18 +57,19 @@ class Prepared(NamedTuple):
     summary: str
 
 
-def prepare(real: str, name: str, *, max_side: int, max_bytes: int) -> Prepared:
-    """Read the image at ``real`` and bring it within ``max_side`` and ``max_bytes``."""
+def prepare(raw: bytes, name: str, *, max_side: int, max_bytes: int) -> Prepared:
+    """Decode the image file's bytes ``raw`` and bring it within ``max_side`` and
+    ``max_bytes``."""
     from PIL import Image as PIL
     from PIL import UnidentifiedImageError
 
-    size = os.path.getsize(real)
+    size = len(raw)
     try:
         with warnings.catch_warnings():
             # Pillow warns (rather than fails) for large images; ours is a hard bound.
             warnings.simplefilter("error", PIL.DecompressionBombWarning)
-            with PIL.open(real, formats=list(FORMATS)) as image:
-                return _prepare(image, name, size, real, max_side=max_side,
+            with PIL.open(io.BytesIO(raw), formats=list(FORMATS)) as image:
+                return _prepare(image, name, size, raw, max_side=max_side,
                                 max_bytes=max_bytes)
     except UnidentifiedImageError:
         raise ImageError(f"{name} is not a PNG, JPEG, WebP or GIF image (the format is "
@@ -77,7 +80,7 @@ def prepare(real: str, name: str, *, max_side: int, max_bytes: int) -> Prepared:
         raise ImageError(f"cannot decode {name}: {exc}") from None
 
 
-def _prepare(image: PILImage, name: str, size: int, real: str, *, max_side: int,
+def _prepare(image: PILImage, name: str, size: int, raw: bytes, *, max_side: int,
              max_bytes: int) -> Prepared:
     fmt = image.format or "?"
     width, height = image.size
@@ -89,9 +92,7 @@ def _prepare(image: PILImage, name: str, size: int, real: str, *, max_side: int,
         head += f", {frames} frames"
     if max(width, height) <= max_side and size <= max_bytes and frames == 1:
         image.load()  # a corrupt file fails here, not in the provider after the turn
-        with open(real, "rb") as f:
-            data = f.read()
-        return Prepared(FORMATS[fmt], data, f"{head}; sent as it is.")
+        return Prepared(FORMATS[fmt], raw, f"{head}; sent as it is.")
     from PIL import ImageOps
 
     image.seek(0)
@@ -172,26 +173,35 @@ class ReadImage:
                               "supports_images: true in its provider row)", is_error=True)
         config, path = self._plugin.config, args["file_path"]
         try:
-            real = resolve(ctx.cwd, path)
-        except PathEscapeError as exc:
-            return escape_result(exc)
-        if os.path.isdir(real):
+            target = confine.of(ctx).target(ctx.cwd, path)
+            raw = await asyncio.to_thread(_read_bytes, target, config["max_file_bytes"])
+        except IsADirectoryError:
             return ToolResult(f"{path} is a directory, not an image", is_error=True)
-        if not os.path.isfile(real):
+        except FileNotFoundError:
             return ToolResult(f"no such file: {path}", is_error=True)
-        if os.path.getsize(real) > config["max_file_bytes"]:
+        except (confine.PathError, safeopen.BeneathError, OSError) as exc:
+            return confine.refusal(path, exc, "read")
+        if raw is None:
             return ToolResult(f"{path} is larger than {config['max_file_bytes']} bytes "
                               "(config max_file_bytes); not read", is_error=True)
         try:
             prepared = await asyncio.to_thread(
-                prepare, real, shown(ctx.cwd, real), max_side=config["max_side"],
-                max_bytes=config["max_bytes"])
+                prepare, raw, confine.shown(ctx.cwd, target.real),
+                max_side=config["max_side"], max_bytes=config["max_bytes"])
         except ImageError as exc:
             return ToolResult(str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(f"cannot read {path}: {exc.strerror or exc}", is_error=True)
         encoded = base64.b64encode(prepared.data).decode("ascii")
         return ToolResult(prepared.summary, images=(Image(prepared.media_type, encoded),))
+
+
+def _read_bytes(target: confine.Target, limit: int) -> bytes | None:
+    """The regular file's bytes, or None when it is larger than ``limit`` (not read)."""
+    fd = safeopen.open_regular(target.anchor, target.rel)
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_size > limit:
+            return None
+        raw = f.read(limit + 1)
+    return None if len(raw) > limit else raw
 
 
 class ImageTools(Plugin):

@@ -22,7 +22,7 @@ the job id at once; the model then reads the job with these tools. The table's r
   until one of those moments too: the job is the group, not just its shell. Cancelling a
   turn does not stop its jobs: they belong to the session.
 
-Process groups are POSIX; on Windows only the shell itself is signalled.
+Processes start and stop through :mod:`dsh.process`, with the row's resource limits.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import asyncio
 import codecs
 import contextlib
 import itertools
-import os
-import signal
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from dsh import process
+from dsh.limits import Limits
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
@@ -54,7 +54,7 @@ _DEFAULT_WAIT_MS = 30000
 _ids = itertools.count(1)
 """The runtime-wide job counter (see the module docstring)."""
 
-Limits = Callable[[], Mapping[str, Any]]
+RowConfig = Callable[[], Mapping[str, Any]]
 """Returns the shell row's current config (``max_jobs``, ``max_job_output_chars``, ...)."""
 
 
@@ -115,12 +115,12 @@ class Job:
 
     __slots__ = (
         "changed",
+        "child",
         "command",
         "cwd",
         "eof",
         "id",
         "output",
-        "proc",
         "reader",
         "reason",
         "session_id",
@@ -129,12 +129,12 @@ class Job:
     )
 
     def __init__(self, id: str, session_id: str, command: str, cwd: str,
-                 proc: asyncio.subprocess.Process, output: UnreadOutput) -> None:
+                 child: process.AsyncChild, output: UnreadOutput) -> None:
         self.id = id
         self.session_id = session_id
         self.command = command
         self.cwd = cwd
-        self.proc = proc
+        self.child = child
         self.output = output
         self.started = time.monotonic()
         self.eof = False
@@ -146,7 +146,7 @@ class Job:
     @property
     def exit_code(self) -> int | None:
         """The shell's exit code once it has exited; a signal ``N`` shows as ``128 + N``."""
-        code = self.proc.returncode
+        code = self.child.returncode
         if code is None:
             return None
         return 128 - code if code < 0 else code
@@ -155,7 +155,7 @@ class Job:
         """``running`` or how the job ended, as the model reads it."""
         code = self.exit_code
         if code is None:
-            return f"running (pid {self.proc.pid})"
+            return f"running (pid {self.child.pid})"
         if self.reason is not None:
             return f"killed ({self.reason}), exit code {code}"
         return f"finished with exit code {code}"
@@ -164,8 +164,8 @@ class Job:
 class JobTable:
     """Every background job of one shell row, by session; see the module docstring."""
 
-    def __init__(self, limits: Limits) -> None:
-        self._limits = limits
+    def __init__(self, config: RowConfig) -> None:
+        self._config = config
         self._sessions: dict[str, dict[str, Job]] = {}
         self._starting: dict[str, int] = {}
         self._closed = False
@@ -173,8 +173,9 @@ class JobTable:
     # -- starting ---------------------------------------------------------------------------
 
     async def start(self, ctx: ToolContext, argv: Sequence[str], cwd: str, command: str, *,
-                    note: str = "") -> ToolResult:
-        """Spawn ``argv`` in ``cwd`` as a new job of ``ctx``'s session; answer its id.
+                    env: Mapping[str, str], note: str = "") -> ToolResult:
+        """Spawn ``argv`` in ``cwd`` with ``env`` as a new job of ``ctx``'s session; answer
+        its id.
 
         ``note`` (the shell's word that a command ran unsandboxed) leads the answer.
         """
@@ -188,15 +189,17 @@ class JobTable:
             return refusal
         self._starting[session] = self._starting.get(session, 0) + 1
         try:
-            proc = await _spawn(argv, cwd, ctx.env)
+            child = await process.spawn_async(
+                argv, cwd=cwd, env=env, stdout=process.PIPE, stderr=process.STDOUT,
+                limits=Limits.from_config(self._config().get("limits")))
         except OSError as exc:
             return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
         finally:
             self._starting[session] -= 1
             if not self._starting[session]:
                 del self._starting[session]
-        job = Job(f"job-{next(_ids)}", session, command, cwd, proc,
-                  UnreadOutput(self._limits()["max_job_output_chars"]))
+        job = Job(f"job-{next(_ids)}", session, command, cwd, child,
+                  UnreadOutput(self._config()["max_job_output_chars"]))
         job.reader = asyncio.create_task(_pump(job), name=f"dsh-{job.id}-output")
         if self._closed:  # the runtime ended while the process was being set up
             await self._stop(job, "the runtime ended")
@@ -206,7 +209,7 @@ class JobTable:
         self._sessions.setdefault(session, {})[job.id] = job
         lead = f"{note}\n" if note else ""
         return ToolResult(
-            f"{lead}Started background job {job.id} (pid {proc.pid}) in {cwd}.\n"
+            f"{lead}Started background job {job.id} (pid {child.pid}) in {cwd}.\n"
             f"Read its output with job_output {{\"job_id\": \"{job.id}\"}}; stop it with "
             f"job_kill. It is killed when the session ends.")
 
@@ -215,7 +218,7 @@ class JobTable:
 
         Jobs still being spawned count, so concurrent calls cannot overshoot the cap.
         """
-        cap = self._limits()["max_jobs"]
+        cap = self._config()["max_jobs"]
         while len(jobs) + (starting := self._starting.get(session, 0)) >= cap:
             finished = [j for j in jobs.values() if j.exit_code is not None]
             if not finished:
@@ -311,9 +314,9 @@ class JobOutputTool:
     }
     mutating = False
 
-    def __init__(self, table: JobTable, limits: Limits) -> None:
+    def __init__(self, table: JobTable, config: RowConfig) -> None:
         self._table = table
-        self._limits = limits
+        self._config = config
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Hand over the job's unread output and status."""
@@ -322,7 +325,7 @@ class JobOutputTool:
             return _no_job(args["job_id"])
         wait_ms = args.get("timeout_ms")
         timeout = min(_DEFAULT_WAIT_MS / 1000 if wait_ms is None else float(wait_ms) / 1000,
-                      float(self._limits()["max_timeout_seconds"]))
+                      float(self._config()["max_timeout_seconds"]))
         wait = bool(args.get("wait", False))
         return ToolResult(await self._table.read(job, wait=wait, timeout=timeout))
 
@@ -397,25 +400,9 @@ def _one_line(command: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
-async def _spawn(argv: Sequence[str], cwd: str,
-                 env: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start the job's process; a cancelled call still ends with the process killed."""
-    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=sys.platform != "win32"))
-    try:
-        return await asyncio.shield(spawn)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            started = await spawn
-            _signal_group(started, signal.SIGKILL)
-        raise
-
-
 async def _pump(job: Job) -> None:
     """Move the merged output into the job's window until EOF."""
-    stdout = job.proc.stdout
+    stdout = job.child.stdout
     assert stdout is not None
     while chunk := await stdout.read(65536):
         job.output.feed(chunk)
@@ -426,15 +413,13 @@ async def _pump(job: Job) -> None:
 
 
 async def _terminate(job: Job) -> None:
-    """SIGTERM the group, SIGKILL it after the grace, then reap the shell and drain output.
+    """Stop the group (SIGTERM, SIGKILL after the grace, reaped), then drain its output.
 
     Every wait is bounded: a process that escaped the group and holds the pipe costs at
     most :data:`_SETTLE_SECONDS`, after which reading stops.
     """
-    if _signal_group(job.proc, signal.SIGTERM):
-        await _until(lambda: job.exit_code is not None and job.eof, _TERM_GRACE)
-        _signal_group(job.proc, signal.SIGKILL)
-    await _until(lambda: job.exit_code is not None and job.eof, _SETTLE_SECONDS)
+    await job.child.stop(_TERM_GRACE)
+    await _until(lambda: job.eof, _SETTLE_SECONDS)
     reader = job.reader
     if reader is not None and not reader.done():
         reader.cancel()
@@ -449,17 +434,3 @@ async def _until(done: Callable[[], bool], bound: float) -> None:
     deadline = time.monotonic() + bound
     while not done() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-
-
-def _signal_group(proc: asyncio.subprocess.Process, signum: int) -> bool:
-    """Send ``signum`` to the group ``proc`` leads; False when nothing of it is left."""
-    try:
-        if sys.platform == "win32":
-            proc.kill()
-        else:
-            os.killpg(proc.pid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # the pid became someone else's group: not ours to signal
-        return False
-    return True

@@ -3,10 +3,11 @@
 The shell row's ``sandbox`` config is a :class:`Policy`:
 
 - ``mode``: ``off`` (a plain ``bash -c``), ``read-only`` (the whole filesystem read-only,
-  the working directory too) or ``workspace-write`` (the working directory read-write, the
-  rest read-only). Both sandboxed modes get a private, empty ``/tmp`` that vanishes with
-  the command, because compilers and test runners need scratch space and writes there
-  reach nothing outside.
+  the workspace too) or ``workspace-write`` (the session's workspace root and its granted
+  roots read-write, the rest read-only; the root, not the moving working directory).
+  Both sandboxed modes get a private, empty ``/tmp`` that vanishes with the command,
+  because compilers and test runners need scratch space and writes there reach nothing
+  outside.
 - ``network``: ``false`` gives the command its own network namespace with only a loopback
   device, so no connection leaves it (not even to the host's 127.0.0.1).
 - ``required``: when bubblewrap cannot run, every command is refused with a clear tool
@@ -23,13 +24,16 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
   the system's interpreter or none.
 
 No home secrets: the user's home and the dsh home are each covered by an empty tmpfs,
-except the working directory when it lies inside one of them; the dsh home's ``.env`` is
-masked even then, and the names that file set are removed from the environment before
-bwrap starts (``env -u NAME``, so not even its own ``/proc/PID/environ`` keeps them): a
-secret is neither readable on disk nor inherited.
+except the workspace root when it lies strictly inside one of them; the dsh home's
+``.env`` is masked even then, and the names that file set are removed from the
+environment before bwrap starts (``env -u NAME``, so not even its own ``/proc/PID/environ``
+keeps them): a secret is neither readable on disk nor inherited. The dsh home and the
+other protected directories are never writable: one that is the workspace root, or lies
+inside it, is covered again after the root is bound.
 
 Mounts are ordered shallow to deep, a cover before a bind at the same path, so whichever of
-"hide the home" and "show the working directory" names the deeper path wins. Capabilities
+"hide the home" and "show the workspace" names the deeper path wins; a protected
+directory's second cover comes after every bind at its depth. Capabilities
 are dropped (a root caller could otherwise remount the read-only root writable). The
 command gets its own pid namespace: without it, it could see the unsandboxed runtime in
 ``/proc``, signal it, or ptrace it (same uid) and so leave the sandbox. Process ids a
@@ -46,12 +50,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from dsh import process
 from dsh.errors import ConfigError
+
+from dsh_runtime.envpolicy import scrubbed
+from dsh_runtime.tools.confine import config_paths
 
 OFF = "off"
 READ_ONLY = "read-only"
@@ -116,8 +123,9 @@ class Policy(NamedTuple):
             raise ConfigError(f"{where}.required: true needs mode read-only or "
                               "workspace-write, not off")
         return cls(mode, bool(config.get("network")), bool(config.get("required")),
-                   _paths(config, "readable", where), config.get("bwrap", ""),
-                   bool(config.get("path_toolchains", True)), _paths(config, "hide", where))
+                   config_paths(config, "readable", where), config.get("bwrap", ""),
+                   bool(config.get("path_toolchains", True)),
+                   config_paths(config, "hide", where))
 
     def to_config(self) -> dict[str, Any]:
         """The ``sandbox`` config that gives this policy (what a sub-agent's shell inherits)."""
@@ -177,12 +185,11 @@ def _trial(exe: str, network: bool) -> Probe:
     """Run ``true`` under the options every command gets; any failure is the reason."""
     argv = [exe, *_namespaces(network), *_ROOT, "--tmpfs", "/tmp", *_KERNEL, "true"]
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=_PROBE_TIMEOUT, check=False)
-    except subprocess.TimeoutExpired:
-        return Probe(False, f"bwrap did not finish a trial run within {_PROBE_TIMEOUT:g} s")
+        proc = process.run(argv, timeout=_PROBE_TIMEOUT, env=scrubbed(os.environ))
     except OSError as exc:
         return Probe(False, f"bwrap cannot be started: {exc.strerror or exc}")
+    if proc.timed_out:
+        return Probe(False, f"bwrap did not finish a trial run within {_PROBE_TIMEOUT:g} s")
     if proc.returncode == 0:
         return Probe(True)
     lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -205,39 +212,44 @@ _KERNEL = ["--dev", "/dev", "--proc", "/proc"]
 
 
 def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None = None,
+         writable: Sequence[str] = (), protected: Sequence[str] = (),
          home: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """``argv`` as it runs under ``policy`` in ``cwd``.
 
-    ``workspace`` is the session's working directory, the one ``workspace-write`` makes
-    writable (default ``cwd``); a ``cwd`` outside it stays read-only (and is shown even in
-    a hidden home, so the command can start there). ``home`` is the dsh home and ``env``
-    the environment the process will be given (names the dsh home's ``.env`` set are
-    removed before bwrap starts). Returns ``argv`` unchanged when the mode is off, or when
+    ``workspace`` is the session's workspace root, the one ``workspace-write`` makes
+    writable (default ``cwd``), and ``writable`` its granted roots, writable too; a
+    ``cwd`` outside all of them stays read-only (and is shown even in a hidden home, so
+    the command can start there). ``home`` is the dsh home and ``protected`` the other
+    directories no command may see (each hidden, never writable); ``env`` is the
+    environment the process will be given (names the dsh home's ``.env`` set are removed
+    before bwrap starts). Returns ``argv`` unchanged when the mode is off, or when
     bubblewrap is unusable and not required; raises :class:`SandboxUnavailable` when it
-    is unusable and required.
+    is unusable and required. (Tying the command to the runtime and its resource limits
+    are :mod:`dsh.process`'s, for sandboxed and unsandboxed commands alike.)
     """
     if policy.mode == OFF:
-        return tied_to_parent(argv)
+        return list(argv)
     found = probe(policy)
     if not found.usable:
         if policy.required:
             raise SandboxUnavailable(
                 f"Refused: this profile requires the {policy.mode} sandbox for shell "
                 f"commands, but {found.reason}. The command was not run.")
-        return tied_to_parent(argv)
+        return list(argv)
     exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
     real_cwd = os.path.realpath(cwd)
-    root = os.path.realpath(workspace or cwd)
-    shown = [] if _inside(real_cwd, root) else [real_cwd]
+    roots = list(dict.fromkeys(os.path.realpath(p) for p in (workspace or cwd, *writable)))
+    shown = [] if any(_inside(real_cwd, root) for root in roots) else [real_cwd]
     secrets = os.path.join(home, ".env") if home else None
     masked = [os.path.realpath(secrets)] if secrets and os.path.isfile(secrets) else []
-    hidden = _hidden_dirs(home, policy.hide)
+    private = _hidden_dirs(home, protected, user=False)
+    hidden = _hidden_dirs(home, (*policy.hide, *protected))
     readable = [*policy.readable, *shown]
     if policy.path_toolchains:
         search = (env if env is not None else os.environ).get("PATH", "")
         readable += toolchains(search, hidden, home)
     return [*_without(env, secrets), exe, *_namespaces(policy.network), *_ROOT,
-            *_mounts(policy, root, hidden, readable, masked),
+            *_mounts(policy, roots, hidden, readable, masked, private),
             *_KERNEL, "--chdir", real_cwd, *argv]
 
 
@@ -266,28 +278,6 @@ def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None)
     return found
 
 
-def tied_to_parent(argv: Sequence[str]) -> list[str]:
-    """``argv`` killed with the runtime even when the runtime is killed outright (Linux).
-
-    An unsandboxed command runs in a session of its own, so only the runtime's cleanup
-    kills it; a SIGKILLed runtime runs none. ``setpriv --pdeathsig KILL`` (util-linux) has
-    the kernel kill it when the runtime dies, and the setting survives the shell's
-    ``exec`` of a lone command. What a shell forks is not covered (bubblewrap's pid
-    namespace covers that for sandboxed commands). Unchanged where setpriv is missing.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
-
-
-def _paths(config: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    """The ``key`` list of absolute (or ``~/``) paths, expanded; ConfigError naming a bad one."""
-    found = []
-    for index, path in enumerate(config.get(key, ())):
-        full = os.path.expanduser(path)
-        if not os.path.isabs(full):
-            raise ConfigError(f"{where}.{key}[{index}]: expected an absolute or ~/ path")
-        found.append(full)
-    return tuple(found)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -307,10 +297,13 @@ def note(policy: Policy) -> str:
     return f"[Not sandboxed: {found.reason}; this command ran without the {policy.mode} sandbox]"
 
 
-def _hidden_dirs(home: str | None, more: Sequence[str] = ()) -> list[str]:
-    """The user's home, the dsh home and ``more``, as real existing directories but ``/``."""
-    candidates = [os.path.expanduser("~"), os.environ.get("HOME", ""), home or "", *more]
-    if hasattr(os, "getuid"):
+def _hidden_dirs(home: str | None, more: Sequence[str] = (), *,
+                 user: bool = True) -> list[str]:
+    """The user's home (unless ``user`` is false), the dsh home and ``more``, as real
+    existing directories but ``/``."""
+    candidates = [os.path.expanduser("~"), os.environ.get("HOME", "")] if user else []
+    candidates += [home or "", *more]
+    if user and hasattr(os, "getuid"):
         import pwd
 
         # A uid without a passwd entry (common in containers) has no home there.
@@ -319,7 +312,9 @@ def _hidden_dirs(home: str | None, more: Sequence[str] = ()) -> list[str]:
     found: list[str] = []
     for path in candidates:
         real = os.path.realpath(path) if path else ""
-        if real and real != "/" and os.path.isdir(real) and real not in found:
+        # A sandbox mounts a /proc of its own: the host's is never what it sees.
+        if real and real != "/" and not _inside(real, "/proc") and os.path.isdir(real) \
+                and real not in found:
             found.append(real)
     return found
 
@@ -328,12 +323,18 @@ def _depth(path: str) -> int:
     return len([part for part in path.split("/") if part])
 
 
-def _mounts(policy: Policy, workspace: str, hidden: Sequence[str], readable: Iterable[str],
-            masked: Iterable[str]) -> list[str]:
+def _mounts(policy: Policy, roots: Sequence[str], hidden: Sequence[str],
+            readable: Iterable[str], masked: Iterable[str],
+            private: Sequence[str] = ()) -> list[str]:
     """Mount options, shallow paths first; at equal depth a cover comes before a bind.
 
     A ``readable`` path is bound only where a cover hid it: elsewhere the read-only root
     already shows it, and binding, say, ``/`` again would bring back the host's ``/proc``.
+    Each ``private`` directory (the dsh home, protected paths) that is a workspace root or
+    lies in one is covered once more after every bind at its depth, so binding that root
+    does not bring it back; one above the root (a workspace kept in the home) stays
+    covered by its first tmpfs, below which the root's bind shows the workspace. Every
+    private cover is made read-only at the end.
     """
     covers = ["/tmp", *hidden]
     plan: list[tuple[int, int, list[str]]] = [(_depth(path), 0, ["--tmpfs", path])
@@ -343,10 +344,16 @@ def _mounts(policy: Policy, workspace: str, hidden: Sequence[str], readable: Ite
         if os.path.exists(real) and any(_inside(real, cover) for cover in covers):
             plan.append((_depth(real), 1, ["--ro-bind", real, real]))
     bind = "--bind" if policy.mode == WORKSPACE_WRITE else "--ro-bind"
-    plan.append((_depth(workspace), 2, [bind, workspace, workspace]))
+    plan += [(_depth(root), 2, [bind, root, root]) for root in roots if os.path.isdir(root)]
     plan += [(_depth(path), 3, ["--ro-bind", "/dev/null", path]) for path in masked]
+    recovered = [path for path in private if any(_inside(path, root) for root in roots)]
+    plan += [(_depth(path), 4, ["--tmpfs", path]) for path in recovered]
     plan.sort(key=lambda item: (item[0], item[1]))
-    return [option for _, _, options in plan for option in options]
+    # Read-only last, once every mount point beneath has been made in the cover: a write
+    # there fails instead of vanishing with the sandbox (a root bound beneath, its own
+    # mount, stays writable).
+    return [*(option for _, _, options in plan for option in options),
+            *(option for path in private for option in ("--remount-ro", path))]
 
 
 def _without(env: Mapping[str, str] | None, secrets: str | None) -> list[str]:

@@ -14,26 +14,39 @@ working directory, so the model never notices which one ran. Like ripgrep's defa
 fallback skips hidden files and directories, binary files and symlinks (it does not read
 ``.gitignore``). ``backend: rg`` or ``python`` forces one (tests force the fallback).
 :func:`describe_backend` is what ``dsh doctor`` reports.
+
+The search root is opened beneath the workspace root by :mod:`.safeopen` (never through a
+swapped symlink) and ripgrep is started *in that directory's fd* (``/proc/self/fd/N`` as
+its working directory, the fd passed to it) and told to search ``.``, so it reads exactly
+the directory that was checked; it follows no symlink below it (no ``-L``). A single file
+is opened the same way and given to ripgrep on stdin. Without ``/proc`` (macOS, Windows)
+ripgrep runs in the directory's checked real path. Where a protected directory (the dsh
+home) lies inside the search root the Python fallback runs instead: it walks without
+following links, never enters the protected directory, and opens each file through the
+boundary again. The fallback streams each file, so a huge line costs bounded memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
+from dsh import process
 from dsh._version import __version__
 
+from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import ToolContext, ToolResult
-from dsh_runtime.tools.confine import PathEscapeError, escape_result, real_root, resolve
 
 BACKENDS = ("auto", "rg", "python")
+LINE_BYTES = 1 << 20
+"""The fallback matches the first this-many bytes of a line (bounded memory)."""
 
 
 class Backend(NamedTuple):
@@ -113,20 +126,27 @@ class Grep:
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Run the search with the configured backend; cap the lines returned."""
         config = self._plugin.config
-        try:
-            target = resolve(ctx.cwd, args.get("path", "."))
-        except PathEscapeError as exc:
-            return escape_result(exc)
-        if not os.path.exists(target):
-            return ToolResult(f"no such file or directory: {args.get('path')}", is_error=True)
-        root = real_root(ctx.cwd)
-        rel = os.path.relpath(target, root)
+        path = args.get("path", ".")
         cap, width = config["max_matches"], config["max_line_chars"]
         backend = choose_backend(config["backend"])
-        if backend.executable:
-            lines, more, error = await _ripgrep(backend.executable, root, rel, args, cap)
-        else:
-            lines, more, error = await asyncio.to_thread(_python_grep, root, rel, args, cap)
+        try:
+            target = confine.of(ctx).target(ctx.cwd, path)
+            shown = confine.shown(ctx.cwd, target.real)
+            inner = [p for p in target.anchor.forbid if confine.is_inside(target.real, p)]
+            if backend.executable and not inner:
+                opened = await asyncio.to_thread(_open_for_rg, target)
+                try:
+                    lines, more, error = await _ripgrep(backend.executable, opened, shown,
+                                                        args, cap)
+                finally:
+                    opened.close()
+            else:
+                lines, more, error = await asyncio.to_thread(_python_grep, target, shown,
+                                                             args, cap)
+        except FileNotFoundError:
+            return ToolResult(f"no such file or directory: {path}", is_error=True)
+        except (confine.PathError, safeopen.BeneathError, OSError) as exc:
+            return confine.refusal(path, exc, "search")
         if error:
             return ToolResult(error, is_error=True)
         if not lines:
@@ -138,41 +158,87 @@ class Grep:
         return ToolResult(text)
 
 
-async def _ripgrep(rg: str, root: str, rel: str, args: Mapping[str, Any],
+class _Opened:
+    """What ripgrep is given: a directory to run in (``cwd``, with ``fd`` passed along when
+    it is ``/proc/self/fd/N``) or a regular file's ``fd`` for its stdin."""
+
+    def __init__(self, fd: int | None, cwd: str | None) -> None:
+        self.fd = fd
+        self.cwd = cwd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _open_for_rg(target: confine.Target) -> _Opened:
+    """The search root as ripgrep should see it: exactly what was checked where the OS
+    lets a child start in an fd's directory (Linux), else the checked real path."""
+    try:
+        return _Opened(safeopen.open_regular(target.anchor, target.rel), None)
+    except IsADirectoryError:
+        pass
+    if safeopen.WINDOWS:
+        return _Opened(None, safeopen.checked_dir(target.anchor, target.rel))
+    fd = safeopen.open_dir(target.anchor, target.rel)
+    where = safeopen.fd_directory(fd)
+    if where is None:  # no /proc (macOS): the directory's checked path
+        os.close(fd)
+        return _Opened(None, safeopen.checked_dir(target.anchor, target.rel))
+    return _Opened(fd, where)
+
+
+def _joined(shown: str, rel: str) -> str:
+    """A result path: ``rel`` (below the search root) as shown from the working directory."""
+    rel = rel[2:] if rel.startswith("./") else rel
+    return rel if shown == "." else os.path.join(shown, rel)
+
+
+async def _ripgrep(rg: str, opened: _Opened, shown: str, args: Mapping[str, Any],
                    cap: int) -> tuple[list[str], bool, str | None]:
-    """Matching lines from ripgrep, read until ``cap``; the process never outlives the call."""
+    """Matching lines from ripgrep, read until ``cap``; the process never outlives the call.
+
+    A directory is searched as ``.`` from ``opened.cwd``; a file is read from stdin and
+    its lines labelled with ``shown``.
+    """
     argv = [rg, "--no-config", "--no-heading", "--with-filename", "--line-number",
             "--color", "never", "--sort", "path"]
     if args.get("ignore_case"):
         argv.append("--ignore-case")
     if args.get("include"):
         argv += ["--glob", args["include"]]
-    argv += ["--regexp", args["pattern"], "--", rel]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=root, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    directory = opened.cwd is not None
+    argv += ["--regexp", args["pattern"], "--", "." if directory else "-"]
+    passed = (opened.fd,) if directory and opened.fd is not None else ()
+    # ripgrep needs nothing of the runtime's environment, least of all its secrets.
+    child = await process.spawn_async(
+        argv, cwd=opened.cwd, env=scrubbed(os.environ), pass_fds=passed,
+        stdin=process.DEVNULL if directory else opened.fd)
+    assert child.stdout is not None and child.stderr is not None
     lines: list[str] = []
     more = False
     try:
         while True:
-            raw = await proc.stdout.readline()
+            raw = await child.stdout.readline()
             if not raw:
                 break
             if len(lines) == cap:
                 more = True
                 break
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line[2:] if line.startswith("./") else line)
+            if not directory:
+                lines.append(shown + line.removeprefix("<stdin>"))
+            else:
+                name, sep, rest = line.partition(":")
+                lines.append(_joined(shown, name) + sep + rest)
         if more:
-            proc.kill()
-        stderr = await proc.stderr.read(4096)
-        code = await proc.wait()
+            child.kill()
+        stderr = await child.stderr.read(4096)
+        await child.exited()
+        code = child.returncode
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await child.stop(0)
     # Code 2 with matches means some files were unreadable: the matches still stand.
     if code == 2 and not lines:
         message = stderr.decode("utf-8", "replace").strip()
@@ -180,58 +246,80 @@ async def _ripgrep(rg: str, root: str, rel: str, args: Mapping[str, Any],
     return lines, more, None
 
 
-def _python_grep(root: str, rel: str, args: Mapping[str, Any],
+def _python_grep(target: confine.Target, shown: str, args: Mapping[str, Any],
                  cap: int) -> tuple[list[str], bool, str | None]:
-    """The ripgrep-free search: the same output format, sorted by path."""
+    """The ripgrep-free search of the target: the same output, sorted by path.
+
+    Lists the tree without following links (:func:`safeopen.walk`, which never enters a
+    protected directory), skips hidden entries, then opens each file through the
+    boundary again, so a name swapped for a link meanwhile cannot lead it outside.
+    """
     try:
         regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
     except re.error as exc:
         return [], False, f"grep failed: invalid regular expression: {exc}"
-    include = args.get("include")
     lines: list[str] = []
-    for path in _files(root, rel):
-        if include and not fnmatch.fnmatch(os.path.basename(path), include):
-            continue
+    try:
+        fd = safeopen.open_regular(target.anchor, target.rel)
+    except IsADirectoryError:
+        fd = None
+    if fd is not None:
+        return lines, _grep_file(fd, regex, shown, lines, cap), None
+    include = args.get("include")
+    found: list[tuple[str, ...]] = []
+    for rel, dirs, files, _ in safeopen.walk(target.anchor, target.rel):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        prefix = tuple(rel.split("/")) if rel else ()
+        found += [(*prefix, name) for name in files if not name.startswith(".")
+                  and (not include or fnmatch.fnmatch(name, include))]
+    for parts in sorted(found):
+        rel = "/".join(parts)
         try:
-            with open(os.path.join(root, path), "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue
-        text = data.decode("utf-8", "replace")
-        for number, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
-                if len(lines) == cap:
-                    return lines, True, None
-                lines.append(f"{path}:{number}:{line}")
+            fd = safeopen.open_regular(target.anchor, os.path.join(target.rel, rel))
+        except (OSError, safeopen.BeneathError):
+            continue  # swapped, unreadable, or no regular file: skipped, as rg does
+        if _grep_file(fd, regex, _joined(shown, rel), lines, cap):
+            return lines, True, None
     return lines, False, None
 
 
-def _files(root: str, rel: str) -> list[str]:
-    """Files to search under ``rel``, relative to ``root``, sorted the way ``rg --sort path``
-    sorts: depth-first with each directory's entries in name order."""
-    start = os.path.join(root, rel)
-    if not os.path.isdir(start):
-        return [os.path.normpath(rel)]
-    found: list[str] = []
+def _grep_file(fd: int, regex: re.Pattern[str], label: str, lines: list[str],
+               cap: int) -> bool:
+    """Add ``label:number:line`` for each matching line of the regular file ``fd`` (closed
+    here); True when ``cap`` was reached with more to report."""
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        head = f.read(8192)
+        if b"\x00" in head:
+            return False
+        for number, raw in enumerate(_stream_lines(f, head), 1):
+            line = raw.decode("utf-8", "replace").rstrip("\r")
+            if regex.search(line):
+                if len(lines) == cap:
+                    return True
+                lines.append(f"{label}:{number}:{line}")
+    return False
 
-    def walk(directory: str) -> None:
-        try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name.startswith(".") or entry.is_symlink():
-                continue
-            if entry.is_dir():
-                walk(entry.path)
-            elif entry.is_file():
-                found.append(os.path.relpath(entry.path, root))
 
-    walk(start)
-    return found
+def _stream_lines(f: Any, head: bytes) -> Iterator[bytes]:
+    """The lines of ``f`` (``head`` being its first bytes), each cut to :data:`LINE_BYTES`."""
+    current = bytearray()
+    chunk = head
+    while chunk:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            stop = len(chunk) if end < 0 else end
+            room = LINE_BYTES - len(current)
+            if room > 0:
+                current += chunk[start:min(stop, start + room)]
+            if end < 0:
+                break
+            yield bytes(current)
+            current.clear()
+            start = end + 1
+        chunk = f.read(65536)
+    if current:
+        yield bytes(current)
 
 
 class SearchTools(Plugin):

@@ -16,10 +16,15 @@ killed when it ends, which also keeps them from holding the output pipe open. A 
 meant to outlive the call runs with ``run_in_background``: it becomes a job of the session
 (:mod:`dsh_runtime.tools.jobs`), read with ``job_output`` and stopped with ``job_kill``,
 tools this row registers too, so disabling the row disables jobs. ``workdir`` runs one
-call elsewhere than the working directory (relative to it, or absolute; it must exist).
-The tool is mutating, and ``workdir`` is its one path argument: under the workspace policy
-it runs unasked inside the working directory, as the original ran ``bash`` without asking.
-Process groups are POSIX; on Windows only the shell itself is killed.
+call elsewhere than the working directory (relative to it, absolute, or ``~/``; it must
+exist). The tool is mutating, and ``workdir`` is its one path argument: the agent judges
+it (the working directory when absent) against the session's workspace root, so under the
+workspace policy it runs unasked inside the root, as the original ran ``bash`` without
+asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
+granted roots) writable, whatever the working directory.
+Every command starts through :mod:`dsh.process` (its own group, tied to the runtime, with
+the row's resource ``limits``: :mod:`dsh.limits`), the one place processes are started
+and stopped.
 """
 
 from __future__ import annotations
@@ -28,15 +33,19 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dsh import process
 from dsh._version import __version__
+from dsh.limits import SCHEMA as LIMITS_SCHEMA
+from dsh.limits import Limits
 
+from dsh_runtime.envpolicy import SCHEMA as ENV_SCHEMA
+from dsh_runtime.envpolicy import EnvPolicy
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
 from dsh_runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh_runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
@@ -44,8 +53,6 @@ from dsh_runtime.tools.sandbox import Policy, SandboxUnavailable, note, wrap
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
-_POLL_SECONDS = 0.01
-"""How often a running shell is checked for exit."""
 
 
 class CappedOutput:
@@ -122,6 +129,11 @@ class Bash:
         return Policy.from_config(self._plugin.config.get("sandbox"))
 
     @property
+    def limits(self) -> Limits:
+        """The row's resource limits now (a sub-agent's shell is given the same)."""
+        return self._plugin.limits
+
+    @property
     def description(self) -> str:
         """The description the model sees: the base text plus the row's sandbox, if any."""
         sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
@@ -135,76 +147,73 @@ class Bash:
         config = self._plugin.config
         timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
                       float(config["max_timeout_seconds"]))
-        # No ``~`` expansion: the policy judges ``workdir`` as the literal path it is.
-        cwd = os.path.normpath(os.path.join(ctx.cwd, args.get("workdir", "")))
-        if not os.path.isdir(cwd):
-            return ToolResult(f"workdir is not a directory: {args.get('workdir', '.')} "
-                              f"(resolves to {cwd})", is_error=True)
+        workdir = args.get("workdir") or "."
+        boundary = confine.of(ctx)
         try:
-            argv = command_argv(config, args["command"], cwd, workspace=ctx.cwd,
-                                home=self._plugin.home, env=ctx.env)
+            boundary.target(ctx.cwd, workdir)
+            cwd = os.path.normpath(confine.absolute(ctx.cwd, workdir))
+        except confine.PathError as exc:
+            return confine.refusal(workdir, exc)
+        if not os.path.isdir(cwd):
+            return ToolResult(f"workdir is not a directory: {workdir} "
+                              f"(resolves to {cwd})", is_error=True)
+        env = self._plugin.environment(ctx.env)
+        try:
+            argv = command_argv(config, args["command"], cwd, workspace=boundary.root,
+                                writable=boundary.granted, protected=boundary.protected,
+                                home=self._plugin.home, env=env)
         except SandboxUnavailable as exc:
             return ToolResult(str(exc), is_error=True)
         if args.get("run_in_background"):
-            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"],
+            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"], env=env,
                                                  note=sandbox_note(config))
         output = CappedOutput(config["max_output_chars"])
         if unsandboxed := sandbox_note(config):
             output.feed(f"{unsandboxed}\n".encode())  # first, so no output cap drops it
-        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=dict(ctx.env),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=sys.platform != "win32"))
         try:
-            proc = await asyncio.shield(spawn)
-        except asyncio.CancelledError:
-            # Cancelled while the process was being set up: it may already run.
-            with contextlib.suppress(Exception):
-                started = await spawn
-                kill_group(started)
-                await _exited(started)
-            raise
+            child = await process.spawn_async(argv, cwd=cwd, env=env, stdout=process.PIPE,
+                                              stderr=process.STDOUT,
+                                              limits=self._plugin.limits)
         except OSError as exc:
             return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
-        timed_out = False
-        reader = asyncio.ensure_future(_pump(proc, output))
+        reader = asyncio.ensure_future(_pump(child, output))
         try:
-            try:
-                await asyncio.wait_for(_exited(proc), timeout)
-            except asyncio.TimeoutError:
-                timed_out = True
+            timed_out = not await child.exited(timeout)
         finally:
             # Runs on success, timeout and cancellation alike: nothing of the group survives.
-            kill_group(proc)
-            await _finish(proc, reader)
+            child.kill()
+            await _finish(child, reader)
         text = output.text()
         if text and not text.endswith("\n"):
             text += "\n"
         if timed_out:
             return ToolResult(f"{text}[Command timed out after {timeout:g} seconds; "
                               "its process group was killed]", is_error=True)
-        code = proc.returncode if proc.returncode is not None else -1
+        code = child.returncode if child.returncode is not None else -1
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         return ToolResult(f"{text}[Command finished with exit code {code}]")
 
 
 def command_argv(config: Mapping[str, Any], command: str, cwd: str, *,
-                 workspace: str | None = None, home: str | None = None,
+                 workspace: str | None = None, writable: Sequence[str] = (),
+                 protected: Sequence[str] = (), home: str | None = None,
                  env: Mapping[str, str] | None = None) -> list[str]:
     """The argv that runs ``command`` in ``cwd`` under this row's ``config``.
 
     The one place a shell command becomes a process, for foreground calls and background
     jobs alike, so the row's sandbox (:mod:`dsh_runtime.tools.sandbox`) wraps every
-    command. ``workspace`` is the session's working directory, the one the sandbox may
-    make writable (default ``cwd``); ``home`` is the dsh home it hides, and ``env`` the
+    command. ``workspace`` is the session's workspace root and ``writable`` its granted
+    roots, what the sandbox may make writable (default ``cwd``); ``home`` is the dsh home
+    and ``protected`` the other protected directories it hides, and ``env`` the
     environment the process gets (names from the dsh home's ``.env`` are dropped). Raises
     :class:`~dsh_runtime.tools.sandbox.SandboxUnavailable` when the row requires a sandbox
     that cannot run here.
     """
     shell = config["shell"] or shutil.which("bash") or "/bin/sh"
     return wrap(Policy.from_config(config.get("sandbox")), [shell, "-c", command], cwd,
-                workspace=workspace, home=home, env=env)
+                workspace=workspace, writable=writable, protected=protected, home=home,
+                env=env)
 
 
 def sandbox_note(config: Mapping[str, Any]) -> str:
@@ -212,42 +221,22 @@ def sandbox_note(config: Mapping[str, Any]) -> str:
     return note(Policy.from_config(config.get("sandbox")))
 
 
-async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
+async def _pump(child: process.AsyncChild, output: CappedOutput) -> None:
     """Read the merged output until EOF."""
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(65536):
+    assert child.stdout is not None
+    while chunk := await child.stdout.read(65536):
         output.feed(chunk)
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> int:
-    """The shell's exit code, as soon as it exits.
-
-    Not ``proc.wait()``: asyncio only answers that once the output pipe closes too, and a
-    background job holding the pipe would keep the call waiting for it.
-    """
-    while proc.returncode is None:
-        await asyncio.sleep(_POLL_SECONDS)
-    return proc.returncode
-
-
-async def _finish(proc: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
-    """Reap the shell and drain its output, bounded, even when the call is being cancelled."""
+async def _finish(child: process.AsyncChild, reader: asyncio.Future[None]) -> None:
+    """Drain the output (bounded), then reap the shell and release its group, even when
+    the call is being cancelled."""
     with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
         await asyncio.wait_for(asyncio.shield(reader), _DRAIN_SECONDS)
     if not reader.done():
         reader.cancel()
     with contextlib.suppress(asyncio.CancelledError):
-        await _exited(proc)
-
-
-def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the process group the shell leads (the shell alone where groups are absent)."""
-    if sys.platform == "win32":
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        await child.stop(0)
 
 
 class ShellTools(Plugin):
@@ -277,6 +266,8 @@ class ShellTools(Plugin):
                 "shell": {"type": "string", "default": "",
                           "description": "Shell executable; default bash on PATH, else sh."},
                 "sandbox": SANDBOX_SCHEMA,
+                "limits": LIMITS_SCHEMA,
+                "env": ENV_SCHEMA,
                 "max_jobs": {"type": "integer", "minimum": 1, "default": 32,
                              "description": "Background jobs kept per session."},
                 "max_job_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
@@ -293,10 +284,25 @@ class ShellTools(Plugin):
 
     home: str | None = None
     """The dsh home, which a sandboxed command must not see (known from ``start``)."""
+    _rt: RuntimeContext | None = None
+
+    def environment(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """The environment a command gets: the runtime's ``env`` under the row's ``env``
+        policy (secrets left out by default: :mod:`dsh_runtime.envpolicy`)."""
+        declared = self._rt.secret_env if self._rt is not None else frozenset()
+        return EnvPolicy.from_config(self.config.get("env"),
+                                     row_id=self.row_id).build(env, declared)
+
+    @property
+    def limits(self) -> Limits:
+        """The resource limits every command of this row runs with (its config now)."""
+        return Limits.from_config(self.config.get("limits"), row_id=self.row_id)
 
     def apply(self, reg: Registrar) -> None:
         """Register the tools and the hook; they read this row's current config on every call."""
         Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)  # fail at load
+        Limits.from_config(self.config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(self.config.get("env"), row_id=self.row_id)
         reg.tool(Bash(self))
         reg.tool(JobOutputTool(self.jobs, lambda: self.config))
         reg.tool(JobListTool(self.jobs))
@@ -313,11 +319,14 @@ class ShellTools(Plugin):
         await self.jobs.close()
 
     async def start(self, rt: RuntimeContext) -> None:
-        """Learn the dsh home, for the sandbox to hide."""
+        """Learn the dsh home, for the sandbox to hide, and the runtime's secret names."""
         self.home = rt.home
+        self._rt = rt
 
     async def update(self, config: Mapping[str, Any]) -> bool:
         """New limits and sandbox settings apply to the next call."""
         Policy.from_config(config.get("sandbox"), row_id=self.row_id)
+        Limits.from_config(config.get("limits"), row_id=self.row_id)
+        EnvPolicy.from_config(config.get("env"), row_id=self.row_id)
         self.config = config
         return True

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urljoin
 
 from dsh._version import __version__
+from dsh.redact import redact
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
@@ -251,14 +252,17 @@ class WebFetch:
                       timeout=timeout),
                 timeout)
         except asyncio.TimeoutError:
-            return ToolResult(f"web_fetch timed out after {timeout} s: {url}", is_error=True)
+            return _failed(f"web_fetch timed out after {timeout} s: {url}")
         except NonPublicAddress as exc:
-            return ToolResult(f"{exc} (row '{self._plugin.row_id}' config.allow_private "
-                              "lets more through)", is_error=True)
-        except BlockedURL as exc:
-            return ToolResult(str(exc), is_error=True)
-        except FetchError as exc:
-            return ToolResult(str(exc), is_error=True)
+            return _failed(f"{exc} (row '{self._plugin.row_id}' config.allow_private "
+                           "lets more through)")
+        except (BlockedURL, FetchError) as exc:
+            return _failed(str(exc))
         # Parsing a large page takes a while: keep the event loop (other sessions) free.
         text = await asyncio.to_thread(render, page, max_chars=config["max_chars"])
         return ToolResult(text)
+
+
+def _failed(message: str) -> ToolResult:
+    """A tool error; credentials inside the URLs it names (``?token=``) are masked."""
+    return ToolResult(redact(message), is_error=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dsh._version import __version__
+from dsh.redact import redact
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
@@ -99,7 +100,8 @@ async def _get(client: httpx.AsyncClient, endpoint: str, query: str, host: str,
     except httpx.TimeoutException:
         raise SearchError(f"{host} did not answer in time") from None
     except httpx.HTTPError as exc:
-        raise SearchError(f"cannot reach {host}: {exc or type(exc).__name__}") from None
+        raise SearchError(f"cannot reach {host}: {redact(str(exc)) or type(exc).__name__}") \
+            from None
 
 
 class WebSearch:

@@ -8,20 +8,24 @@ path (arguments, guardrails, results) without touching the filesystem.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from dsh._version import __version__
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
 
 class WorkingDirectory:
     """Reports the session's working directory; with ``cd``, changes it first.
 
-    Not mutating: it moves the session, never a file. ``cd`` is still a path argument, so
-    a policy can see where the session is going.
+    Not mutating: it moves the session, never a file. ``cd`` is a path argument, so the
+    agent judges it against the session's boundary like any other: inside the workspace
+    root it moves freely, out of it only when approved, into the dsh home never. The root
+    does not move with it.
     """
 
     name = "working_directory"
@@ -46,7 +50,10 @@ class WorkingDirectory:
         """Change directory when asked, then report where the session is."""
         if "cd" in args:
             try:
-                ctx.set_cwd(args["cd"])
+                confine.of(ctx).target(ctx.cwd, args["cd"])
+                ctx.set_cwd(os.path.normpath(confine.absolute(ctx.cwd, args["cd"])))
+            except confine.PathError as exc:
+                return confine.refusal(args["cd"], exc)
             except NotADirectoryError as exc:
                 return ToolResult(str(exc), is_error=True)
         return ToolResult(f"Current working directory: {json.dumps(ctx.cwd)}")

@@ -160,8 +160,7 @@ class PostgresSessionStore(Tracking):
         (cwd, title, state), bodies = found
         log = records.decode(bodies)
         self._next_seq[session_id] = len(log)
-        return records.replay(SessionRecord(session_id, cwd, title=title, events=log,
-                                            context_cwd=state.get("context_cwd")), state)
+        return records.rebuild(session_id, cwd, title, log, state)
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage | None:

@@ -106,14 +106,31 @@ function append(node) {
   return node;
 }
 
+// One assistant bubble per turn and step: a collapsible "thinking" section for the
+// model's reasoning (created when reasoning arrives, closed unless opened), then the answer.
 function bubble(data) {
   const key = `${data.turn}:${data.step}`;
   let node = state.bubbles.get(key);
   if (!node) {
-    node = append(el("div", "msg assistant", ""));
+    node = append(el("div", "msg assistant"));
+    node.append(el("div", "answer", ""));
     state.bubbles.set(key, node);
   }
   return node;
+}
+
+function thinking(node) {
+  let section = node.querySelector("details.thinking");
+  if (!section) {
+    section = el("details", "thinking");
+    section.append(el("summary", "", "thinking"), el("div", "thinking-text", ""));
+    node.prepend(section);
+  }
+  return section.querySelector(".thinking-text");
+}
+
+function reasoningOf(content) {
+  return (content || []).filter((b) => b.type === "reasoning").map((b) => b.text || "").join("\n\n");
 }
 
 function onEvent(event) {
@@ -123,13 +140,27 @@ function onEvent(event) {
       if (!data.source || data.source.kind === "user") append(el("div", "msg user", textOf(data.content)));
       break;
     case "assistant/delta":
-      bubble(data).textContent += data.text;
+      bubble(data).querySelector(".answer").textContent += data.text;
       break;
+    case "assistant/reasoning-delta":
+      thinking(bubble(data)).textContent += data.text;
+      break;
+    case "assistant/retry": {
+      // The stream broke off: what it showed is void, the step is asked again.
+      const key = `${data.turn}:${data.step}`;
+      const node = state.bubbles.get(key);
+      if (node) node.remove();
+      state.bubbles.delete(key);
+      break;
+    }
     case "assistant/message": {
-      const text = textOf(data.message.content);
+      const content = data.message.content;
+      const text = textOf(content);
+      const reasoning = reasoningOf(content);
       const node = bubble(data);
-      node.textContent = text;
-      if (!text) node.remove();
+      node.querySelector(".answer").textContent = text;
+      if (reasoning) thinking(node).textContent = reasoning;
+      if (!text && !reasoning) node.remove();
       break;
     }
     case "tool/call": {

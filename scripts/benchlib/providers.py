@@ -1,0 +1,138 @@
+"""Provider overhead per streamed chunk, on each wire format, against the model stand-ins.
+
+The stand-ins (``tests/fixtures/deepseek_standin.py`` and ``anthropic_standin.py``) run as
+their own processes on 127.0.0.1, each scripted with long answers (reasoning and text,
+about a thousand events each). One repetition streams the same request twice, interleaved:
+
+* **raw**: httpx reads the response body to its end, doing nothing with it (the
+  transport's share, and the server's);
+* **provider**: the route's own ``stream()`` (event-stream framing, the wire format's
+  decoder, usage and pricing) yields every chunk to a consumer that drops them.
+
+The row is ``(median provider - median raw) / events``: what dsh adds per streamed event,
+which is what a user pays on every token the model streams. Target: under 50 µs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchlib.registry import Options, Result, benchmark, result
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+KEY = "sk-bench-0123456789abcdef"
+TARGET_US = 50
+ANSWER_CHARS = 6000  # reasoning and text each; the stand-ins stream 12 characters an event
+
+
+@contextmanager
+def _standin(module: str, entries: list[dict[str, Any]]) -> Iterator[str]:
+    """A stand-in process serving ``entries``; yields its base URL."""
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        script = Path(tmp) / "script.jsonl"
+        script.write_text("".join(json.dumps(e) + "\n" for e in entries))
+        proc = subprocess.Popen([sys.executable, str(FIXTURES / f"{module}.py"), "--api-key",
+                                 KEY, "--script", str(script)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            yield json.loads(proc.stdout.readline())["base_url"]
+        finally:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _route(plugin: Any, config: dict[str, Any]) -> Any:
+    from dsh_runtime.schema import validate
+
+    values = validate(plugin.manifest.config_schema, {"api_key": KEY, "max_retries": 0,
+                                                      **config}, row_id="bench")
+    return plugin.route_for(values, env={}, home=tempfile.gettempdir(), row_id="bench")
+
+
+async def _measure(route: Any, request: Any, reps: int) -> tuple[list[float], list[float],
+                                                                  int]:
+    """Interleaved (raw, provider) timings of ``reps`` repetitions, and events per answer."""
+    import httpx
+
+    body = route.encode(request, route.catalog.wire_id(request.model))
+    headers = route._headers()
+    raw_times: list[float] = []
+    provider_times: list[float] = []
+    events = 0
+    async with httpx.AsyncClient(timeout=60) as http:
+        for _ in range(reps):
+            start = time.perf_counter()
+            async with http.stream("POST", route.url, content=body, headers=headers) as reply:
+                data = b"".join([piece async for piece in reply.aiter_bytes()])
+            raw_times.append(time.perf_counter() - start)
+            events = data.count(b"data: ")
+            start = time.perf_counter()
+            async for _chunk in route.stream(request):
+                pass
+            provider_times.append(time.perf_counter() - start)
+    await route.aclose()
+    return raw_times, provider_times, events
+
+
+def _row(name: str, plugin: Callable[[], Any], module: str, config: dict[str, Any],
+         entry: dict[str, Any], opts: Options, fmt: str) -> Result:
+    from dsh_runtime.providers.base import ModelRequest
+
+    reps = opts.reps(15, 4)
+    request = ModelRequest("bench", config["default_model"], (
+        {"role": "user", "content": [{"type": "text", "text": "Stream a long answer."}]},),
+        reasoning_effort=config.pop("effort", None), route=config["route"])
+    with _standin(module, [entry] * (2 * reps)) as base_url:
+        route = _route(plugin(), {**config, "base_url": base_url})
+        raw, provider, events = asyncio.run(_measure(route, request, reps))
+    overhead = (statistics.median(provider) - statistics.median(raw)) / events * 1e6
+    return result(name, round(overhead, 2), "µs", TARGET_US, runs=reps, events=events,
+                  raw_ms=round(statistics.median(raw) * 1000, 2),
+                  provider_ms=round(statistics.median(provider) * 1000, 2),
+                  measured=f"{fmt} stream from tests/fixtures/{module}.py (own process, "
+                           "127.0.0.1): route.stream() minus httpx reading the same body, "
+                           "per event")
+
+
+@benchmark("provider_chunk_overhead_openai")
+def provider_chunk_overhead_openai(opts: Options) -> Result:
+    """Chat-completions route (DeepSeek stand-in): dsh's cost per streamed event."""
+    from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
+
+    entry = {"reasoning": "r" * ANSWER_CHARS, "content": "c" * ANSWER_CHARS}
+    return _row("provider_chunk_overhead_openai", lambda: OpenAICompatibleProvider,
+                "deepseek_standin", {"route": "deepseek-official",
+                                     "default_model": "deepseek-flash"},
+                entry, opts, "chat-completions")
+
+
+@benchmark("provider_chunk_overhead_anthropic")
+def provider_chunk_overhead_anthropic(opts: Options) -> Result:
+    """Anthropic Messages route (Anthropic stand-in): dsh's cost per streamed event."""
+    from dsh_runtime.providers.anthropic import AnthropicProvider
+
+    entry = {"thinking": "r" * ANSWER_CHARS, "text": "c" * ANSWER_CHARS}
+    return _row("provider_chunk_overhead_anthropic", lambda: AnthropicProvider,
+                "anthropic_standin", {"route": "anthropic", "default_model": "claude-sonnet-5-5",
+                                      "effort": "high"},
+                entry, opts, "Anthropic Messages")
+

@@ -1,0 +1,225 @@
+"""Both wire formats from plain values: request bodies out, streamed events in."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from dsh_runtime.providers import anthropic_wire, openai_wire
+from dsh_runtime.providers.base import (
+    Finish,
+    ModelError,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from dsh_runtime.providers.sse import ServerSentEvent
+
+CALLING = {"role": "assistant", "source": {"kind": "model", "provider": "anthropic"},
+           "content": [
+               {"type": "reasoning", "text": "think", "signature": "sig"},
+               {"type": "reasoning", "text": "", "redacted": "enc"},
+               {"type": "text", "text": "Let me look."},
+               {"type": "tool-call", "id": "t1", "name": "ls", "arguments": '{"p": 1}'}]}
+RESULT = {"role": "tool", "toolCallId": "t1", "isError": True,
+          "content": [{"type": "text", "text": "denied"},
+                      {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}
+ANSWER = {"role": "assistant", "content": [{"type": "reasoning", "text": "done thinking"},
+                                           {"type": "text", "text": "Done."}]}
+
+
+def redact(text: str) -> str:
+    return text
+
+
+# -- OpenAI format -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("style", "effort", "fields"), [
+    ("deepseek", None, {}),
+    ("deepseek", "none", {"thinking": {"type": "disabled"}}),
+    ("deepseek", "off", {"thinking": {"type": "disabled"}}),
+    ("deepseek", "ultra", {"thinking": {"type": "enabled"}, "reasoning_effort": "ultra"}),
+    ("openai", "off", {"reasoning_effort": "none"}),
+    ("openai", "low", {"reasoning_effort": "low"}),
+    ("openrouter", "none", {"reasoning": {"effort": "none"}}),
+    ("openrouter", "high", {"reasoning": {"effort": "high"}}),
+    ("none", "high", {}),
+])
+def test_reasoning_fields_per_style(style: str, effort: str | None,
+                                    fields: dict[str, Any]) -> None:
+    assert openai_wire.reasoning_fields(style, effort) == fields
+
+
+def test_reasoning_goes_back_only_with_tool_calls_and_only_for_deepseek() -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, CALLING,
+                RESULT, ANSWER]
+    sent = openai_wire.chat_messages(messages, reasoning=True)
+    assert sent[1] == {"role": "assistant", "content": "Let me look.",
+                       "reasoning_content": "think", "tool_calls": [
+                           {"id": "t1", "type": "function",
+                            "function": {"name": "ls", "arguments": '{"p": 1}'}}]}
+    assert sent[-1] == {"role": "assistant", "content": "Done."}  # ignored there: not sent
+    plain = openai_wire.chat_messages(messages, reasoning=False)
+    assert "reasoning_content" not in plain[1]
+    only_thought = openai_wire.chat_messages(
+        [{"role": "assistant", "content": [{"type": "reasoning", "text": "hm"}]}],
+        reasoning=True)
+    assert only_thought == [{"role": "assistant", "content": ""}]  # "", never null
+
+
+def test_chat_decoder_keeps_reasoning_apart_and_reads_cache_usage() -> None:
+    decoder = openai_wire.ChunkDecoder(redact)
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None,
+                                            "reasoning_content": ""}}]},
+        {"choices": [{"index": 0, "delta": {"content": None, "reasoning_content": "Hmm"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning": "via OpenRouter"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Hi", "reasoning_content": None}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20,
+                                  "prompt_cache_hit_tokens": 64,
+                                  "prompt_cache_miss_tokens": 36,
+                                  "completion_tokens_details": {"reasoning_tokens": 7}}},
+    ]
+    chunks = [c for e in events for c in decoder.decode(ServerSentEvent(json.dumps(e)))]
+    assert chunks == [ReasoningDelta("Hmm"), ReasoningDelta("via OpenRouter"), TextDelta("Hi")]
+    assert decoder.end() == [Usage(100, 20, cache_hit_tokens=64, reasoning_tokens=7),
+                             Finish("stop")]
+    openai_usage = openai_wire.ChunkDecoder(redact)
+    openai_usage.decode(ServerSentEvent(json.dumps({"choices": [], "usage": {
+        "prompt_tokens": 10, "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 8}}})))
+    openai_usage.decode(ServerSentEvent(json.dumps(
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})))
+    assert openai_usage.end()[0] == Usage(10, 1, cache_hit_tokens=8)
+
+
+# -- Anthropic format ----------------------------------------------------------------------
+
+
+def test_messages_body_merges_roles_and_keeps_signed_thinking_for_its_route() -> None:
+    request = ModelRequest("s", "m", (
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        {"role": "user", "content": [{"type": "text", "text": "context"}]},
+        CALLING, RESULT, ANSWER,
+        {"role": "user", "content": [{"type": "text", "text": "next"}]},
+    ), route="anthropic", reasoning_effort="high")
+    body = json.loads(anthropic_wire.encode_body(request, model="claude", max_tokens=100,
+                                                 images=True, style="adaptive"))
+    assert body["system"] == [{"type": "text", "text": "be brief",
+                               "cache_control": {"type": "ephemeral"}}]
+    assert body["thinking"] == {"type": "adaptive"}
+    assert body["output_config"] == {"effort": "high"}
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert [b["text"] for b in messages[0]["content"]] == ["look", "context"]
+    assert messages[1]["content"] == [
+        {"type": "thinking", "thinking": "think", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "enc"},
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": 1}}]
+    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "t1",
+                                       "is_error": True, "content": [
+        {"type": "text", "text": "denied"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "AAAA"}}]}]
+    # Unsigned reasoning (another route's) is not sent; the answer's text is.
+    assert messages[3]["content"] == [{"type": "text", "text": "Done."}]
+    assert messages[4]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    other = anthropic_wire.convert(request.messages, route="deepseek-anthropic")[1]
+    assert [b["type"] for b in other[1]["content"]] == ["text", "tool_use"]
+
+
+def test_tool_input_the_model_got_wrong_travels_as_an_empty_object() -> None:
+    bad = {"role": "assistant", "content": [
+        {"type": "tool-call", "id": "t", "name": "x", "arguments": "{not json"}]}
+    _, messages = anthropic_wire.convert([bad])
+    assert messages[0]["content"][0]["input"] == {}
+
+
+def test_thinking_fields_per_style() -> None:
+    assert anthropic_wire.thinking_fields("deepseek", "max") == {
+        "thinking": {"type": "enabled"}, "output_config": {"effort": "max"}}
+    assert anthropic_wire.thinking_fields("adaptive", "off") == {"thinking": {"type": "disabled"}}
+    assert anthropic_wire.thinking_fields("adaptive", None) == {}
+    assert anthropic_wire.thinking_fields("none", "high") == {}
+
+
+def sse(name: str, data: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps({"type": name, **data}), name)
+
+
+def test_event_decoder_streams_every_block_kind() -> None:
+    decoder = anthropic_wire.EventDecoder(redact)
+    stream = [
+        sse("message_start", {"message": {"usage": {
+            "input_tokens": 10, "cache_read_input_tokens": 80,
+            "cache_creation_input_tokens": 5, "output_tokens": 1}}}),
+        sse("ping", {}),
+        sse("content_block_start", {"index": 0, "content_block": {
+            "type": "thinking", "thinking": "", "signature": ""}}),
+        sse("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta",
+                                                          "thinking": "hm"}}),
+        sse("content_block_delta", {"index": 0, "delta": {"type": "signature_delta",
+                                                          "signature": "SIG"}}),
+        sse("content_block_stop", {"index": 0}),
+        sse("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+        sse("content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Hi"}}),
+        sse("content_block_stop", {"index": 1}),
+        sse("content_block_start", {"index": 2, "content_block": {
+            "type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}}),
+        sse("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta",
+                                                          "partial_json": '{"a"'}}),
+        sse("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta",
+                                                          "partial_json": ": 1}"}}),
+        sse("content_block_stop", {"index": 2}),
+        sse("content_block_start", {"index": 3, "content_block": {
+            "type": "tool_use", "id": "toolu_2", "name": "pwd", "input": {}}}),
+        sse("content_block_stop", {"index": 3}),
+        sse("some_future_event", {}),
+        sse("message_delta", {"delta": {"stop_reason": "tool_use"},
+                              "usage": {"output_tokens": 42}}),
+        sse("message_stop", {}),
+    ]
+    chunks = [c for e in stream for c in decoder.decode(e)]
+    assert chunks == [
+        ReasoningDelta("", 0), ReasoningDelta("hm", 0), ReasoningDelta(index=0, signature="SIG"),
+        TextDelta("Hi"),
+        ToolCallDelta(0, id="toolu_1", name="ls"), ToolCallDelta(0, arguments='{"a"'),
+        ToolCallDelta(0, arguments=": 1}"),
+        ToolCallDelta(1, id="toolu_2", name="pwd"), ToolCallDelta(1, arguments="{}"),
+    ]
+    assert decoder.done and decoder.finished
+    assert decoder.end() == [Usage(95, 42, cache_hit_tokens=80, cache_write_tokens=5),
+                             Finish("tool-calls")]
+
+
+@pytest.mark.parametrize(("event", "code", "retryable"), [
+    (sse("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}}),
+     "overloaded", True),
+    (sse("error", {"error": {"type": "invalid_request_error", "message": "bad"}}),
+     "server-error", False),
+    (ServerSentEvent("{nope", "message_start"), "bad-response", False),
+    (sse("content_block_delta", {"index": 9, "delta": {"type": "text_delta", "text": "x"}}),
+     "bad-response", False),
+])
+def test_event_decoder_failures(event: ServerSentEvent, code: str, retryable: bool) -> None:
+    with pytest.raises(ModelError) as info:
+        anthropic_wire.EventDecoder(redact).decode(event)
+    assert (info.value.code, info.value.retryable) == (code, retryable)
+
+
+def test_refusal_and_context_window_stops() -> None:
+    refused = anthropic_wire.EventDecoder(redact)
+    refused.decode(sse("message_delta", {"delta": {"stop_reason": "refusal"}}))
+    with pytest.raises(ModelError) as info:
+        refused.end()
+    assert info.value.code == "refusal"
+    full = anthropic_wire.EventDecoder(redact)
+    full.decode(sse("message_delta", {"delta": {"stop_reason": "model_context_window_exceeded"}}))
+    assert full.end() == [Finish("length")]
