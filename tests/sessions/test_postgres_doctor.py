@@ -32,25 +32,26 @@ def test_doctor_live_checks_the_database(run_dsh: Any, tmp_path: Path,
     patch = tmp_path / "schema.yml"
     patch.write_text(json.dumps([{"id": "sessions", "merge": {"config": {
         "schema": pg_schema}}}]))
-    code, found, text = checks(run_dsh, patch, pg_cluster.dsn())
+    _, found, text = checks(run_dsh, patch, pg_cluster.dsn())
     assert found["plugin.sessions.reachable"]["status"] == "ok"
     assert found["plugin.sessions.reachable"]["message"].startswith(
-        f"postgresql://dsh@127.0.0.1:{pg_cluster.port}/dsh answers (PostgreSQL ")
+        f"postgresql://127.0.0.1:{pg_cluster.port}/dsh as dsh answers (PostgreSQL ")
     assert found["plugin.sessions.schema"] == {
         "id": "plugin.sessions.schema", "status": "warn",
         "message": f"schema '{pg_schema}' not created yet (the first runtime creates it)"}
-    assert code == 0 and pgcluster.PASSWORD not in text
+    # (the exit status also reflects the model route's checks, which need a key: not ours)
+    assert pgcluster.PASSWORD not in text
     done = run_dsh("sessions", "export", "--profile", "headless", "--patch",
                    str(POSTGRES_PATCH), "--patch", str(patch),
                    env={"DSH_POSTGRES_DSN": pg_cluster.dsn()})  # opening creates it
     assert done.returncode == 0, done.stderr
-    code, found, text = checks(run_dsh, patch, pg_cluster.dsn())
+    _, found, text = checks(run_dsh, patch, pg_cluster.dsn())
     assert found["plugin.sessions.schema"]["status"] == "ok"
     assert "at version 1 (this dsh: 1, current)" in found["plugin.sessions.schema"]["message"]
     assert found["plugin.sessions.leases"] == {
         "id": "plugin.sessions.leases", "status": "ok",
         "message": "lease table readable: 0 held, 0 expired (taken over at next use)"}
-    assert code == 0 and pgcluster.PASSWORD not in text
+    assert pgcluster.PASSWORD not in text
     wrong = pg_cluster.dsn(password="not-" + pgcluster.PASSWORD)
     code, found, text = checks(run_dsh, patch, wrong)
     assert code == 1

@@ -261,7 +261,7 @@ def test_bad_setup_stops_the_launch_with_one_line_and_no_password(
     port = pg_cluster.port
     cases = [
         (f"postgresql://dsh:{pgcluster.PASSWORD}@127.0.0.1:1/dsh", 1,
-         "cannot reach PostgreSQL at postgresql://dsh@127.0.0.1:1/dsh"),
+         "cannot reach PostgreSQL at postgresql://127.0.0.1:1/dsh as dsh"),
         (f"postgresql://dsh@127.0.0.1:{port}/dsh", 2, "asks user 'dsh' for a password"),
         (None, 2, "config.dsn: no PostgreSQL DSN"),
     ]

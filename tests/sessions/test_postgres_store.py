@@ -175,7 +175,7 @@ def test_connect_errors_are_clear_and_never_show_the_password(
          "password authentication failed"),
         (pg_cluster.dsn(database="nope"), ConfigError, "does not exist"),
         (f"postgresql://dsh:{pgcluster.PASSWORD}@127.0.0.1:1/dsh", PluginError,
-         "cannot reach PostgreSQL at postgresql://dsh@127.0.0.1:1/dsh"),
+         "cannot reach PostgreSQL at postgresql://127.0.0.1:1/dsh as dsh"),
         (f"host=127.0.0.1 port=zz password={pgcluster.PASSWORD}", ConfigError,
          "not a usable PostgreSQL DSN"),
         (f"postgresql://dsh:{pgcluster.PASSWORD}@127.0.0.1:99999/dsh", ConfigError,
@@ -217,9 +217,8 @@ def test_a_lost_connection_spools_what_a_client_was_sent_and_recovery_stores_it(
             store.summaries()
         spooled = [json.loads(line) for line in store.spool.path.read_text().splitlines()]
         assert [e["event"]["seq"] for e in spooled if "event" in e] == [3, 4, 5]
-        assert spooled[-1] == {"session": "s", "row": {"cwd": "/w", "title": "",
-                                                       "state": {"turns": 0,
-                                                                 "context_cwd": None}}}
+        assert spooled[-1] == {"session": "s", "row": {"cwd": "/w", "title": "", "state": {
+            "turns": 0, "context_cwd": None, "root": record.root, "granted": []}}}
         assert stored_seqs(pg_cluster, pg_schema, "s") == [0, 1, 2]
         store.recover(store.link.connect())
         assert stored_seqs(pg_cluster, pg_schema, "s") == [0, 1, 2, 3, 4, 5]

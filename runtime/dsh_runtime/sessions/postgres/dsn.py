@@ -3,7 +3,7 @@
 A DSN (``postgresql://user:password@host:port/db`` or ``host=... password=...``) carries
 the database password, and libpq's own errors sometimes quote the DSN they could not
 parse. So nothing in dsh formats a DSN or a driver's message directly: :func:`describe`
-gives ``postgresql://user@host:port/db`` (never the password), and :func:`redact` removes
+gives ``postgresql://host:port/db as user`` (never the password), and :func:`redact` removes
 the DSN and its password, in every spelling found in it, from a text.
 
 Parsing here is dsh's own (no driver needed), so a DSN the driver refuses is still
@@ -71,7 +71,7 @@ def fields(dsn: str) -> dict[str, str]:
 
 
 def describe(dsn: str) -> str:
-    """``postgresql://user@host:port/db``: where a DSN points, without its password."""
+    """``postgresql://host:port/db as user``: where a DSN points, without its password."""
     found = fields(dsn)
     if not found:
         return "the DSN (which cannot be read)"
@@ -81,7 +81,10 @@ def describe(dsn: str) -> str:
         host = f"[{host}]"
     port = found.get("port", "")
     where = f"{host}:{port}" if port and "," not in host else host
-    return f"postgresql://{user + '@' if user else ''}{where}/{found.get('dbname', '')}"
+    # The user goes after the URL, not in it: a user name inside a URL is masked by
+    # dsh.redact wherever messages go (it may be a token elsewhere), which would hide it.
+    return (f"postgresql://{where}/{found.get('dbname', '')}"
+            + (f" as {user}" if user else ""))
 
 
 def secrets(dsn: str) -> list[str]:

@@ -14,7 +14,8 @@ dsh knows is refused naming both versions.
 Tables (the SQLite store's, minus workspaces, which are paths on each host):
 
 * ``sessions``: one row per session; ``owner_holder``/``owner_host``/``owner_pid`` name
-  the runtime running it (NULL once closed); ``state`` the small JSON snapshot.
+  the runtime running it (NULL once closed); ``state`` the small JSON snapshot (text,
+  as the SQLite store keeps it: an export carries it byte for byte).
 * ``events``: the log, primary key ``(session_id, seq)``; ``body`` is the event's JSON
   text exactly as a client received it (text, not jsonb, which would reorder keys).
 * ``session_leases``: one lease per session (holder, host, pid, heartbeat in epoch ms).
@@ -42,7 +43,7 @@ _V1 = (
         owner_holder text,
         owner_host text,
         owner_pid integer,
-        state jsonb NOT NULL DEFAULT '{{}}'
+        state text NOT NULL DEFAULT '{{}}'
     )""",
     "CREATE INDEX sessions_by_owner ON {s}.sessions (owner_holder) "
     "WHERE owner_holder IS NOT NULL",

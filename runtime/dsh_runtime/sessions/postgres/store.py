@@ -157,7 +157,8 @@ class PostgresSessionStore(Tracking):
         found = self._run(read_all)
         if found is None:
             return None
-        (cwd, title, state), bodies = found
+        (cwd, title, state_text), bodies = found
+        state = json.loads(state_text or "{}")
         log = records.decode(bodies)
         self._next_seq[session_id] = len(log)
         return records.rebuild(session_id, cwd, title, log, state)
@@ -419,7 +420,7 @@ class PostgresSessionStore(Tracking):
         if row is None:
             return None
         return SessionInfo(row[0], row[1], row[2], row[3], row[4], int(row[5]), int(row[6]),
-                           dict(row[7] or {}))
+                           json.loads(row[7] or "{}"))
 
     def put_info(self, info: SessionInfo) -> None:
         """Store a session row brought from another store (leased), not held live; a
