@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,7 +48,8 @@ class Deployment:
         home.mkdir(mode=0o700, exist_ok=True)
         return home
 
-    def start(self, home: Path, script: list[dict[str, Any]] | None = None) -> RuntimeProcess:
+    def start(self, home: Path, script: list[dict[str, Any]] | None = None,
+              wrapper: tuple[str, ...] = ()) -> RuntimeProcess:
         patches = [OFFLINE_PATCH, POSTGRES_PATCH, self.schema_patch]
         if script is not None:
             path = self.tmp / f"script-{len(list(self.tmp.glob('script-*')))}.jsonl"
@@ -55,7 +58,7 @@ class Deployment:
             patch.write_text(json.dumps([{"id": "llm-scripted", "merge": {"config": {
                 "script": str(path)}}}]))
             patches.append(patch)
-        proc = RuntimeProcess("sdk", patches, cwd=Path.cwd(),
+        proc = RuntimeProcess("sdk", patches, cwd=Path.cwd(), wrapper=wrapper,
                               env={"DSH_HOME": str(home), "DSH_POSTGRES_DSN": self.dsn})
         proc.initialize(Path.cwd(), provider="scripted", model="scripted")
         return proc
@@ -176,6 +179,55 @@ def test_twenty_sigkills_mid_turn_leave_every_log_contiguous(deployment: Deploym
         log = deployment.log(session)
         assert len(log) >= len(seen[session]) > 0
         assert sum(1 for e in log if e["type"] == "turn/start") >= 3
+
+
+OTHER_HOST = "dsh-test-other-host"
+
+
+def _other_host() -> tuple[str, ...] | None:
+    """A wrapper running the runtime under another host name (its own UTS namespace), or
+    None where this machine cannot make one (not root, no unshare)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or sys.platform != "linux":
+        return None
+    wrapper = (unshare, "--uts", "sh", "-c", f'hostname {OTHER_HOST} && exec "$@"', "sh")
+    probe = subprocess.run([*wrapper, "hostname"], capture_output=True, text=True)
+    return wrapper if probe.stdout.strip() == OTHER_HOST else None
+
+
+def test_another_host_waits_for_the_expiry_of_a_dead_holders_lease(
+        deployment: Deployment) -> None:
+    """The second runtime has a host name of its own, so a holder on "another host" is
+    judged by its heartbeat alone: busy while the first runs, still busy right after the
+    first is SIGKILLed (its pid cannot be probed from there), taken over once the lease
+    expired (2 s here), with the log contiguous."""
+    wrapper = _other_host()
+    if wrapper is None:
+        pytest.skip("cannot give a runtime another host name here (needs unshare --uts)")
+    first = deployment.start(deployment.home("a"))
+    second = None
+    try:
+        first.request("session/prompt", {"sessionId": "far", "contentBlocks": blocks("hi")})
+        sent = received(until_idle(first), "far")
+        second = deployment.start(deployment.home("b"), wrapper=wrapper)
+        assert_busy(second.call("session/resume", {"sessionId": "far"}), first.proc.pid)
+        first.signal(signal.SIGKILL)
+        first.wait()
+        assert_busy(second.call("session/resume", {"sessionId": "far"}), first.proc.pid)
+        deadline = time.monotonic() + 30
+        while "result" not in second.call("session/resume", {"sessionId": "far"}):
+            assert time.monotonic() < deadline, second.stderr()
+            time.sleep(0.2)
+        with psycopg.connect(deployment.dsn) as conn:
+            assert conn.execute(f"SELECT host FROM {deployment.schema}.session_leases WHERE "
+                                "session_id = 'far'").fetchone() == (OTHER_HOST,)
+        second.request("session/prompt", {"sessionId": "far", "contentBlocks": blocks("on")})
+        more = received(until_idle(second), "far")
+        assert deployment.log("far") == sent + more
+    finally:
+        first.finish()
+        if second is not None:
+            second.finish()
 
 
 def _drain(proc: RuntimeProcess) -> list[dict[str, Any]]:
