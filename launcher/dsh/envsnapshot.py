@@ -49,6 +49,9 @@ _SHELL_STARTUP = re.compile(r"^(BASH_ENV|ENV|SHELLOPTS|BASHOPTS)$")
 """Names that make every ``bash -c``/``sh -c`` of the shell tool run code first: from a
 project's ``.env`` they would run the project's file before each command, even one the
 model never meant to run there (outside the sandbox when it is off)."""
+# What this process alone consumes: the SDK program a runtime watches (see
+# ``dsh_runtime.parentwatch``) is this runtime's tie, not something to hand down.
+_PROCESS_ONLY = frozenset({"DSH_PARENT_PID"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_START = re.compile(r"[A-Za-z0-9_]*")
 
@@ -205,13 +208,14 @@ def routing_settings(path: Path) -> dict[str, str]:
 
 
 def _launch_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The non-empty launch environment, minus what the frozen carrier's loader added.
+    """The non-empty launch environment, minus what the frozen carrier's loader added and
+    what this process alone consumes (``DSH_PARENT_PID``).
 
     The frozen runtime's bootloader points the library path at its own folder and keeps
     the user's value in ``*_ORIG``; children (git, curl, a user's shell) must get the
     user's value back, or they would load the runtime's private libraries.
     """
-    values = {k: v for k, v in environ.items() if v != ""}
+    values = {k: v for k, v in environ.items() if v != "" and k not in _PROCESS_ONLY}
     if running_frozen():
         for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
             original = values.pop(f"{name}_ORIG", None)

@@ -11,6 +11,8 @@ rest of the process's life, the same way for every profile:
 * The first SIGTERM (or ``main`` returning, e.g. on stdin EOF or ``shutdown``) disposes
   the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
+  The exit of the SDK program that started the runtime (``DSH_PARENT_PID``,
+  :mod:`dsh_runtime.parentwatch`) counts as a SIGTERM.
 * Child processes still alive at the end are killed: none outlives the runtime; and none
   can read the runtime's own environment (:func:`dsh.process.protect_parent`).
 * The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
@@ -33,6 +35,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from dsh.errors import EXIT_INTERRUPTED, EXIT_OK
+
+from dsh_runtime.parentwatch import watch_parent
 
 if TYPE_CHECKING:
     from dsh.launch import Launch
@@ -188,6 +192,7 @@ class _Process:
     async def _run(self) -> int:
         loop = asyncio.get_running_loop()
         self._install_signals(loop)
+        unwatch = watch_parent(loop, lambda: self._on_signal(signal.SIGTERM))
         try:
             await self._kernel.start()
             self._start_reloader()
@@ -201,6 +206,8 @@ class _Process:
             if self._reloader is not None:
                 await self._reloader.stop()
             await self._dispose()
+            if unwatch is not None:
+                unwatch()
         return self._code
 
     def _start_reloader(self) -> None:

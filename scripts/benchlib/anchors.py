@@ -120,9 +120,14 @@ def children_mb():
                for c in open(f"/proc/self/task/{t}/children").read().split())
 """
 
+# Each probe first imports its SDK as a user's program does (``imported``: seconds), then
+# starts the SDK's runtime to its initialize answer (``ready``), then weighs it (``rss``).
+
 # The DeepSeek Harness runtime through its own SDK client, as its users start it.
 _DEEPSEEK = """
+t_import = time.perf_counter()
 import deepseek_harness
+imported = time.perf_counter() - t_import
 client = deepseek_harness.HarnessClient(deepseek_harness.HarnessConfig(
     dsh_home=os.path.join(home, "dsh"), profile="sdk"))
 t0 = time.perf_counter()
@@ -136,6 +141,9 @@ client.close()
 
 # Codex's app-server over stdio, one initialize request (openai-codex drives the same).
 _CODEX = """
+t_import = time.perf_counter()
+import openai_codex
+imported = time.perf_counter() - t_import
 import codex_cli_bin
 environ = dict(os.environ, CODEX_HOME=os.path.join(home, "codex"))
 os.makedirs(environ["CODEX_HOME"])
@@ -155,7 +163,9 @@ proc.stdin.close(); proc.wait(10); proc.stdout.close()
 
 # The Claude Code CLI the Claude Agent SDK bundles, in the SDK's stream-json mode.
 _CLAUDE = """
+t_import = time.perf_counter()
 import claude_agent_sdk
+imported = time.perf_counter() - t_import
 cli = os.path.join(os.path.dirname(claude_agent_sdk.__file__), "_bundled", "claude")
 environ = dict(os.environ, CLAUDE_CONFIG_DIR=os.path.join(home, "claude"))
 t0 = time.perf_counter()
@@ -175,7 +185,7 @@ proc.stdin.close(); proc.wait(10); proc.stdout.close()
 
 _HEAD = ("import json, os, subprocess, sys, tempfile, time\n"
          "home = tempfile.mkdtemp(dir=sys.argv[1])\n")
-_TAIL = "print(json.dumps({'ready': ready, 'rss_mb': rss}))\n"
+_TAIL = "print(json.dumps({'ready': ready, 'rss_mb': rss, 'import': imported}))\n"
 READY_PROBES = {name: _HEAD + _RSS + body + _TAIL for name, body in
                 (("deepseek-harness-sdk", _DEEPSEEK), ("openai-codex", _CODEX),
                  ("claude-agent-sdk", _CLAUDE))}

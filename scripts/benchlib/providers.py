@@ -11,6 +11,7 @@ about a thousand events each). One repetition streams the same request twice, in
 
 The row is ``(median provider - median raw) / events``: what dsh adds per streamed event,
 which is what a user pays on every token the model streams. Target: under 50 µs.
+``python -c pass`` is sampled between the repetitions (each row's yardstick).
 """
 
 from __future__ import annotations
@@ -27,12 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchlib.registry import Options, Result, benchmark, result
+from benchlib.procs import FIXTURES, PythonPass, installed_environ
+from benchlib.registry import Metric, Options, Result, benchmark
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures"
 KEY = "sk-bench-0123456789abcdef"
-TARGET_US = 50
 ANSWER_CHARS = 6000  # reasoning and text each; the stand-ins stream 12 characters an event
 
 
@@ -68,9 +67,10 @@ def _route(plugin: Any, config: dict[str, Any]) -> Any:
     return plugin.route_for(values, env={}, home=tempfile.gettempdir(), row_id="bench")
 
 
-async def _measure(route: Any, request: Any, reps: int) -> tuple[list[float], list[float],
-                                                                  int]:
-    """Interleaved (raw, provider) timings of ``reps`` repetitions, and events per answer."""
+async def _measure(route: Any, request: Any, reps: int, baseline: PythonPass,
+                   ) -> tuple[list[float], list[float], int]:
+    """Interleaved (raw, provider) timings of ``reps`` repetitions, and events per answer;
+    ``python -c pass`` sampled once per repetition."""
     import httpx
 
     body = route.encode(request, route.catalog.wire_id(request.model))
@@ -80,6 +80,7 @@ async def _measure(route: Any, request: Any, reps: int) -> tuple[list[float], li
     events = 0
     async with httpx.AsyncClient(timeout=60) as http:
         for _ in range(reps):
+            baseline.sample()
             start = time.perf_counter()
             async with http.stream("POST", route.url, content=body, headers=headers) as reply:
                 data = b"".join([piece async for piece in reply.aiter_bytes()])
@@ -93,46 +94,60 @@ async def _measure(route: Any, request: Any, reps: int) -> tuple[list[float], li
     return raw_times, provider_times, events
 
 
-def _row(name: str, plugin: Callable[[], Any], module: str, config: dict[str, Any],
-         entry: dict[str, Any], opts: Options, fmt: str) -> Result:
+def _metric(name: str, fmt: str, module: str) -> Metric:
+    return Metric(
+        name, "µs", "<", 50,
+        about=f"What dsh adds per streamed event on the {fmt} wire: the route's own "
+              f"stream() over a stream from tests/fixtures/{module}.py (its own process, "
+              "127.0.0.1, about a thousand events of reasoning and text), minus httpx "
+              "reading the same body, divided by the events.",
+        changes="The provider's per-chunk work (event-stream framing, the wire format's "
+                "decoder, usage and pricing), the SSE decoder, CPU speed and load. Target "
+                "50 µs a chunk.")
+
+
+def _row(metric: Metric, plugin: Callable[[], Any], module: str, config: dict[str, Any],
+         entry: dict[str, Any], opts: Options) -> Result:
     from dsh_runtime.providers.base import ModelRequest
 
     reps = opts.reps(15, 4)
     request = ModelRequest("bench", config["default_model"], (
         {"role": "user", "content": [{"type": "text", "text": "Stream a long answer."}]},),
         reasoning_effort=config.pop("effort", None), route=config["route"])
-    with _standin(module, [entry] * (2 * reps)) as base_url:
-        route = _route(plugin(), {**config, "base_url": base_url})
-        raw, provider, events = asyncio.run(_measure(route, request, reps))
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        baseline = PythonPass(installed_environ(tmp), tmp)
+        with _standin(module, [entry] * (2 * reps)) as base_url:
+            route = _route(plugin(), {**config, "base_url": base_url})
+            raw, provider, events = asyncio.run(_measure(route, request, reps, baseline))
     overhead = (statistics.median(provider) - statistics.median(raw)) / events * 1e6
-    return result(name, round(overhead, 2), "µs", TARGET_US, runs=reps, events=events,
-                  raw_ms=round(statistics.median(raw) * 1000, 2),
-                  provider_ms=round(statistics.median(provider) * 1000, 2),
-                  measured=f"{fmt} stream from tests/fixtures/{module}.py (own process, "
-                           "127.0.0.1): route.stream() minus httpx reading the same body, "
-                           "per event")
+    return metric.measure(round(overhead, 2), runs=reps, python_pass_ms=baseline.median_ms,
+                          events=events, raw_ms=round(statistics.median(raw) * 1000, 2),
+                          provider_ms=round(statistics.median(provider) * 1000, 2))
 
 
-@benchmark("provider_chunk_overhead_openai")
+OPENAI = _metric("provider_chunk_overhead_openai", "chat-completions", "deepseek_standin")
+ANTHROPIC = _metric("provider_chunk_overhead_anthropic", "Anthropic Messages",
+                    "anthropic_standin")
+
+
+@benchmark("provider_chunk_overhead_openai", OPENAI)
 def provider_chunk_overhead_openai(opts: Options) -> Result:
     """Chat-completions route (DeepSeek stand-in): dsh's cost per streamed event."""
     from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
 
     entry = {"reasoning": "r" * ANSWER_CHARS, "content": "c" * ANSWER_CHARS}
-    return _row("provider_chunk_overhead_openai", lambda: OpenAICompatibleProvider,
-                "deepseek_standin", {"route": "deepseek-official",
-                                     "default_model": "deepseek-flash"},
-                entry, opts, "chat-completions")
+    return _row(OPENAI, lambda: OpenAICompatibleProvider, "deepseek_standin",
+                {"route": "deepseek-official", "default_model": "deepseek-flash"},
+                entry, opts)
 
 
-@benchmark("provider_chunk_overhead_anthropic")
+@benchmark("provider_chunk_overhead_anthropic", ANTHROPIC)
 def provider_chunk_overhead_anthropic(opts: Options) -> Result:
     """Anthropic Messages route (Anthropic stand-in): dsh's cost per streamed event."""
     from dsh_runtime.providers.anthropic import AnthropicProvider
 
     entry = {"thinking": "r" * ANSWER_CHARS, "text": "c" * ANSWER_CHARS}
-    return _row("provider_chunk_overhead_anthropic", lambda: AnthropicProvider,
-                "anthropic_standin", {"route": "anthropic", "default_model": "claude-sonnet-5-5",
-                                      "effort": "high"},
-                entry, opts, "Anthropic Messages")
+    return _row(ANTHROPIC, lambda: AnthropicProvider, "anthropic_standin",
+                {"route": "anthropic", "default_model": "claude-sonnet-5-5",
+                 "effort": "high"}, entry, opts)
 

@@ -1,19 +1,24 @@
 """The benchmark report: the machine it ran on, and Markdown rendered from a result document.
 
-Everything here is a pure function of the document (plus /proc for :func:`machine`), so the
-tests render fixed documents. Ratios (dsh's figure over an anchor's, same run) lead the
-table: on a shared 2-core machine absolute times move with the load, ratios much less.
+Everything here is a pure function of the document (plus /proc for :func:`machine` and the
+paths :func:`scrub` removes), so the tests render fixed documents. Each row is shown as
+met, missed or skipped (with the reason), beside the same run's ``python -c pass`` and the
+anchors' figures: on a shared machine absolute times move with the load, ratios much less.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchlib.anchors import SDK_MODULES
 
+ROOT = Path(__file__).resolve().parents[2]
 ANCHOR_COLUMNS = tuple(SDK_MODULES)  # deepseek-harness-sdk, openai-codex, claude-agent-sdk
 # The x and y keys of each scaling series' points, for its table.
 SERIES = {
@@ -22,6 +27,11 @@ SERIES = {
     "sdk_sessions_throughput": ("sessions", ("turns_per_s",)),
     "sdk_clients_scaling": ("clients", ("ready_ms", "ready_max_ms", "rss_mb")),
 }
+# A run "started loaded" when the 1-minute load average at its start was at least this
+# share of the cores: other work then had the CPU about half the time, and every absolute
+# figure is inflated (the ratios to python -c pass much less).
+LOADED_SHARE = 0.5
+_OP_SIGNS = {"<": "<", "<=": "≤", ">=": "≥"}
 
 
 def load_average() -> list[float]:
@@ -58,6 +68,41 @@ def machine() -> dict[str, Any]:
     }
 
 
+# -- no machine paths ----------------------------------------------------------------------
+
+_ABSOLUTE = re.compile(r"(?<![\w.~<>-])/(?:root|home|tmp|work|usr|opt|var|private|Users|mnt|"
+                       r"srv|nix)(?:/[\w.+@=-]+)+")
+
+
+def _replacements() -> list[tuple[str, str]]:
+    """Machine-specific path prefixes and what the report says instead, longest first."""
+    pairs = [(sys.executable, "python"), (str(ROOT) + os.sep, ""), (str(ROOT), "."),
+             (sys.prefix, "<venv>"), (tempfile.gettempdir(), "<tmp>"),
+             (str(Path.home()), "~")]
+    return sorted(((a, b) for a, b in pairs if len(a) > 1), key=lambda p: -len(p[0]))
+
+
+def scrub(value: Any, replacements: list[tuple[str, str]] | None = None) -> Any:
+    """``value`` with every machine path in its strings replaced: this checkout's own
+    paths become relative, the interpreter ``python``, the venv ``<venv>``, temporary
+    folders ``<tmp>``, the home ``~``, and any other absolute path its last part
+    (``…/name``). The report then reads the same on any machine."""
+    if replacements is None:
+        replacements = _replacements()
+    if isinstance(value, str):
+        for prefix, said in replacements:
+            value = value.replace(prefix, said)
+        return _ABSOLUTE.sub(lambda m: "…/" + m.group(0).rsplit("/", 1)[-1], value)
+    if isinstance(value, dict):
+        return {k: scrub(v, replacements) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v, replacements) for v in value]
+    return value
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
 def number(value: Any) -> str:
     """A figure as a reader wants it: three significant digits, no float noise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -72,8 +117,25 @@ def number(value: Any) -> str:
 def _target(row: dict[str, Any]) -> str:
     if "target" not in row:
         return "—"
-    sign = "≥" if row.get("higher_is_better") else "<"
-    return f"{sign} {number(row['target'])} {row['unit']}"
+    sign = _OP_SIGNS.get(row.get("op", "<"), row.get("op", "<"))
+    return f"{sign} {number(row['target'])} {row['unit']}" + (
+        " (stretch)" if row.get("stretch") else "")
+
+
+def status(row: dict[str, Any]) -> str:
+    """``met``, ``missed``, ``skipped`` or ``error``, as the row says."""
+    return row.get("status") or ("met" if row.get("ok") else "missed")
+
+
+def _status_cell(row: dict[str, Any]) -> str:
+    said = status(row)
+    if said == "missed":
+        return "**missed**"
+    if said == "skipped":
+        return f"skipped: {row.get('skipped', '?')}"
+    if said == "error":
+        return f"**error**: {row.get('error', '?')}"
+    return "met"
 
 
 def _ratio_cell(row: dict[str, Any], anchor: str) -> str:
@@ -82,25 +144,45 @@ def _ratio_cell(row: dict[str, Any], anchor: str) -> str:
     ratio = row.get("ratios", {}).get(anchor)
     if ratio is None:
         return "—"
-    return f"**{number(ratio)}** ({number(row['anchors'][anchor])} {row['unit']})"
+    unit = row.get("anchors_unit", row["unit"])
+    return f"**{number(ratio)}** ({number(row['anchors'][anchor])} {unit})"
+
+
+def _pass_cells(row: dict[str, Any]) -> list[str]:
+    """The same run's ``python -c pass`` and the row's value as a multiple of it."""
+    if row.get("python_pass_ms") is None:
+        return ["—", "—"]
+    ratio = row.get("vs_python_pass")
+    return [f"{number(row['python_pass_ms'])} ms", "—" if ratio is None else f"{number(ratio)}x"]
 
 
 def table(document: dict[str, Any]) -> str:
-    """The results as one Markdown table, ratio columns first."""
-    head = ["benchmark", *(f"dsh / {a}" for a in ANCHOR_COLUMNS), "dsh median", "target",
-            "ok", "runs"]
+    """The results as one Markdown table: each row's verdict first, then its figures."""
+    head = ["row", "result", "dsh median", "target", "python -c pass", "median / pass",
+            *(f"dsh / {a}" for a in ANCHOR_COLUMNS), "runs"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for row in document["results"]:
-        if "error" in row:
-            cells = [row["name"], *("—" for _ in ANCHOR_COLUMNS), "—", "—",
-                     f"**error**: {row['error']}", "—"]
-        else:
-            skipped = row.get("skipped")
-            cells = [row["name"], *(_ratio_cell(row, a) for a in ANCHOR_COLUMNS),
-                     "skipped" if skipped else f"{number(row['median'])} {row['unit']}",
-                     _target(row), "yes" if row["ok"] else "**NO**", str(row.get("runs", 1))]
+        value = row.get("median")
+        cells = [row["name"], _status_cell(row),
+                 "—" if value is None else f"{number(value)} {row.get('unit', '')}".strip(),
+                 _target(row), *_pass_cells(row),
+                 *(_ratio_cell(row, a) for a in ANCHOR_COLUMNS), str(row.get("runs", "—"))]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
+
+
+def headline(document: dict[str, Any]) -> str:
+    """One line: the verdict and which rows made it what it is."""
+    rows = document["results"]
+    by = {said: [r["name"] for r in rows if status(r) == said]
+          for said in ("met", "missed", "skipped", "error")}
+    parts = [f"{len(by['met'])} met"]
+    parts += [f"{len(by[s])} {s} ({', '.join(by[s])})" for s in ("missed", "skipped", "error")
+              if by[s]]
+    return f"Verdict: **{document.get('verdict', '?')}**: " + "; ".join(parts) + "."
+
+
+# -- the document ----------------------------------------------------------------------------
 
 
 def series_tables(document: dict[str, Any]) -> str:
@@ -121,85 +203,132 @@ def series_tables(document: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# Details of a row the report does not repeat in its notes (shown elsewhere or bulky).
+_SHOWN = {"name", "unit", "op", "target", "stretch", "about", "changes", "median", "ok",
+          "status", "skipped", "error", "runs", "anchors", "ratios", "python_pass_ms",
+          "python_pass_source", "vs_python_pass", "seconds", "samples_ms", "points",
+          "anchor_runtimes", "anchors_unit", "pair_ratios", "largest_kb"}
+
+
+def _details(row: dict[str, Any]) -> str:
+    said = [f"{key} {number(value)}" for key, value in row.items()
+            if key not in _SHOWN and not isinstance(value, (dict, list))]
+    samples = row.get("samples_ms") or {}
+    if samples:
+        labels = row.get("anchor_runtimes", {})
+        said.append("medians: " + ", ".join(
+            f"{labels.get(name, name)} {number(sorted(v)[len(v) // 2])} ms"
+            for name, v in samples.items() if v))
+    return "; ".join(said)
+
+
 def notes(document: dict[str, Any]) -> str:
-    """Each row's own words on what it measured (its ``note``/``measured`` details)."""
+    """Each row: its verdict, what it measured, its details, and what would change it."""
     out = []
     for row in document["results"]:
-        said = [str(row[k]) for k in ("measured", "note", "skipped") if row.get(k)]
-        samples = row.get("samples_ms") or {}
-        if samples:
-            labels = row.get("anchor_runtimes", {})
-            said.append("medians: " + ", ".join(
-                f"{labels.get(name, name)} {number(sorted(v)[len(v) // 2])} ms"
-                for name, v in samples.items() if v))
-        if isinstance(row.get("exe"), str):
-            said.append(f"exe carrier: `{row['exe']}`")
-        if said:
-            out.append(f"- `{row['name']}`: " + "; ".join(said))
+        said = status(row)
+        head = f"- **`{row['name']}`**: {said}"
+        if said == "skipped":
+            head += f" ({row.get('skipped')})"
+        elif said == "error":
+            head += f" ({row.get('error')})"
+        elif row.get("python_pass_ms") is not None and row.get("vs_python_pass") is not None:
+            head += (f"; {number(row['median'])} {row['unit']} = "
+                     f"{number(row['vs_python_pass'])}x `python -c pass` "
+                     f"({number(row['python_pass_ms'])} ms, {row.get('python_pass_source')})")
+        lines = [head + ".", f"  {row.get('about', '')}"]
+        details = _details(row)
+        if details:
+            lines.append(f"  Details: {details}.")
+        if row.get("changes"):
+            lines.append(f"  *What would change it:* {row['changes']}")
+        out.append("\n".join(lines))
     return "\n".join(out)
+
+
+def started_loaded(document: dict[str, Any]) -> bool:
+    """Whether the run started loaded: a 1-minute load average at its start of at least
+    :data:`LOADED_SHARE` of the cores."""
+    m = document.get("machine", {})
+    start = (m.get("load_average_start") or [0])[0]
+    return start >= LOADED_SHARE * (m.get("cores") or document.get("cpus") or 1)
+
+
+def _load_lines(document: dict[str, Any]) -> list[str]:
+    m = document.get("machine", {})
+    cores = m.get("cores") or document.get("cpus") or 1
+    start, end = m.get("load_average_start") or [], m.get("load_average_end") or []
+    rule = (f"(rule: a run started loaded when the 1-minute load average at its start is "
+            f"at least {LOADED_SHARE:g} x the cores, here {LOADED_SHARE * cores:g})")
+    if started_loaded(document):
+        return [f"> **This run started on a loaded machine**: 1-minute load average "
+                f"{start[0]} on {cores} cores {rule}. Absolute times are inflated by other "
+                "work; the ratios to `python -c pass` and to the anchors, taken in the same "
+                "run, much less so.", ""]
+    if end and end[0] >= LOADED_SHARE * cores:
+        return [f"> The run started quiet (1-minute load {start[0] if start else '?'}) but "
+                f"the load rose to {end[0]} by its end {rule}: later rows may read slow.",
+                ""]
+    return [f"The machine was quiet at the start (1-minute load average "
+            f"{start[0] if start else '?'} on {cores} cores) {rule}.", ""]
 
 
 def _machine_lines(document: dict[str, Any]) -> list[str]:
     m = document.get("machine", {})
-    load = m.get("load_average_start"), m.get("load_average_end")
     return [
         f"- CPU: {m.get('cpu', '?')}, {m.get('cores', document.get('cpus'))} cores; "
         f"RAM {m.get('ram_gb', '?')} GB",
         f"- OS: {m.get('os', document.get('platform'))} (kernel {m.get('kernel', '?')}); "
         f"Python: {m.get('python', document.get('python'))}",
-        f"- Load average (1, 5, 15 min) at start {load[0]}, at end {load[1]}"
-        + (": the machine was shared with other work during the run, so absolute times are "
-           "noisy; ratios, taken in the same run, much less so." if _busy(m) else "."),
+        f"- Load average (1, 5, 15 min) at start {m.get('load_average_start')}, at end "
+        f"{m.get('load_average_end')}",
+        f"- `python -c pass` in this run: {number(document.get('python_pass_ms'))} ms "
+        "(median of the samples taken around each benchmark)",
+        f"- Runtime wheel: {document.get('runtime_wheel') or 'not looked for'}",
     ]
 
 
-def _busy(m: dict[str, Any]) -> bool:
-    """Whether other work loaded the machine: a 1-minute load above half its cores."""
-    loads = [*(m.get("load_average_start") or [0])[:1], *(m.get("load_average_end") or [0])[:1]]
-    return max(loads) > 0.5 * (m.get("cores") or 1)
-
-
 HOW_TO_READ = """\
-- **dsh / anchor** columns are the headline: dsh's median over the same figure measured,
-  in the same run and on the same machine, of each anchor SDK (`deepseek-harness-sdk` with
-  `deepseek-harness-runtime-bin`, `openai-codex` with `openai-codex-cli-bin`,
-  `claude-agent-sdk`). Below 1 means dsh is faster or smaller. The anchor's own figure is
-  in brackets. `—`: that figure has no anchor counterpart or needs an API key.
-- **dsh median** is the median of **runs** repetitions, interleaved with the anchors' so a
-  load spike slows every side alike; **ok** says whether it meets its **target**.
-- Anchor runtimes are measured keyless: each is spawned to its answer to `initialize`
-  (the DeepSeek Harness runtime through its own SDK client; `codex app-server` and the
-  Claude Code CLI bundled by `claude-agent-sdk` over their stdio protocols).
+- **result** is met, **missed** or skipped (with the reason) against the row's fixed
+  **target**; a row that raised says **error**. The verdict is `met` only when every row
+  met its target: one missed row makes it `missed`, one row not measured `incomplete`.
+  Stretch targets (set beyond the contract) count like the others.
+- **dsh median** is the median of **runs** repetitions. **python -c pass** is the same
+  interpreter's start, sampled in the same loop as the row (or just before and after it),
+  and **median / pass** the row's time as a multiple of it: that ratio moves far less with
+  the machine and its load than the time itself.
+- **dsh / anchor** columns: dsh's median over the same figure measured, in the same run, of
+  each anchor SDK (`deepseek-harness-sdk` with `deepseek-harness-runtime-bin`,
+  `openai-codex` with `openai-codex-cli-bin`, `claude-agent-sdk`); below 1 means dsh is
+  faster or smaller; the anchor's own figure in brackets. Anchor runtimes are measured
+  keyless, each spawned to its answer to `initialize`.
 - Scaling series (ratios of the largest to the smallest size) are in full runs only;
-  their points are tabled and plotted below.
-- Each row's details (minimums, breakdowns, notes) are in the JSON document
+  their points are tabled and plotted below. Every detail is in the JSON document
   (`python scripts/bench.py --json PATH`)."""
 
 
 def markdown(document: dict[str, Any], figures: dict[str, str], plot_note: str | None) -> str:
-    """The whole ``docs/benchmarks.md``: how to read it, the machine, the command, the table,
-    the scaling series and the plots (paths relative to the document)."""
+    """The whole ``docs/benchmarks.md``: the verdict and the machine's load first, then how
+    to read it, the machine, the table, each row's notes, the scaling series and the plots
+    (paths relative to the document)."""
     anchors = document.get("anchors") or {}
     versions = anchors.get("versions") or {}
     out = [
         "# dsh benchmarks", "",
+        headline(document), "",
+        *_load_lines(document),
         f"Generated by `{document.get('command', 'python scripts/bench.py')}` on "
         f"{document.get('date', '?')} ({document.get('duration_s', '?')} s"
         f"{', quick run' if document.get('quick') else ''}). Regenerate with the same "
-        "command; `python scripts/bench.py --quick` prints the table without writing files."
-        + (" `DSH_RUNTIME_BIN` names the frozen runtime (exe carrier) measured, as the SDK "
-           "reads it, where the `dsh-runtime-bin` wheel is not installed; without either, "
-           "only the python carrier is measured." if "DSH_RUNTIME_BIN=" in
-           document.get("command", "") else ""),
+        "command on a quiet machine; `python scripts/bench.py --quick` prints the table "
+        "without writing files.",
         "", "## How to read this", "", HOW_TO_READ, "", "## Machine", "",
         *_machine_lines(document), "",
         "Anchors: " + (", ".join(f"`{k}` {v}" for k, v in sorted(versions.items()))
                        if versions else "not measured (run with `--with-anchors`)") + ".",
         "", "## Results", "", table(document), "",
+        "## Each row: what it measured, and what would change it", "", notes(document), "",
     ]
-    said = notes(document)
-    if said:
-        out += ["## What each row measured", "", said, ""]
     series = series_tables(document)
     if series:
         out += ["## Scaling", "", series]

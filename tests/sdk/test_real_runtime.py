@@ -4,7 +4,12 @@ scripted provider), on both carriers: ``sdk-minimal`` and ``sdk`` with a private
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +24,7 @@ from dsh.sdk import (
     RuntimeExitedError,
     Stage,
 )
-from sdkkit import OFFLINE_PATCH, assert_gone
+from sdkkit import OFFLINE_PATCH, alive, assert_gone
 
 FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
          "so moving there needs your approval.")
@@ -154,6 +159,100 @@ def test_sessions_take_mcp_servers_a_history_and_modes(
     texts = [e["data"].get("content", [{}])[0].get("text") for e in history
              if e["type"] == "user/message"]
     assert texts[0] == "remember 42"
+
+
+# A program that starts the real runtime through the SDK's own lookup, hands its end of
+# the runtime's stdin to a long-lived holder (so stdin EOF cannot end the runtime), prints
+# both pids, and sleeps until killed.
+_PARENT = """
+import os, stat, subprocess, sys, time
+from dsh.sdk import ClientConfig, DshClient
+profile, patch, home, carrier = sys.argv[1:5]
+client = DshClient(ClientConfig(profile=profile, patches=[patch], dsh_home=home,
+                                carrier=carrier, initialize_timeout=60.0))
+client.start()
+def pipes(pid):
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if stat.S_ISFIFO(info.st_mode):
+            found[int(fd)] = info.st_ino
+    return found
+def write_only(fd):
+    flags = next(line for line in open(f"/proc/self/fdinfo/{fd}") if line.startswith("flags:"))
+    return int(flags.split()[1], 8) & 3 == os.O_WRONLY
+# The runtime moves its stdin off fd 0; the pipe it reads is the one we write to.
+theirs = set(pipes(client.pid).values())
+ours = [fd for fd, ino in pipes("self").items() if ino in theirs and write_only(fd)]
+assert len(ours) == 1, ours
+holder = subprocess.Popen(["sleep", "3600"], pass_fds=ours, start_new_session=True)
+print(client.pid, holder.pid, client.runtime.source, flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfds and /proc: Linux")
+def test_own_runtime_ends_with_its_killed_parent_though_stdin_stays_open(
+        real: Callable[..., ClientConfig], tmp_path: Path) -> None:
+    config = real("sdk-minimal")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, config.profile, str(config.patches[0]),
+         str(config.dsh_home), config.carrier], stdout=subprocess.PIPE, text=True)
+    runtime = holder = None
+    try:
+        assert parent.stdout is not None
+        runtime, holder, source = parent.stdout.readline().split()
+        runtime, holder = int(runtime), int(holder)
+        assert source in ("sys.executable", "dsh_runtime_bin")  # watched, not kernel-tied
+        assert alive(runtime) and alive(holder)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        assert_gone(runtime)
+        assert alive(holder)  # so the runtime's stdin was still open when it left
+    finally:
+        parent.kill()
+        parent.wait()
+        assert parent.stdout is not None
+        parent.stdout.close()
+        for pid in (runtime, holder):
+            if pid is not None and alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_parent_pid_naming_another_process_is_ignored(dsh_home: Path, tmp_path: Path) -> None:
+    # Inherited by a runtime that process did not start (a `dsh` a tool ran): not its
+    # parent, so that process ending must not end this runtime.
+    stranger = subprocess.Popen(["sleep", "3600"])
+    environ = {**os.environ, "DSH_HOME": str(dsh_home), "DSH_PARENT_PID": str(stranger.pid)}
+    runtime = subprocess.Popen(
+        [sys.executable, "-m", "dsh", "--profile", "sdk-minimal", "--patch", str(OFFLINE_PATCH)],
+        env=environ, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert runtime.stdin is not None and runtime.stdout is not None
+    try:
+        def ask(rid: int, method: str, params: dict[str, object] | None = None) -> dict:
+            assert runtime.stdin is not None and runtime.stdout is not None
+            runtime.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                            "params": params or {}}) + "\n")
+            runtime.stdin.flush()
+            while True:
+                frame = json.loads(runtime.stdout.readline())
+                if frame.get("id") == rid:
+                    return frame
+
+        assert "result" in ask(1, "initialize", {"cwd": str(tmp_path)})
+        stranger.kill()
+        stranger.wait()
+        assert "result" in ask(2, "runtime/status")
+        assert runtime.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+        runtime.stdin.close()
+        assert runtime.wait(timeout=30) == 0
+        runtime.stdout.close()
 
 
 def test_history_reads_every_page_and_busy_names_the_holder(

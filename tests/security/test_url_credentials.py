@@ -1,9 +1,10 @@
 """Credentials inside URLs never reach a message, a log line or a stored event.
 
 A provider whose base URL carries ``?api_key=`` (a base URL with ``user:password@`` is
-refused before any request, without quoting it), and an MCP server whose URL carries both, both unreachable (a closed loopback port): the turn fails and the
-MCP failure is reported, and the runtime's frames, its whole stderr at debug level and
-every file it left in the home show the URLs with those parts masked, never the values.
+refused before any request, without quoting it), and an MCP server whose URL carries
+both, both unreachable (a closed loopback port): the turn fails and the MCP failure is
+reported, and the runtime's frames, its whole stderr at debug level and every file it
+left in the home show the URLs with those parts masked, never the values.
 """
 
 from __future__ import annotations

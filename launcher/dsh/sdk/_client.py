@@ -267,7 +267,7 @@ class AsyncDshClient:
         except DshError as exc:
             context.annotate(exc)
             raise
-        context.reached = Stage.CONFIGURED
+        self._reach(Stage.CONFIGURED)
         router = self._router = Router(context)
         try:
             self._process = await RuntimeProcess.spawn(
@@ -279,7 +279,7 @@ class AsyncDshClient:
             raise
         router.attach(self._process)
         self._finalizer = weakref.finalize(self, self._process.abort)
-        context.reached = Stage.SPAWNED
+        self._reach(Stage.SPAWNED)
         if self._on_approval is not None:
             router.handle("approval/request", _approval_handler(self._on_approval))
         try:
@@ -292,15 +292,22 @@ class AsyncDshClient:
         version = (self._server_info.get("serverInfo") or {}).get("version")
         if isinstance(version, str) and context.runtime is not None:
             context.runtime = replace(context.runtime, version=version)
-        context.reached = Stage.HANDSHAKE
+        self._reach(Stage.HANDSHAKE)
         await self._startup_call("tools/list", None)
-        context.reached = Stage.TOOLS_READY
+        self._reach(Stage.TOOLS_READY)
         context.started = True
         runtime = context.runtime
         assert runtime is not None
         log.info("dsh runtime ready: carrier %s, %s, version %s, pid %s, profile %s",
                  runtime.carrier, " ".join(runtime.command), runtime.version,
                  self.pid, config.profile)
+
+    def _reach(self, stage: Stage) -> None:
+        """Record ``stage`` as reached, and say so at DEBUG on the ``dsh.sdk`` logger: a
+        slow start can then be read rung by rung (``scripts/bench.py`` times the
+        ``handshake`` rung this way, as the moment ``initialize`` was answered)."""
+        self._context.reached = stage
+        log.debug("dsh runtime stage %s reached", stage.value)
 
     def _initialize_params(self, cwd: str) -> dict[str, Any]:
         config = self.config

@@ -6,29 +6,44 @@ working directory here, before spawn, because the runtime runs in another direct
 would otherwise resolve them against the wrong one. Everything that can be checked
 without a process is checked here, so a missing patch file or an unusable home fails
 at stage ``configured`` with its path, not as a runtime crash with a stderr to decode.
+
+The runtime must end with the program that started it. A runtime the client located
+itself (the python carrier of this install, or the ``dsh-runtime-bin`` wheel of this
+version) watches this process on its own (``DSH_PARENT_PID``, see
+``dsh_runtime.parentwatch``); any other executable is tied to it by the kernel's
+parent-death signal (:mod:`._transport`), which costs every spawn a full fork.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsh._version import __version__
 from dsh.errors import ConfigError
 from dsh.home import ensure_dir
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._locate import RuntimeInfo
+from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo
+
+PARENT_ENV = "DSH_PARENT_PID"
 
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """One runtime process to spawn: ``argv``, full ``env``, absolute ``cwd`` and home."""
+    """One runtime process to spawn: ``argv``, full ``env``, absolute ``cwd`` and home.
+
+    ``watches_parent``: the runtime ends itself when this process exits (it was told so
+    in ``DSH_PARENT_PID``), so the spawn needs no parent-death signal from the kernel.
+    """
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
     cwd: str
     home: str
+    watches_parent: bool = False
 
 
 def child_environment(config: ClientConfig, environ: Mapping[str, str]) -> dict[str, str]:
@@ -58,7 +73,32 @@ def launch_spec(config: ClientConfig, runtime: RuntimeInfo, env: dict[str, str])
             origin = "" if given == path else f" (given as {given!r})"
             raise ConfigError(f"patch file {path}{origin}: no such file")
         argv += ["--patch", path]
-    return LaunchSpec(tuple(argv), env, cwd, env["DSH_HOME"])
+    watches = watches_parent(runtime)
+    if watches:
+        env[PARENT_ENV] = str(os.getpid())
+    else:  # inherited from a runtime above this program: not about this child
+        env.pop(PARENT_ENV, None)
+    return LaunchSpec(tuple(argv), env, cwd, env["DSH_HOME"], watches)
+
+
+def watches_parent(runtime: RuntimeInfo) -> bool:
+    """Whether ``runtime`` is dsh's own of this version (so it honours ``DSH_PARENT_PID``)
+    and this kernel has pidfds (its way of watching): the python carrier of this install,
+    or the ``dsh-runtime-bin`` wheel built as this version. An explicit ``dsh_bin`` or
+    ``DSH_RUNTIME_BIN`` may be anything, so it gets the kernel's signal instead."""
+    ours = runtime.source in ("sys.executable", WHEEL_MODULE) and runtime.version == __version__
+    return ours and _pidfds_work()
+
+
+@functools.cache
+def _pidfds_work() -> bool:
+    if not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # an old kernel (before Linux 5.3) or a filter refusing the call
+        return False
+    return True
 
 
 def _home(config: ClientConfig, env: Mapping[str, str]) -> str:

@@ -9,10 +9,12 @@ What it guarantees:
 
 * The runtime starts through :mod:`dsh.process`: in its own session and process group,
   so signals to the group reach whatever it started there, and a terminal's Ctrl-C
-  reaches only the caller, which then closes the client in order. On Linux it also gets
-  ``SIGTERM`` when the thread that spawned it dies (``setpriv --pdeathsig``): a killed
-  caller leaves no runtime behind. The runtime's own ``SIGTERM`` path is bounded and
-  reaps its children, hence ``SIGTERM``.
+  reaches only the caller, which then closes the client in order. A killed caller leaves
+  no runtime behind: dsh's own runtime watches the caller through a pidfd
+  (``LaunchSpec.watches_parent``, :mod:`dsh_runtime.parentwatch`), and any other runtime
+  gets ``SIGTERM`` from the kernel when the thread that spawned it dies (Linux,
+  ``setpriv --pdeathsig``; the runtime's own ``SIGTERM`` path is bounded and reaps its
+  children, hence ``SIGTERM``).
 * stderr is always drained, into a tail of the last :data:`STDERR_TAIL_LINES` lines (and
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
@@ -103,8 +105,9 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         process = cls(listener, max_frame_bytes=max_frame_bytes,
                       stderr_callback=stderr_callback)
         try:
-            process._group = await spawn_protocol(lambda: process, spec.argv, cwd=spec.cwd,
-                                                  env=spec.env, tie=TIE_TERM)
+            process._group = await spawn_protocol(
+                lambda: process, spec.argv, cwd=spec.cwd, env=spec.env,
+                tie=None if spec.watches_parent else TIE_TERM)
         except OSError as exc:
             hint = None
             if isinstance(exc, FileNotFoundError) and os.path.exists(spec.argv[0]):
