@@ -512,10 +512,12 @@ class _QuickReader:
         if config is not None and type(config) is not dict:
             raise Unsupported("replace config")
         _check_row_types(value, Unsupported)
-        lines: Lines = {"replace": line, **self.lines[id(value)]}
-        if config:
-            for key, key_line in self.lines[id(config)].items():
-                lines["config." + key] = key_line
+        lines: Lines = {"replace": line}
+        for key, key_line in self.lines[id(value)].items():  # in the reference's order
+            lines[key] = key_line
+            if key == "config" and config:
+                for sub, sub_line in self.lines[id(config)].items():
+                    lines["config." + sub] = sub_line
         return {**value, "config": config or {}}, lines
 
     def nested_lines(self, mapping: dict[str, Any], prefix: str, out: Lines) -> None:
