@@ -67,6 +67,7 @@ class Doctor:
                     self.check_live()
                     self.check_route(resolved)
                     self.check_mcp(resolved)
+                    self.check_rows(resolved)
         self.check_carriers()
         checks = sorted(self.checks, key=lambda c: c.id)
         failed = [c for c in checks if c.status == "fail" or (self.strict and c.status == "warn")]
@@ -390,6 +391,41 @@ class Doctor:
                 ok, message = asyncio.run(probe(spec, env, str(self.cwd)))
                 self.add(f"mcp.{row.id}.{spec.name}", "ok" if ok else "fail",
                          self.scrub(message))
+
+    def check_rows(self, resolved: Any) -> None:
+        """``--live``: each enabled row's own checks, asked of its plugin (``diagnose``,
+        e.g. a session store's database: reachable, schema version, lease table), shown
+        as ``plugin.<row id>.<check>``. The doctor names no plugin here."""
+        from dsh_runtime.loader import resolve as resolve_plugin
+        from dsh_runtime.schema import validate
+
+        from dsh import tags
+        from dsh.envsnapshot import snapshot
+
+        try:
+            env = snapshot(self.home, self.cwd)
+        except DshError:
+            env = {}  # check_plugins_and_env already reported the broken .env
+        for row, off in resolved.tree.walk():
+            if off or row.children is not None or row.name is None:
+                continue
+            try:
+                plugin = resolve_plugin(row.id, row.name)
+            except DshError:
+                continue  # reported as plugin.<row id>
+            diagnose = getattr(plugin, "diagnose", None)
+            if diagnose is None:
+                continue
+            try:
+                config = validate(plugin.manifest.config_schema or {},
+                                  tags.resolve(row.values.get("config") or {}, env, self.home),
+                                  row_id=row.id)
+                found = diagnose(row.id, config, home=str(self.home), env=env)
+            except Exception as exc:
+                self.add(f"plugin.{row.id}.live", "fail", self.scrub(str(exc)))
+                continue
+            for item in found:
+                self.add(f"plugin.{row.id}.{item.check}", item.status, self.scrub(item.message))
 
     def check_carriers(self) -> None:
         for carrier in carriers.describe():

@@ -19,7 +19,8 @@ translated into these where they enter, with the cause chained.
     │   ├── FrameTooLargeError    rpc -32600
     │   └── JsonRpcError          an error answer from the peer (code, message, data)
     │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
-    │           └── SessionHeldError  another runtime holds the session's lease
+    │           ├── SessionHeldError  another runtime holds the session's lease
+    │           └── StoreUnavailableError  the session store cannot be reached now
     ├── DuplicateEventError       a session event's seq is already stored (never overwritten)
     ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
     └── ClientError               the SDK client and its runtime process (stderr tail kept)
@@ -191,6 +192,19 @@ class SessionHeldError(BusyError):
             message = (f"session busy: '{session_id}' is held by {by}; retry once it "
                        "exits (a dead holder's lease is taken over)")
         super().__init__(message, {"retryable": True, "holder": self.holder})
+
+
+class StoreUnavailableError(BusyError):
+    """The session store (a database server) cannot be reached right now: retryable.
+
+    Raised by a store whose connection is down. An event it could not store was kept in
+    the home's spool and is written once the store is back, so ``spooled`` tells the
+    agent that what a client is sent is not lost. The message never holds a password.
+    """
+
+    def __init__(self, message: str, *, spooled: bool = False) -> None:
+        super().__init__(message, {"retryable": True, "reason": "store-unavailable"})
+        self.spooled = spooled
 
 
 class DuplicateEventError(DshError):

@@ -196,8 +196,25 @@ class RuntimeContext:
         raise NotImplementedError
 
 
+class Diagnosis(NamedTuple):
+    """One check ``dsh doctor --live`` reports about a row, from the row's own plugin.
+
+    ``check`` names it under the row (shown as ``plugin.<row id>.<check>``); ``status`` is
+    ``ok``, ``warn`` or ``fail``; ``message`` holds no secret value and no absolute path.
+    """
+
+    check: str
+    status: str
+    message: str
+
+
 class Plugin:
-    """Base class for plugins; subclasses set ``manifest`` and override the phases."""
+    """Base class for plugins; subclasses set ``manifest`` and override the phases.
+
+    ``diagnose`` is the optional capability ``dsh doctor --live`` asks every enabled row
+    for (the doctor never picks plugins by name): a plugin that reaches something outside
+    the process (a database, a server) checks it there, bounded, without starting.
+    """
 
     manifest: ClassVar[Manifest]
 
@@ -228,3 +245,10 @@ class Plugin:
 
     async def dispose(self) -> None:
         """Release everything ``start`` acquired."""
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any], *, home: str,
+                 env: Mapping[str, str]) -> list[Diagnosis]:
+        """``dsh doctor --live``'s checks of a row with this (validated, resolved)
+        ``config``; none by default."""
+        return []
