@@ -17,6 +17,11 @@ fi
 if command -v apt-get >/dev/null && ! dpkg -s libjpeg-dev zlib1g-dev libwebp-dev >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq libjpeg-dev zlib1g-dev libwebp-dev >/dev/null
 fi
+# PostgreSQL: tests/sessions start a throwaway cluster (initdb + pg_ctl, as an unprivileged
+# user in a temporary directory) to drive sessions-postgres against a real server.
+if command -v apt-get >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+fi
 # Debian's chromium: the browser tests/web's Playwright test drives (/usr/bin/chromium).
 if command -v apt-get >/dev/null && ! test -x /usr/bin/chromium; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null

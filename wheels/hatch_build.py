@@ -82,6 +82,13 @@ EXCLUDED_MODULES = (
     # `dsh plugin` runs pip, so only the python carrier runs it (the frozen one refuses);
     # its file lock and TOML editor are 0.5 MB of the wheel.
     "filelock", "tomlkit",
+    # sessions-postgres runs on the python carrier only (the frozen one refuses the row,
+    # naming it): psycopg's binary wheel, with libpq and OpenSSL, is ~4 MB compressed,
+    # which the 15 MB runtime wheel has no room for. The row's plugin class stays (it
+    # refuses); the store it would open, never run frozen, goes too (45 kB).
+    "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool",
+    *(f"dsh_runtime.sessions.postgres.{name}" for name in (
+        "store", "link", "goals", "spool", "statements", "schema", "dsn")),
     # Reached only through imports that fall back when they fail (decimal uses _decimal,
     # shutil/tarfile/zipfile go without bz2 and lzma, warnings without tracemalloc) or
     # from code dsh never calls (mail and FTP handlers, xmlrpc, opening a browser).

@@ -13,6 +13,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "llm-anthropic": "dsh_runtime.providers.anthropic:AnthropicProvider",
     "agent-core": "dsh_runtime.agent.plugin:AgentCore",
     "sessions-sqlite": "dsh_runtime.sessions.plugin:SessionsSqlite",
+    "sessions-postgres": "dsh_runtime.sessions.postgres.plugin:SessionsPostgres",
     "llm-scripted": "dsh_runtime.providers.scripted:ScriptedProvider",
     "tool-working-directory": "dsh_runtime.tools.working_directory:WorkingDirectoryTool",
     "tools-fs": "dsh_runtime.tools.fs:FsTools",

@@ -59,7 +59,8 @@ Rows other issues add follow the same rules. Examples already fitted: ``provider
 a route adds per streamed chunk over httpx reading the same body from a local stand-in,
 ``python -c pass`` sampled between repetitions), ``session_lease_acquire`` in
 ``sessions``, ``safe_open``/``safe_open_walk`` in ``trust`` (the race-free open beside a
-plain ``os.open`` in the same loop). Still to come: the PostgreSQL session store (append,
-resume and lease beside SQLite's in the same loop, skipped with the reason when no server
-is reachable, never measured against SQLite in its place).
+plain ``os.open`` in the same loop), and the PostgreSQL session store in ``sessions``
+(append, resume and lease beside SQLite's in the same loop, on a throwaway cluster it
+starts; skipped with the reason without PostgreSQL's binaries or psycopg, never measured
+against SQLite in its place).
 """

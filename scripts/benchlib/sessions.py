@@ -1,13 +1,18 @@
-"""The sessions database: appends and resumes as it fills, and what one runtime per
-session costs (taking a session's lease)."""
+"""The session stores: the SQLite database's appends and resumes as it fills, what one
+runtime per session costs (taking a session's lease), and the PostgreSQL store
+(``sessions-postgres``) beside SQLite's: append, resume and lease at 10,000 and 100,000
+events, and sessions started per second by 8 runtimes on one database."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from benchlib.procs import PythonPass, installed_environ, median_ms
@@ -150,3 +155,296 @@ def session_lease_acquire(opts: Options) -> Result:
     return LEASE.measure(ms3(fresh), runs=runs, python_pass_ms=baseline.median_ms,
                          leased_sessions=LEASE_OTHERS, refresh_ms=ms3(refresh),
                          busy_ms=ms3(busy), takeover_ms=ms3(takeover))
+
+
+# -- the PostgreSQL store beside SQLite's ------------------------------------------------------
+#
+# Each benchmark starts its own throwaway PostgreSQL cluster (tests/fixtures/pgcluster.py:
+# initdb + pg_ctl on a loopback port, fsync on, as a deployment runs it) and removes it
+# after. Without PostgreSQL's binaries or psycopg every row is skipped with the reason:
+# SQLite is never measured in its place. Both stores run in the same loop, in balanced
+# order, the store's defaults on each side (PostgreSQL: synchronous_commit off; SQLite:
+# WAL, synchronous=NORMAL: the same promise, the last commits may go on a crash of the
+# database's machine).
+
+PG_SIZES_QUICK = (10_000,)
+PG_APPENDS = 200
+
+
+def _pg_why_not() -> str | None:
+    """Why PostgreSQL cannot be measured here, or None."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'dsh[postgres]')"
+    if _pgcluster().find_bindir() is None:
+        return "PostgreSQL's initdb and pg_ctl are not installed (Debian: postgresql)"
+    return None
+
+
+def _pgcluster() -> Any:
+    import sys
+
+    from benchlib.procs import FIXTURES
+
+    if str(FIXTURES) not in sys.path:
+        sys.path.insert(0, str(FIXTURES))
+    import pgcluster
+
+    return pgcluster
+
+
+@contextlib.contextmanager
+def _cluster() -> Iterator[Any]:
+    pgcluster = _pgcluster()
+    cluster = pgcluster.Cluster(pgcluster.find_bindir(), durable=True)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def _open_stores(tmp: str, dsn: str) -> dict[str, Any]:
+    from dsh_runtime.sessions.postgres.link import Link
+    from dsh_runtime.sessions.postgres.store import PostgresSessionStore
+    from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+
+    link = Link(dsn)
+    link.adopt(link.connect())
+    return {"postgres": PostgresSessionStore(link, schema_name="bench",
+                                             home=Path(tmp, "pg-home"), profile="bench"),
+            "sqlite": SqliteSessionStore(Path(tmp, "sessions.db"), profile="bench")}
+
+
+def _grow(store: Any, session: str, size: int, have: int) -> None:
+    """Fill ``session``'s log from ``have`` to ``size`` events, 1,000 per transaction."""
+    for start in range(have, size, 1000):
+        store.append_many(session, [_bench_event(seq)
+                                    for seq in range(start, min(size, start + 1000))])
+
+
+def _store_rows(opts: Options, size: int, append_row: Metric, resume_row: Metric,
+                lease_row: Metric | None) -> list[Result]:
+    """Append, resume (and lease) at a log of ``size`` events, both stores interleaved."""
+    from dsh_runtime.agent.session import SessionRecord
+
+    from benchlib.procs import balanced
+
+    appends = opts.reps(PG_APPENDS, 60)
+    loads = opts.reps(7, 3)
+    with _cluster() as cluster, tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        baseline = PythonPass(installed_environ(tmp), tmp)
+        stores = _open_stores(tmp, cluster.dsn())
+        times: dict[str, dict[str, list[float]]] = {
+            kind: {"append": [], "resume": [], "lease": []} for kind in stores}
+        try:
+            for store in stores.values():
+                store.acquire("log")
+                store.save(SessionRecord("log", tmp))
+                _grow(store, "log", size, 0)
+            for turn in range(loads):
+                baseline.sample()
+                for kind in balanced(list(stores), turn):
+                    t0 = time.perf_counter()
+                    record = stores[kind].load("log")
+                    times[kind]["resume"].append(time.perf_counter() - t0)
+                    if record is None or len(record.events) != size:
+                        raise RuntimeError(f"{kind}: the log did not resume whole")
+            for n in range(appends):  # the logs grow past ``size`` by these
+                if n % 20 == 0:
+                    baseline.sample()
+                for kind in balanced(list(stores), n):
+                    t0 = time.perf_counter()
+                    stores[kind].append("log", _bench_event(size + n))
+                    times[kind]["append"].append(time.perf_counter() - t0)
+                    if lease_row is not None:
+                        t0 = time.perf_counter()
+                        stores[kind].acquire(f"lease-{n}")
+                        times[kind]["lease"].append(time.perf_counter() - t0)
+        finally:
+            for store in stores.values():
+                store.close()
+
+    def ms3(samples: list[float]) -> float:
+        return round(statistics.median(samples) * 1000, 3)
+
+    pg, lite = times["postgres"], times["sqlite"]
+    rows = [append_row.measure(ms3(pg["append"]), runs=appends,
+                               python_pass_ms=baseline.median_ms, events=size,
+                               sqlite_ms=ms3(lite["append"])),
+            resume_row.measure(median_ms(pg["resume"]), runs=loads,
+                               python_pass_ms=baseline.median_ms, events=size,
+                               sqlite_ms=median_ms(lite["resume"]))]
+    if lease_row is not None:
+        rows.append(lease_row.measure(ms3(pg["lease"]), runs=appends,
+                                      python_pass_ms=baseline.median_ms,
+                                      sqlite_ms=ms3(lite["lease"])))
+    return rows
+
+
+_PG_CHANGES = ("the server's commit cost (its WAL writer; synchronous_commit, off by "
+               "default), the loopback round trip (a database on another machine adds the "
+               "network's), the lease check each append carries, load")
+PG_APPEND_10K = Metric(
+    "pg_append_10k", "ms", "<", 5,
+    about="sessions-postgres: one fenced append (INSERT ... WHERE the lease row, FOR SHARE; "
+          "its own committed transaction) to a session of 10,000 events, on a local "
+          "PostgreSQL cluster over loopback TCP; SQLite's figure, same loop, in sqlite_ms.",
+    changes=_PG_CHANGES + ". Target 5 ms: a model streams a delta every ~20 ms, and each "
+            "is stored before it is sent.")
+PG_RESUME_10K = Metric(
+    "pg_resume_10k", "ms", "<", 500,
+    about="sessions-postgres: load (the whole log read and replayed into a record, what "
+          "session/resume does) of a session of 10,000 events; SQLite's in sqlite_ms.",
+    changes="Reading and parsing the log (JSON of every event), the replay into messages, "
+            "the round trips; load. Target 500 ms: a resume of a long session is a pause "
+            "a user notices beyond half a second.")
+PG_LEASE = Metric(
+    "pg_lease_acquire", "ms", "<", 5,
+    about="sessions-postgres: taking a free session lease (one conditional UPSERT, "
+          "committed), as the agent does when a session is created or restored; SQLite's "
+          "in sqlite_ms.",
+    changes=_PG_CHANGES + ". Target 5 ms, as for session_lease_acquire (SQLite).")
+PG_APPEND_100K = Metric(
+    "pg_append_100k", "ms", "<", 5,
+    about="As pg_append_10k, into a session of 100,000 events.",
+    changes=_PG_CHANGES + "; the events table's index depth. Target as pg_append_10k.")
+PG_RESUME_100K = Metric(
+    "pg_resume_100k", "ms", "<", 3000,
+    about="As pg_resume_10k, for a session of 100,000 events (far longer than a "
+          "conversation: a long-lived agent's log).",
+    changes="As pg_resume_10k, ten times the data. Target 3 s: linear growth from the "
+            "10,000-event target with room for the larger working set.")
+
+
+@benchmark("session_store_pg", PG_APPEND_10K, PG_RESUME_10K, PG_LEASE)
+def session_store_pg(opts: Options) -> list[Result]:
+    """PostgreSQL's append, resume and lease at 10,000 events, beside SQLite's."""
+    why = _pg_why_not()
+    if why is not None:
+        return [PG_APPEND_10K.skip(why), PG_RESUME_10K.skip(why), PG_LEASE.skip(why)]
+    return _store_rows(opts, 10_000, PG_APPEND_10K, PG_RESUME_10K, PG_LEASE)
+
+
+@benchmark("session_store_pg_100k", PG_APPEND_100K, PG_RESUME_100K, full_only=True)
+def session_store_pg_100k(opts: Options) -> list[Result]:
+    """PostgreSQL's append and resume at 100,000 events, beside SQLite's."""
+    why = _pg_why_not()
+    if why is not None:
+        return [PG_APPEND_100K.skip(why), PG_RESUME_100K.skip(why)]
+    return _store_rows(opts, 100_000, PG_APPEND_100K, PG_RESUME_100K, None)
+
+
+PG_RUNTIMES = 8
+PG_STARTED = Metric(
+    "pg_sessions_started", "sessions/s", ">=", 100,
+    about="8 real `dsh --profile sdk` runtimes (python carrier, the offline and PostgreSQL "
+          "patches) on one database, each sent 60 session/new requests at once (a lease "
+          "taken and the session row written for each); sessions per second of wall time "
+          "from the first request to the last answer. The same 8 runtimes on one home's "
+          "sessions.db, in the same loop, in sqlite_sessions_per_s.",
+    changes="The store's commits and round trips per session, the runtimes' event loops "
+            "(8 processes on this machine's cores), the database server's CPU. Target "
+            "100/s: a fleet starting sessions faster than one host's people could.")
+
+
+class _Runtime:
+    """A real ``dsh --profile sdk`` on pipes, sent pipelined ``session/new`` requests."""
+
+    def __init__(self, patches: list[Path], environ: dict[str, str], cwd: str) -> None:
+        import subprocess
+        import sys
+
+        argv = [sys.executable, "-m", "dsh", "--profile", "sdk"]
+        for patch in patches:
+            argv += ["--patch", str(patch)]
+        self.proc = subprocess.Popen(argv, env=environ, cwd=cwd, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        from dsh.core import jsonrpc
+
+        self.next_id += 1
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(jsonrpc.encode(jsonrpc.request(self.next_id, method, params)))
+
+    def answers(self, count: int) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.flush()
+        out = []
+        while len(out) < count:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("a runtime exited before answering")
+            frame = json.loads(line)
+            if "id" in frame and "method" not in frame:
+                out.append(frame)
+        return out
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def _started_per_second(patches: list[Path], environ: dict[str, str], cwd: str,
+                        per_runtime: int) -> float:
+    import threading
+
+    runtimes = [_Runtime(patches, environ, cwd) for _ in range(PG_RUNTIMES)]
+    try:
+        for rt in runtimes:
+            rt.send("initialize", {"cwd": cwd, "provider": "scripted", "model": "scripted"})
+            if "result" not in rt.answers(1)[0]:
+                raise RuntimeError("a runtime did not initialize")
+        errors: list[str] = []
+        gate = threading.Barrier(PG_RUNTIMES + 1)
+
+        def drive(rt: _Runtime) -> None:
+            gate.wait()
+            for _ in range(per_runtime):
+                rt.send("session/new", {"cwd": cwd})
+            errors.extend(json.dumps(a) for a in rt.answers(per_runtime) if "result" not in a)
+
+        threads = [threading.Thread(target=drive, args=(rt,)) for rt in runtimes]
+        for thread in threads:
+            thread.start()
+        gate.wait()
+        t0 = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        wall_s = time.perf_counter() - t0
+        if errors:
+            raise RuntimeError(f"session/new failed: {errors[0][:300]}")
+        return PG_RUNTIMES * per_runtime / wall_s
+    finally:
+        for rt in runtimes:
+            rt.close()
+
+
+@benchmark("pg_sessions_started", PG_STARTED)
+def pg_sessions_started(opts: Options) -> Result:
+    """Sessions started per second by 8 runtimes on one PostgreSQL database."""
+    from benchlib.procs import OFFLINE_PATCH, ROOT, balanced
+
+    why = _pg_why_not()
+    if why is not None:
+        return PG_STARTED.skip(why)
+    postgres_patch = ROOT / "examples" / "postgres" / "patch.yml"
+    per_runtime = opts.reps(60, 20)
+    runs = opts.reps(3, 1)
+    rates: dict[str, list[float]] = {"postgres": [], "sqlite": []}
+    patches = {"postgres": [OFFLINE_PATCH, postgres_patch], "sqlite": [OFFLINE_PATCH]}
+    with _cluster() as cluster, tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = installed_environ(tmp)
+        environ["DSH_POSTGRES_DSN"] = cluster.dsn()
+        for turn in range(runs):
+            for kind in balanced(["postgres", "sqlite"], turn):
+                rates[kind].append(_started_per_second(patches[kind], environ, tmp,
+                                                       per_runtime))
+    return PG_STARTED.measure(statistics.median(rates["postgres"]), runs=runs,
+                              runtimes=PG_RUNTIMES, sessions_per_runtime=per_runtime,
+                              sqlite_sessions_per_s=round(statistics.median(rates["sqlite"]),
+                                                          1))

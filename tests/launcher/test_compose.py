@@ -150,6 +150,50 @@ def test_name_guard_mismatch_skips_with_warning() -> None:
     )
 
 
+def test_replace_gives_a_row_another_plugin_keeping_its_id_place_and_inject() -> None:
+    composed = tree("""\
+        - id: agent
+          inject: [sessions]
+        - id: agent
+          replace:
+            name: other-agent
+            config: {dsn: !env DSN}
+        - id: agent
+          merge: {config: {extra: 1}}
+        """)
+    assert composed.warnings == ()
+    rows = rows_by_id(composed)
+    assert list(rows) == ["agent", "tools", "tools:shell", "tools:files", "policy"]
+    assert rows["agent"]["name"] == "other-agent"
+    assert rows["agent"]["config"] == {"dsn": {"!env": "DSN"}, "extra": 1}  # none carried over
+    assert rows["agent"]["inject"] == ["sessions"]
+    assert rows["agent"]["provenance"] == {
+        "name": "p1:5", "config": "p1:8", "config.dsn": "p1:6", "inject": "p1:2",
+        "config.extra": "p1:8",
+    }
+    assert flat(composed, {"DSN": "x"})["agent"]["config"] == {"dsn": "x", "extra": 1}
+
+
+def test_replace_obeys_a_guard_and_refuses_groups() -> None:
+    composed = tree("""\
+        - id: agent
+          name: agent-core
+          replace: {name: first-swap, disabled: true}
+        - id: agent
+          name: agent-core
+          replace: {name: second-swap}
+        - id: tools
+          replace: {name: nothing}
+        """)
+    rows = rows_by_id(composed)
+    assert (rows["agent"]["name"], rows["agent"]["disabled"]) == ("first-swap", True)
+    assert rows["agent"]["config"] == {}
+    assert composed.warnings == (
+        "p1:4: row 'agent' is 'first-swap', not 'agent-core'; operation skipped",
+        "p1:8: group 'tools' runs no plugin to replace; operation skipped",
+    )
+
+
 def test_unknown_id_warns_and_changes_nothing() -> None:
     composed = tree("- id: ghost\n  disabled: true\n")
     assert composed.warnings == ("p1:1: unknown row id 'ghost'",)

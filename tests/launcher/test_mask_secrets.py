@@ -20,6 +20,15 @@ def test_authorization_headers_and_cookies_are_masked() -> None:
         "Accept": "application/json"}}}
 
 
+def test_a_literal_database_dsn_is_masked_its_env_reference_is_not() -> None:
+    doc = {"rows": [{"id": "sessions", "config": {"dsn": "postgresql://u:pw@h/db"}},
+                    {"id": "other", "config": {"dsn": {"!env": "DSH_POSTGRES_DSN"},
+                                               "schema": "dsh"}}]}
+    assert mask_secrets(doc) == {"rows": [
+        {"id": "sessions", "config": {"dsn": "***"}},
+        {"id": "other", "config": {"dsn": {"!env": "DSH_POSTGRES_DSN"}, "schema": "dsh"}}]}
+
+
 def test_variable_names_tags_and_provenance_stay_visible() -> None:
     doc = {
         "config": {"api_key_env": "DEEPSEEK_API_KEY", "api_key": {"!env": "DEEPSEEK_API_KEY"},

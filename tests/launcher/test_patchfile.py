@@ -171,6 +171,14 @@ def test_not_utf8_is_a_patch_error(tmp_path: Path) -> None:
     ("- insert:\n    - {id: g, group: true, config: {a: 1}}\n",
      "p.yml:2: group row 'g': config must be a list of child rows"),
     ("- insert:\n    - {id: g, group: yes-please}\n", "p.yml:2: 'group' must be true or false"),
+    ("- id: a\n  replace: {config: {}}\n",
+     "p.yml:2: 'replace' needs 'name': the plugin the row runs from now on"),
+    ("- id: a\n  replace: {name: p, group: true}\n",
+     "p.yml:2: cannot replace key 'group' (allowed: config, disabled, inject, name)"),
+    ("- id: a\n  replace: {name: p, config: [1]}\n", "p.yml:2: replace.config must be a mapping"),
+    ("- id: a\n  replace: {name: ''}\n", "p.yml:2: 'name' must be a non-empty string"),
+    ("- id: a\n  replace: plug\n", "p.yml:2: expected a mapping"),
+    ("- replace: {name: p}\n", "p.yml:1: an operation that sets keys needs an 'id'"),
 ])
 def test_malformed_patches_name_file_and_line(text: str, message: str) -> None:
     with pytest.raises(PatchError) as info:

@@ -169,6 +169,15 @@ operations = st.one_of(
     st.fixed_dictionaries({"id": st.just("g"), "config": st.lists(leaf_rows, max_size=2)}),
     st.fixed_dictionaries({"id": st.just("a"), "merge": st.dictionaries(
         st.sampled_from(["config", "config", "inject", "name"]), configs, max_size=2)}),
+    st.fixed_dictionaries(
+        {"id": st.sampled_from(["a", "g"]), "replace": st.fixed_dictionaries(
+            {"name": st.sampled_from(["plug-b", "plug-b", "''", "3"])},
+            optional={"config": configs | st.sampled_from(["~", "[1]", "!env X"]),
+                      "inject": st.sampled_from(["[s1]", "~", "s1"]),
+                      "disabled": st.sampled_from(["true", "maybe"]),
+                      "colour": st.just("red")}) | st.sampled_from(["{}", "[a]", "x"])},
+        optional={"name": st.sampled_from(["plug-a", "3"]),
+                  "merge": st.fixed_dictionaries({"config": configs})}),
     st.sampled_from(TAGGED + PLAIN[:3] + ["{}", "{colour: red}", "{id: ''}"]),
 )
 

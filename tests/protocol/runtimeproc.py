@@ -66,12 +66,15 @@ class RuntimeProcess:
     """``python -m dsh --profile PROFILE --patch ...`` with piped stdio."""
 
     def __init__(self, profile: str, patches: Sequence[Path], *, cwd: Path,
-                 args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+                 args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                 wrapper: Sequence[str] = ()) -> None:
+        """``wrapper`` is put before the command (a program that execs the rest, e.g. one
+        giving the runtime a host name of its own)."""
         environ = dict(os.environ)
         environ["PYTHONPATH"] = os.pathsep.join(
             [str(HERE), *filter(None, [environ.get("PYTHONPATH")])])
         environ.update(env or {})
-        argv = [sys.executable, "-m", "dsh", "--profile", profile]
+        argv = [*wrapper, sys.executable, "-m", "dsh", "--profile", profile]
         for patch in patches:
             argv += ["--patch", str(patch)]
         self.started = time.monotonic()

@@ -48,3 +48,19 @@ def test_help_texts_survive_the_docstring_free_bytecode(dsh_home: Path) -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "What this installation is: version, carriers, profiles." in proc.stdout
+
+
+def test_the_postgres_sessions_row_is_refused_naming_the_python_carrier(
+        dsh_home: Path) -> None:
+    """The frozen runtime does not carry psycopg (the wheel would pass 15 MB): the row is
+    refused at start with one line, before any DSN is read."""
+    patch = Path(__file__).resolve().parents[2] / "examples" / "postgres" / "patch.yml"
+    env = {**os.environ, "DSH_POSTGRES_DSN": "postgresql://dsh:pw-not-shown@127.0.0.1:1/dsh"}
+    proc = subprocess.run([_runtime(), "--home", str(dsh_home), "--profile", "headless",
+                           "--patch", str(patch), "hello"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "sessions-postgres needs the python carrier" in lines[0]
+    assert "pw-not-shown" not in proc.stderr

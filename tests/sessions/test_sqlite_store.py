@@ -161,3 +161,21 @@ def test_the_log_is_indexed_by_session_and_seq(dsh_home: Path) -> None:
         assert "SEARCH events USING PRIMARY KEY" in plan and "TEMP B-TREE" not in plan
     finally:
         store.close()
+
+
+def test_a_log_is_parsed_in_one_call_with_the_collector_paused_and_restored() -> None:
+    import gc
+
+    from dsh_runtime.sessions import records
+
+    log = [{"seq": n, "type": "error", "data": {"message": "é\u2028\"x\"", "n": [n, 1.5]}}
+           for n in range(50)]
+    bodies = [records.encode(e) for e in log]
+    assert gc.isenabled()
+    assert records.decode(bodies) == log and gc.isenabled()
+    gc.disable()
+    try:
+        assert records.decode(bodies) == log and not gc.isenabled()
+    finally:
+        gc.enable()
+    assert records.decode([]) == []

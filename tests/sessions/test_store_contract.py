@@ -2,8 +2,9 @@
 
 Written against the store API only, through :class:`Backend`, which opens stores of one
 kind on one shared database as different runtimes (host, pid, holder id, clock, pid
-probe). Today the kind is SQLite; a PostgreSQL store adds its ``Backend`` to
-``BACKENDS`` and must pass the same tests.
+probe). Every test runs once per kind in ``BACKENDS``: SQLite (one ``sessions.db``) and
+PostgreSQL (one schema of a real server, each store its own connection and its own
+home for the host-local parts).
 """
 
 from __future__ import annotations
@@ -65,12 +66,43 @@ class SqliteBackend:
             store.close()
 
 
-BACKENDS = ["sqlite"]
+class PostgresBackend:
+    def __init__(self, dsn: str, schema: str, tmp: Path) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.tmp = tmp
+        self.opened: list[Any] = []
+
+    def open(self, *, host: str, pid: int, clock: Clock,
+             alive: Callable[[int], bool]) -> SessionStore:
+        from dsh_runtime.sessions.postgres.link import Link
+        from dsh_runtime.sessions.postgres.store import PostgresSessionStore
+
+        link = Link(self.dsn)
+        link.adopt(link.connect())
+        home = self.tmp / f"home-{len(self.opened)}"
+        store = PostgresSessionStore(link, schema_name=self.schema, home=home, profile="sdk",
+                                     pid=pid, host=host, lease_expiry_ms=EXPIRY_MS,
+                                     clock=clock, alive=alive)
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    opened = SqliteBackend(tmp_path / "sessions.db")
+    if request.param == "postgres":
+        cluster = request.getfixturevalue("pg_cluster")
+        opened: Any = PostgresBackend(cluster.dsn(), request.getfixturevalue("pg_schema"),
+                                      tmp_path)
+    else:
+        opened = SqliteBackend(tmp_path / "sessions.db")
     try:
         yield opened
     finally:

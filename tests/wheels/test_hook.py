@@ -199,6 +199,8 @@ class TestFreezeInputs:
         assert any(a == "--add-data" and b.endswith("dsh/_profiles") for a, b in pairs)
         assert "--onedir" in argv and "--strip" in argv and argv[-1].endswith("e.py")
         assert ("--exclude-module", "filelock") in pairs and ("--optimize", "2") in pairs
+        assert ("--exclude-module", "psycopg") in pairs  # sessions-postgres: python carrier
+        assert ("--exclude-module", "dsh_runtime.sessions.postgres.store") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
             name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], strip=False)
 

@@ -1,5 +1,5 @@
-"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``), built
-with click.
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``,
+``sessions``), built with click.
 
 They run under :func:`dsh.cli.main.main`'s single error handler: click's own usage errors are
 turned into :class:`~dsh.core.errors.UsageError` here, so every failure leaves the same way.
@@ -268,6 +268,54 @@ def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
     words = {"added": "trusted", "updated": "trusted (its .env's routing settings as they "
              "are now)", "unchanged": "already trusted"}
     _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
+
+
+@group.group(help="Move a profile's sessions between stores (SQLite, PostgreSQL) as JSON "
+                  "Lines.")
+def sessions() -> None:
+    pass
+
+
+_profile_option = click.option("--profile", "profile", default="sdk", show_default=True,
+                               help="The profile whose sessions row is used.")
+_patch_option = click.option("--patch", "patches", multiple=True,
+                             help="Extra patch layers, in order (e.g. the PostgreSQL one).")
+
+
+@sessions.command("export", help="Write every session (or each --session) with its events "
+                                 "and goals.")
+@_home_option
+@_profile_option
+@_patch_option
+@click.option("--session", "session_ids", multiple=True, help="Only this session (repeatable).")
+@click.option("-o", "--output", default="-", show_default=True,
+              help="The file to write ('-': stdout); replaced only once complete.")
+@click.pass_obj
+def sessions_export(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                    session_ids: tuple[str, ...], output: str) -> None:
+    from dsh.cli.sessionio import export_sessions
+
+    summary = export_sessions(resolve_home(home or inv.home), profile, list(patches),
+                              Path.cwd(), output, list(session_ids))
+    sys.stderr.write(summary + "\n")
+
+
+@sessions.command("import", help="Read an export into the profile's store; exit 1 when a "
+                                 "session is refused (held, or its log differs).")
+@_home_option
+@_profile_option
+@_patch_option
+@click.argument("source", default="-")
+@click.pass_obj
+def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                    source: str) -> None:
+    from dsh.cli.sessionio import import_sessions
+
+    summary, complete = import_sessions(resolve_home(home or inv.home), profile, list(patches),
+                                        Path.cwd(), source)
+    sys.stdout.write(summary)
+    if not complete:
+        sys.exit(1)
 
 
 def run_subcommand(inv: Invocation) -> int:

@@ -33,6 +33,7 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh profile list [--json]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
        dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
+       dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
 
 Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
 or one of your own under $DSH_HOME/profiles/.

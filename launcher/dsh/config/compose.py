@@ -225,6 +225,8 @@ class _Composer:
                 f"not {op.guard!r}; operation skipped"
             )
             return
+        if op.replace is not None and not self.replace(node, op, where):
+            return
         for key, value in op.assign.items():
             self.assign(node, key, value, op, where)
         for key, value in op.merge.items():
@@ -242,6 +244,25 @@ class _Composer:
             else:
                 for spec in op.insert:
                     self.new_node(spec, node, where)
+
+    def replace(self, node: _Node, op: Operation, where: str) -> bool:
+        """Give the row a new plugin, keeping its id and place (and ``inject`` and
+        ``disabled`` unless given); the old plugin's config goes with it. False (with a
+        warning, the operation skipped) for a group row, which runs no plugin."""
+        assert op.replace is not None and op.replace_lines is not None
+        lines = op.replace_lines
+        if node.children is not None:
+            self.warnings.append(f"{where}:{lines['replace']}: group {op.target!r} runs no "
+                                 "plugin to replace; operation skipped")
+            return False
+        for stale in [k for k in node.prov if k.startswith("config.")]:
+            del node.prov[stale]
+        for key, value in op.replace.items():
+            node.values[key] = _copy(value)
+            node.prov[key] = f"{where}:{lines.get(key, lines['replace'])}"
+        node.prov.update({k: f"{where}:{n}" for k, n in lines.items()
+                          if k.startswith("config.")})
+        return True
 
     def assign(self, node: _Node, key: str, value: Any, op: Operation, where: str) -> None:
         line = f"{where}:{op.assign_lines[key]}"

@@ -60,6 +60,15 @@ def config_schema() -> dict[str, Any]:
                              "description": "Guard: the operation is skipped unless it matches."},
                     "insert": {"type": "array", "items": {"$ref": "#/$defs/row"}},
                     "merge": {"type": "object", "additionalProperties": {"type": "object"}},
+                    "replace": {
+                        "type": "object", "required": ["name"], "additionalProperties": False,
+                        "description": "Run another plugin in this row, keeping its id "
+                                       "(config starts empty; inject/disabled are kept).",
+                        "properties": {"name": row_common["name"],
+                                       "config": {"type": ["object", "null"]},
+                                       "disabled": row_common["disabled"],
+                                       "inject": row_common["inject"]},
+                    },
                     "config": {"oneOf": [{"type": "object"}, {"type": "array",
                                                              "items": {"$ref": "#/$defs/row"}}]},
                     "disabled": {"type": "boolean"},

@@ -30,6 +30,10 @@ MAX_ALIAS_NODES = 100_000
 
 ROW_KEYS = frozenset({"id", "name", "config", "disabled", "group", "inject"})
 ASSIGN_KEYS = frozenset({"name", "config", "disabled", "group", "inject"})
+REPLACE_KEYS = frozenset({"name", "config", "disabled", "inject"})
+"""What ``replace`` may set: a new plugin (``name``, required), its ``config`` (else
+``{}``: the old plugin's config is never carried over), and ``inject``/``disabled``
+(else kept)."""
 
 Lines = dict[str, int]
 
@@ -46,8 +50,9 @@ class Operation(NamedTuple):
     """One patch operation.
 
     ``target`` is the row id (None for a root insert); ``guard`` the optional ``name``
-    that must match; ``assign`` keys set wholesale; ``merge`` keys deep-merged;
-    ``insert`` rows appended (into ``target`` when it is set).
+    that must match; ``replace`` a new plugin for the row (applied first, keeping its id
+    and place); ``assign`` keys set wholesale; ``merge`` keys deep-merged; ``insert`` rows
+    appended (into ``target`` when it is set).
     """
 
     line: int
@@ -59,6 +64,8 @@ class Operation(NamedTuple):
     merge_lines: Lines
     insert: tuple[RowSpec, ...]
     group_children: tuple[RowSpec, ...] | None = None
+    replace: dict[str, Any] | None = None
+    replace_lines: Lines | None = None
 
 
 class PatchLayer(NamedTuple):
@@ -312,6 +319,8 @@ class _Reader:
         merge_lines: Lines = {}
         insert: tuple[RowSpec, ...] = ()
         group_children: tuple[RowSpec, ...] | None = None
+        replace: dict[str, Any] | None = None
+        replace_lines: Lines | None = None
         for key, value_node, key_line in self.pairs(node):
             if key == "id":
                 target = self.value(value_node)
@@ -330,6 +339,8 @@ class _Reader:
                         raise self.fail(mnode, f"merge.{mkey} must be a mapping")
                     merge_lines[mkey] = mline
                     merge_lines.update(self.nested_lines(mnode, mkey))
+            elif key == "replace":
+                replace, replace_lines = self.replacement(value_node, key_line)
             elif key == "name":
                 guard = self.value(value_node)
                 if not isinstance(guard, str):
@@ -346,12 +357,32 @@ class _Reader:
             else:
                 raise self.fail(value_node, f"unknown operation key {key!r}")
         _check_row_types(assign, lambda msg: self.fail(node, msg))
-        if target is None and (assign or merge or guard is not None):
+        if target is None and (assign or merge or guard is not None or replace is not None):
             raise self.fail(node, "an operation that sets keys needs an 'id'")
         if target is None and not insert:
             raise self.fail(node, "an operation needs 'insert' or an 'id'")
         return Operation(line, target, guard, assign, assign_lines, merge, merge_lines,
-                         insert, group_children)
+                         insert, group_children, replace, replace_lines)
+
+    def replacement(self, node: Any, line: int) -> tuple[dict[str, Any], Lines]:
+        """``replace: {name, config?, inject?, disabled?}``: the row's new plugin."""
+        values: dict[str, Any] = {}
+        lines: Lines = {"replace": line}
+        for key, value_node, key_line in self.pairs(node):
+            if key not in REPLACE_KEYS:
+                raise self.fail(value_node, f"cannot replace key {key!r} (allowed: "
+                                f"{', '.join(sorted(REPLACE_KEYS))})")
+            values[key] = self.value(value_node)
+            lines[key] = key_line
+            if key == "config":
+                if values[key] is not None and not isinstance(values[key], dict):
+                    raise self.fail(value_node, "replace.config must be a mapping")
+                lines.update(self.key_lines(value_node, "config"))
+        _check_row_types(values, lambda msg: self.fail(node, msg))
+        if "name" not in values:
+            raise self.fail(node, "'replace' needs 'name': the plugin the row runs from now on")
+        values["config"] = values.get("config") or {}
+        return values, lines
 
 
 class _QuickReader:
@@ -429,10 +460,14 @@ class _QuickReader:
         merge_lines: Lines = {}
         insert: tuple[RowSpec, ...] = ()
         group_children: tuple[RowSpec, ...] | None = None
+        replace: dict[str, Any] | None = None
+        replace_lines: Lines | None = None
         for key, value in op.items():
             if key == "id" or key == "name":
                 continue
-            if key == "insert":
+            if key == "replace":
+                replace, replace_lines = self.replacement(value, key_lines[key])
+            elif key == "insert":
                 if type(value) is not list:
                     raise Unsupported("insert")
                 insert = tuple([self.row(r) for r in value])
@@ -461,10 +496,29 @@ class _QuickReader:
             else:
                 raise Unsupported("operation key")
         _check_row_types(assign, Unsupported)
-        if target is None and (assign or merge or guard is not None or not insert):
+        if target is None and (assign or merge or guard is not None or not insert
+                               or replace is not None):
             raise Unsupported("operation without id")
         return Operation(line, target, guard, assign, assign_lines, merge, merge_lines,
-                         insert, group_children)
+                         insert, group_children, replace, replace_lines)
+
+    def replacement(self, value: Any, line: int) -> tuple[dict[str, Any], Lines]:
+        if type(value) is not dict or not REPLACE_KEYS.issuperset(value):
+            raise Unsupported("replace")
+        name = value.get("name")
+        if type(name) is not str or not name:
+            raise Unsupported("replace name")
+        config = value.get("config")
+        if config is not None and type(config) is not dict:
+            raise Unsupported("replace config")
+        _check_row_types(value, Unsupported)
+        lines: Lines = {"replace": line}
+        for key, key_line in self.lines[id(value)].items():  # in the reference's order
+            lines[key] = key_line
+            if key == "config" and config:
+                for sub, sub_line in self.lines[id(config)].items():
+                    lines["config." + sub] = sub_line
+        return {**value, "config": config or {}}, lines
 
     def nested_lines(self, mapping: dict[str, Any], prefix: str, out: Lines) -> None:
         """Add ``{"prefix.a.b": line}`` for every key of nested mappings to ``out``."""

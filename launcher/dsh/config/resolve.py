@@ -27,7 +27,9 @@ from dsh.core.home import ensure_dir
 from dsh.core.launch import Launch
 
 # ``auth`` catches HTTP headers such as ``Authorization: Bearer ...`` and ``X-Auth-...``.
-_SECRET_KEY = re.compile(r"(key|token|secret|password|credential|auth|cookie)", re.IGNORECASE)
+# ``dsn``: a database connection string carries its password (sessions-postgres).
+_SECRET_KEY = re.compile(r"(key|token|secret|password|credential|auth|cookie|dsn)",
+                         re.IGNORECASE)
 # ``*_env`` keys hold the NAME of a variable (``api_key_env: DEEPSEEK_API_KEY``), not a value.
 _NAMES_A_VARIABLE = re.compile(r"_env$", re.IGNORECASE)
 

@@ -1,7 +1,7 @@
 """The one exception tree shared by the launcher, the runtime and the SDK client.
 
 Every error knows how it leaves the CLI: ``exit_code`` (one top-level handler in
-:mod:`dsh.cli.main` prints the message and exits with it). How an error leaves a protocol
+:mod:`dsh.cli.main.main` prints the message and exits with it). How an error leaves a protocol
 server is one table in the servers (:mod:`dsh_runtime.servers.errors`), so the agent and
 the plugins raise what went wrong, never a wire code; only the JSON-RPC protocol's own
 errors (:class:`ProtocolError` and below) carry their ``rpc_code``. Foreign exceptions
@@ -19,7 +19,8 @@ enter, with the cause chained.
     ├── InvalidArgumentError      a request's argument the runtime cannot take (``code``)
     │   └── SessionNotFoundError  no session of that id, live or stored
     ├── SessionBusyError          the session cannot take it now; retrying later may work
-    │   └── SessionHeldError      another runtime holds the session's lease
+    │   ├── SessionHeldError      another runtime holds the session's lease
+    │   └── StoreUnavailableError the session store cannot be reached now
     ├── CompactionError           a session's history could not be summarised (``code``)
     ├── ProtocolError             rpc -32600 (subclasses carry their own code)
     │   ├── ParseError            rpc -32700  a frame is not UTF-8 JSON
@@ -240,6 +241,19 @@ class SessionHeldError(SessionBusyError):
             message = (f"session busy: '{session_id}' is held by {by}; retry once it "
                        "exits (a dead holder's lease is taken over)")
         super().__init__(message, {"holder": self.holder})
+
+
+class StoreUnavailableError(SessionBusyError):
+    """The session store (a database server) cannot be reached right now: retryable.
+
+    Raised by a store whose connection is down. An event it could not store was kept in
+    the home's spool and is written once the store is back, so ``spooled`` tells the
+    agent that what a client is sent is not lost. The message never holds a password.
+    """
+
+    def __init__(self, message: str, *, spooled: bool = False) -> None:
+        super().__init__(message, {"reason": "store-unavailable"})
+        self.spooled = spooled
 
 
 class DuplicateEventError(DshError):

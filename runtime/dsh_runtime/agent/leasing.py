@@ -23,6 +23,8 @@ logger = logging.getLogger("dsh.agent")
 
 TAKEN = "its lease was taken over by another runtime"
 STALLED = "another runtime took its lease over while this one stalled"
+STORE_UNAVAILABLE = "store-unavailable"
+"""``turn/end`` error code of a turn ended because the session store went away."""
 
 
 class Holdings:
@@ -78,6 +80,20 @@ class Holdings:
         task = asyncio.ensure_future(self._end(session))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def store_away(self, session_id: str, error: Exception) -> None:
+        """The store could not take an event (its database is away; the event was kept on
+        this host): end the session's running turn with an error (``turn/end`` code
+        ``store-unavailable``) rather than run on with nothing stored. The session stays
+        live here; its next turn runs once the store answers again."""
+        session = self._sessions.get(session_id)
+        if session is None or session.turn is None or session.failure is not None:
+            return
+        logger.warning("session %s: %s; ending its turn", session_id, error)
+        session.failure = {"message": str(error), "code": STORE_UNAVAILABLE}
+        session.turn.cancelled.set()
+        if session.turn_task is not None:
+            session.turn_task.cancel()
 
     def release(self, session_id: str) -> None:
         """Give the session's lease back; a failure is logged (the lease then expires)."""

@@ -41,6 +41,7 @@ from dsh.core.errors import (
     SessionBusyError,
     SessionHeldError,
     SessionNotFoundError,
+    StoreUnavailableError,
 )
 
 from dsh_runtime.agent import compaction, events, recovery, seeding
@@ -467,7 +468,7 @@ class Agent:
         every event still missing."""
         try:
             self._store.save(record)
-        except SessionHeldError as exc:
+        except (SessionHeldError, StoreUnavailableError) as exc:
             logger.warning("did not save session %s: %s", record.session_id, exc)
         except Exception:
             logger.exception("could not save session %s", record.session_id)
@@ -482,6 +483,10 @@ class Agent:
                 # Another runtime runs this session now: neither store nor send its events.
                 self._holdings.let_go(session_id, str(exc))
                 return
+            except StoreUnavailableError as exc:
+                # Kept on this host (the store's spool) and stored once the database is
+                # back, so the client may see it; the running turn ends with an error.
+                self._holdings.store_away(session_id, exc)
             except Exception:
                 # The next save writes what is missing; the session carries on.
                 logger.exception("could not store an event of session %s", session_id)
@@ -578,6 +583,7 @@ class Agent:
         turn.close(outcome)
         session.turn = session.turn_task = None
         session.cancel_requested = False
+        session.failure = None
         self._save(record)
         await self.fire(session, "after_turn", turn=turn.number, message=outcome.kind,
                         payload={"turn": turn.number, "kind": outcome.kind,
@@ -585,6 +591,8 @@ class Agent:
 
     async def _outcome(self, session: Session, turn: Turn) -> Outcome:
         """Run the turn's steps in their own task, so cancelling it leaves the runner."""
+        if session.failure is not None:  # the store went away as the turn started
+            return Outcome("error", session.failure)
         if session.cancel_requested:
             return CANCELLED
         try:
@@ -598,6 +606,8 @@ class Agent:
         except asyncio.CancelledError:
             task.cancel()
             raise
+        if session.failure is not None:
+            return Outcome("error", session.failure)
         if task.cancelled() or session.cancel_requested:
             return CANCELLED
         error = task.exception()

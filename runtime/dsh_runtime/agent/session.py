@@ -93,6 +93,7 @@ class Session:
         self.turn: Turn | None = None  # from turn/start until turn/end
         self.turn_task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
+        self.failure: Mapping[str, str] | None = None  # ends the running turn with an error
         self._notify = notify
 
     @property

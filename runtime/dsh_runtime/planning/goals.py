@@ -9,10 +9,10 @@ to finish, block or abandon it; once completed or abandoned the section stops. A
 goal is shown with its reason and uses no rounds.
 
 Goals live in the ``sessions`` service's database (``goals`` table, see
-:mod:`.goalstore`) when the tree has that service; without it (a tree with no
-``sessions-sqlite`` row) they are kept in memory and end with the runtime, and
-``create_goal`` says so in its answer. Every change is also a ``goal/update`` session
-event carrying the goal, so clients can show it.
+:mod:`.goalstore`; PostgreSQL's under ``sessions-postgres``) when the tree has that
+service; without it (a tree with no sessions row) they are kept in memory and end with
+the runtime, and ``create_goal`` says so in its answer. Every change is also a
+``goal/update`` session event carrying the goal, so clients can show it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from dsh_runtime.planning.goalstore import (
     GoalError,
     GoalTable,
     MemoryGoals,
-    SqliteGoals,
     change,
     text_field,
 )
@@ -237,16 +236,18 @@ class GoalTools(Plugin):
         """The sessions database's goals when the tree has the service, else memory.
 
         Looked up at use, not at start, so a row without ``inject: [sessions]`` still
-        finds the database, and a replaced sessions row's new connection is used.
+        finds the database, and a replaced sessions row's new store is used. Every store
+        kind offers its own table through ``goals()`` (SQLite, PostgreSQL); only a store
+        without one (a third-party row) leaves goals in memory.
         """
         if self._rt is not None:
             try:
                 store = self._rt.service("sessions")
             except PluginError:
                 store = None
-            conn = getattr(store, "connection", None)  # another store kind: no goals table
-            if conn is not None:
-                return SqliteGoals(conn)
+            table = getattr(store, "goals", None)
+            if table is not None:
+                return table()
         return self._memory
 
     async def update(self, config: Mapping[str, Any]) -> bool:

@@ -9,7 +9,9 @@ overwriting another (a second client, or another runtime on the same home).
 :func:`change` is the whole state machine, pure; the two tables only store:
 :class:`SqliteGoals` in the ``goals`` table of ``sessions.db`` (the ``sessions``
 service's connection), :class:`MemoryGoals` for a tree without that service, where goals
-end with the runtime.
+end with the runtime. Every session store offers its own table through ``goals()``
+(``sessions-postgres``: :mod:`dsh_runtime.sessions.postgres.goals`), so goals live
+wherever the sessions do.
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ class GoalTable(Protocol):
         ...
 
 
-def _open_goal_error(goal: Goal) -> GoalError:
+def open_goal_error(goal: Goal) -> GoalError:
+    """The refusal of a second open goal (every goal table words it the same)."""
     return GoalError(f"this session already has goal {goal.id} ({goal.status}, revision "
                      f"{goal.revision}); complete or abandon it with update_goal first")
 
@@ -153,7 +156,7 @@ class MemoryGoals:
         """A new active goal, unless one is open."""
         goals = self._goals.setdefault(session_id, [])
         if goals and goals[-1].status in OPEN:
-            raise _open_goal_error(goals[-1])
+            raise open_goal_error(goals[-1])
         goal = Goal(session_id, f"g-{len(goals) + 1}", len(goals) + 1, 1, objective, ACTIVE,
                     max_rounds)
         goals.append(goal)
@@ -219,7 +222,7 @@ class SqliteGoals:
         with transaction(self._conn):
             last = self.latest(session_id)
             if last is not None and last.status in OPEN:
-                raise _open_goal_error(last)
+                raise open_goal_error(last)
             number = 1 if last is None else last.number + 1
             goal = Goal(session_id, f"g-{number}", number, 1, objective, ACTIVE, max_rounds)
             now = _now()
@@ -238,6 +241,24 @@ class SqliteGoals:
             (new.revision, new.objective, new.status, new.max_rounds, new.blocked_reason,
              _now(), old.session_id, old.id, old.revision))
         return cursor.rowcount == 1
+
+    def history(self, session_id: str) -> list[Goal]:
+        """Every goal of the session, oldest first (``dsh sessions export``)."""
+        return [Goal(*row) for row in self._conn.execute(
+            f"SELECT {_COLUMNS} FROM goals WHERE session_id = ? ORDER BY number",
+            (session_id,))]
+
+    def put(self, goal: Goal) -> None:
+        """Store ``goal`` as it is, replacing the same id (``dsh sessions import``)."""
+        now = _now()
+        self._conn.execute(
+            f"INSERT INTO goals ({_COLUMNS}, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, id) DO UPDATE "
+            "SET number = excluded.number, revision = excluded.revision, "
+            "objective = excluded.objective, status = excluded.status, "
+            "max_rounds = excluded.max_rounds, rounds_used = excluded.rounds_used, "
+            "blocked_reason = excluded.blocked_reason, updated_at = excluded.updated_at",
+            (*goal, now, now))
 
     def bump_round(self, goal: Goal) -> Goal:
         """One more round, if the goal is active with rounds left (one UPDATE)."""

@@ -74,7 +74,7 @@ class SessionsSqlite(Plugin):
     async def start(self, rt: RuntimeContext) -> None:
         """Open the database, reconcile leftovers of dead runtimes, publish the store,
         start heartbeating its leases."""
-        heartbeat_s, expiry_s = _lease_timing(self.config)
+        heartbeat_s, expiry_s = lease_timing(self.config)
         self.store = SqliteSessionStore(Path(rt.home) / DB_NAME, profile=rt.profile,
                                         busy_timeout_ms=int(self.config.get(
                                             "busy_timeout_ms", 5000)),
@@ -92,7 +92,7 @@ class SessionsSqlite(Plugin):
     async def update(self, config: Mapping[str, Any]) -> bool:
         """Take new timings in place: replacing the store would pull it (and the leases
         it holds) from under the agent holding it."""
-        heartbeat_s, expiry_s = _lease_timing(config)
+        heartbeat_s, expiry_s = lease_timing(config)
         self.config = config
         if self.store is not None:
             self.store.set_busy_timeout(int(config.get("busy_timeout_ms", 5000)))
@@ -102,6 +102,14 @@ class SessionsSqlite(Plugin):
             self._heartbeat = asyncio.get_running_loop().create_task(
                 _beat(self.store, heartbeat_s), name="dsh-session-leases")
         return True
+
+    @classmethod
+    def open_store(cls, config: Mapping[str, Any], *, home: str,
+                   profile: str) -> SqliteSessionStore:
+        """The home's store for a command outside a runtime (``dsh sessions
+        export/import``); the caller closes it."""
+        return SqliteSessionStore(Path(home) / DB_NAME, profile=profile,
+                                  busy_timeout_ms=int(config.get("busy_timeout_ms", 5000)))
 
     async def dispose(self) -> None:
         """Stop heartbeating; mark this runtime's sessions closed, release its leases and
@@ -116,9 +124,10 @@ class SessionsSqlite(Plugin):
             self.store = None
 
 
-def _lease_timing(config: Mapping[str, Any]) -> tuple[float, float]:
-    """``(heartbeat, expiry)`` in seconds; an expiry under two heartbeats is refused, since
-    one late heartbeat would then let another runtime take a live session."""
+def lease_timing(config: Mapping[str, Any]) -> tuple[float, float]:
+    """``(heartbeat, expiry)`` in seconds (every sessions row's keys); an expiry under two
+    heartbeats is refused, since one late heartbeat would let another runtime take a live
+    session."""
     heartbeat = float(config.get("lease_heartbeat_s", HEARTBEAT_S))
     expiry = float(config.get("lease_expiry_s", EXPIRY_S))
     if expiry < 2 * heartbeat:

@@ -30,16 +30,18 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
 
-from dsh_runtime.agent import compaction, events
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale
-from dsh_runtime.sessions import schema, workspaces
+from dsh_runtime.planning.goalstore import SqliteGoals
+from dsh_runtime.sessions import records, schema, workspaces
+from dsh_runtime.sessions.tracking import Tracking
+from dsh_runtime.sessions.transfer import SessionInfo
 
 logger = logging.getLogger("dsh.sessions")
 
@@ -48,10 +50,6 @@ OPEN, CLOSED, INTERRUPTED = "open", "closed", "interrupted"
 
 DEFAULT_LEASE_EXPIRY_MS = 30_000
 """A lease whose heartbeat is older than this may be taken over by any runtime."""
-
-_MESSAGE_EVENTS = {events.SYSTEM_MESSAGE, events.USER_MESSAGE, events.ASSISTANT_MESSAGE,
-                   events.TOOL_RESULT}
-_CONTEXT_PREFIX = "Current working directory: "
 
 
 def _now() -> int:
@@ -66,7 +64,7 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(Tracking):
     """Sessions and their event logs in one SQLite file, used from the runtime's loop thread.
 
     ``profile`` is recorded on sessions this runtime creates; ``pid`` marks the ones it
@@ -82,6 +80,7 @@ class SqliteSessionStore:
                  lease_expiry_ms: int = DEFAULT_LEASE_EXPIRY_MS,
                  clock: Callable[[], int] | None = None,
                  alive: workspaces.PidAlive = workspaces.pid_alive) -> None:
+        super().__init__()
         self.path = Path(path)
         self.home = self.path.parent
         self.profile = profile
@@ -91,10 +90,6 @@ class SqliteSessionStore:
         self.lease_expiry_ms = lease_expiry_ms
         self._clock = clock or _now
         self._alive = alive
-        self._held: set[str] = set()
-        self._lost_listeners: list[Callable[[str], None]] = []
-        self._next_seq: dict[str, int] = {}
-        self._missing: dict[str, set[int]] = {}
         try:
             _create_private(self.path)
             self._conn = sqlite3.connect(self.path, isolation_level=None,
@@ -132,8 +127,7 @@ class SqliteSessionStore:
         Only while this holder leases the session: otherwise ``SessionHeldError`` (lost),
         and nothing is written.
         """
-        state = json.dumps({"turns": record.turns, "context_cwd": record.context_cwd,
-                            "root": record.root, "granted": record.granted})
+        state = json.dumps(records.state_of(record))
         now = _now()
         session_id = record.session_id
         with workspaces.transaction(self._conn):
@@ -146,13 +140,9 @@ class SqliteSessionStore:
                 "owner_pid = excluded.owner_pid, state = excluded.state",
                 (session_id, self.profile, record.cwd, OPEN, record.title, now, now,
                  self.pid, state))
-            start = self._next(session_id)
-            missing = sorted(self._missing.get(session_id, ()))
-            for seq in [*missing, *range(start, len(record.events))]:
-                if seq < len(record.events):
-                    self._write_missing(session_id, record.events[seq])
-        self._missing.pop(session_id, None)
-        self._next_seq[session_id] = max(start, len(record.events))
+            for seq in self._pending(session_id, len(record.events)):
+                self._write_missing(session_id, record.events[seq])
+        self._saved(session_id, len(record.events))
 
     def append(self, session_id: str, event: dict[str, Any]) -> None:
         """Write one event now, in its own transaction (autocommit: one INSERT).
@@ -186,38 +176,10 @@ class SqliteSessionStore:
             return None
         cwd, title, state_text = row
         state = json.loads(state_text or "{}")
-        log = [json.loads(body) for (body,) in self._conn.execute(
-            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))]
+        log = records.decode([body for (body,) in self._conn.execute(
+            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))])
         self._next_seq[session_id] = len(log)
-        # A session stored before roots were kept takes its stored cwd as its root.
-        record = SessionRecord(session_id, cwd, title=title, events=log,
-                               context_cwd=state.get("context_cwd"),
-                               root=state.get("root") or os.path.realpath(cwd),
-                               granted=list(state.get("granted") or ()))
-        turns = 0
-        for event in log:
-            kind, data = event["type"], event.get("data", {})
-            if kind == events.TURN_START:
-                turns = max(turns, int(data.get("turn", 0)))
-            elif kind == events.SESSION_TITLE and not record.title:
-                record.title = data.get("title", "")
-            elif kind == compaction.COMPACTED:
-                compaction.replay(record.messages, data)
-            if kind not in _MESSAGE_EVENTS:
-                continue
-            message = data if kind == events.USER_MESSAGE else data.get("message")
-            if not isinstance(message, dict):
-                continue
-            if kind == events.SYSTEM_MESSAGE:
-                record.system = message
-                continue
-            record.messages.append(message)
-            told = _context_cwd(message)
-            if told is not None:
-                record.context_cwd = told
-        record.turns = max(turns, int(state.get("turns", 0)))
-        record.context_shown = events.shown_sections(record.messages)
-        return record
+        return records.rebuild(session_id, cwd, title, log, state)
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage | None:
@@ -242,6 +204,48 @@ class SqliteSessionStore:
             out.append(json.loads(body))
             size += cost
         return HistoryPage(out, None)
+
+    # -- moving sessions between stores (dsh sessions export/import) -------------------------
+
+    def info(self, session_id: str) -> SessionInfo | None:
+        """The stored session row of ``session_id``, or None."""
+        row = self._conn.execute("SELECT id, profile, cwd, title, status, created_at, "
+                                 "updated_at, state FROM sessions WHERE id = ?",
+                                 (session_id,)).fetchone()
+        if row is None:
+            return None
+        return SessionInfo(*row[:7], json.loads(row[7] or "{}"))
+
+    def put_info(self, info: SessionInfo) -> None:
+        """Store a session row brought from another store (leased), not held live; a
+        stored row changed later than ``info`` is kept."""
+        with workspaces.transaction(self._conn):
+            self._check_held(info.session_id)
+            self._conn.execute(
+                "INSERT INTO sessions (id, profile, cwd, status, title, created_at, "
+                "updated_at, owner_pid, state) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) "
+                "ON CONFLICT (id) DO UPDATE SET profile = excluded.profile, cwd = excluded.cwd, "
+                "status = excluded.status, title = excluded.title, "
+                "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+                "owner_pid = NULL, state = excluded.state "
+                "WHERE sessions.updated_at <= excluded.updated_at",
+                (info.session_id, info.profile, info.cwd, info.status, info.title,
+                 info.created_at, info.updated_at, json.dumps(info.state)))
+
+    def append_many(self, session_id: str, batch: list[dict[str, Any]]) -> None:
+        """Write ``batch`` (leased) in one transaction: an event already stored as it is
+        is skipped, another event at its seq is :class:`DuplicateEventError` and nothing
+        of the batch is written."""
+        with workspaces.transaction(self._conn):
+            self._check_held(session_id)
+            for event in batch:
+                self._write_missing(session_id, event)
+        for event in batch:
+            self._stored(session_id, int(event["seq"]))
+
+    def goals(self) -> SqliteGoals:
+        """The goals of this store's sessions (the ``goals`` table, same connection)."""
+        return SqliteGoals(self._conn)
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -299,31 +303,7 @@ class SqliteSessionStore:
                            (self._clock(), me))
         still = {row[0] for row in self._conn.execute(
             "SELECT session_id FROM session_leases WHERE holder_id = ?", (me,))}
-        lost = sorted(self._held - still)
-        for session_id in lost:
-            self._forget(session_id)
-            for listener in tuple(self._lost_listeners):
-                try:
-                    listener(session_id)
-                except Exception:
-                    logger.exception("a lost-lease listener failed on session %s", session_id)
-        return lost
-
-    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``listener(session_id)`` when a heartbeat finds a lease taken over (the
-        agent lets the session go at once); returns the unsubscribe."""
-        self._lost_listeners.append(listener)
-
-        def remove() -> None:
-            if listener in self._lost_listeners:
-                self._lost_listeners.remove(listener)
-
-        return remove
-
-    def holds(self, session_id: str) -> bool:
-        """Whether this holder's lease on ``session_id`` is unbroken, as far as it knows
-        (a loss shows at the next heartbeat or fenced write)."""
-        return session_id in self._held
+        return self._tell_lost(self._held - still)
 
     def lease(self, session_id: str) -> Lease | None:
         """The stored lease on ``session_id``, or None when nobody holds it."""
@@ -418,40 +398,6 @@ class SqliteSessionStore:
         holder = None if current is None else current.holder.public()
         return SessionHeldError(session_id, holder, lost=was_held)
 
-    def _now_held(self, session_id: str) -> None:
-        """A lease just taken (not refreshed): what this store knew of the log may be
-        stale, since another holder may have written meanwhile."""
-        if session_id not in self._held:
-            self._forget(session_id)
-            self._held.add(session_id)
-
-    def _forget(self, session_id: str) -> None:
-        self._held.discard(session_id)
-        self._next_seq.pop(session_id, None)
-        self._missing.pop(session_id, None)
-
-    def _stored(self, session_id: str, seq: int) -> None:
-        """Track that ``seq`` is stored: the first unstored seq moves past it, and seqs it
-        skipped (never appended) are left for ``save``."""
-        start = self._next(session_id)
-        missing = self._missing.get(session_id)
-        if missing:
-            missing.discard(seq)
-        if seq >= start:
-            self._note_missing(session_id, range(start, seq))
-            self._next_seq[session_id] = seq + 1
-
-    def _unstored(self, session_id: str, seq: int) -> None:
-        """Track a failed append: ``seq`` (and any it skipped) wait for ``save``."""
-        start = self._next(session_id)
-        self._note_missing(session_id, range(start, seq + 1) if seq >= start else (seq,))
-        self._next_seq[session_id] = max(start, seq + 1)
-
-    def _note_missing(self, session_id: str, seqs: Iterable[int]) -> None:
-        seqs = list(seqs)
-        if seqs:
-            self._missing.setdefault(session_id, set()).update(seqs)
-
     def _write_missing(self, session_id: str, event: dict[str, Any]) -> None:
         """Inside ``save``'s transaction: store ``event`` unless that very event is stored
         already (an append whose failure came after its commit); another event at its
@@ -467,34 +413,13 @@ class SqliteSessionStore:
         if stored is None or stored[0] != row[4]:
             raise DuplicateEventError(session_id, row[1])
 
-    def _next(self, session_id: str) -> int:
-        """The first seq not yet stored for ``session_id`` (asked of the file once)."""
-        known = self._next_seq.get(session_id)
-        if known is None:
-            top = self._conn.execute("SELECT max(seq) FROM events WHERE session_id = ?",
-                                     (session_id,)).fetchone()[0]
-            known = 0 if top is None else int(top) + 1
-            self._next_seq[session_id] = known
-        return known
+    def _stored_top(self, session_id: str) -> int | None:
+        top = self._conn.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                                 (session_id,)).fetchone()[0]
+        return None if top is None else int(top)
 
     @staticmethod
     def _row(session_id: str, event: dict[str, Any]) -> tuple[Any, ...]:
         return (session_id, int(event["seq"]), str(event["type"]), int(event.get("time", 0)),
-                json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+                records.encode(event))
 
-
-def _context_cwd(message: dict[str, Any]) -> str | None:
-    """The directory a runtime-context message told the model about, if it is one."""
-    source = message.get("source")
-    if not isinstance(source, dict) or source.get("kind") != "runtime-context":
-        return None
-    for section in source.get("sections", ()):
-        text = section.get("text", "") if isinstance(section, dict) else ""
-        if section.get("name") == events.CWD_SECTION and text.startswith(
-                _CONTEXT_PREFIX):
-            try:
-                told = json.loads(text[len(_CONTEXT_PREFIX):].rstrip("."))
-            except ValueError:
-                return None
-            return told if isinstance(told, str) else None
-    return None

@@ -1,0 +1,1 @@
+"""``sessions-postgres``: the sessions service on a PostgreSQL database shared by hosts."""
