@@ -16,7 +16,8 @@ from typing import Any
 from dsh._version import __version__
 from dsh.core.errors import DshError
 
-from dsh_runtime.agent.service import Agent, AgentConfig
+from dsh_runtime.agent.service import Agent
+from dsh_runtime.agent.settings import AgentConfig
 from dsh_runtime.loader import resolve
 from dsh_runtime.plugin import Capability, Checkup, Diagnosis, Manifest, Plugin, RuntimeContext
 from dsh_runtime.schema import validate
