@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsh.config import tags
-from dsh.config.patchfile import Operation, PatchLayer, RowSpec
+from dsh.config.patchfile import Operation, PatchLayer, InsertedRow
 
 _CONTAINERS = (dict, list)
 
@@ -173,7 +173,7 @@ class _Composer:
         self.index: dict[str, _Node] = {}
         self.warnings: list[str] = []
 
-    def new_node(self, spec: RowSpec, parent: _Node | None, where: str) -> _Node:
+    def new_node(self, spec: InsertedRow, parent: _Node | None, where: str) -> _Node:
         local_id = spec.values["id"]
         full_id = f"{parent.full_id}:{local_id}" if parent is not None else local_id
         values = _copy(spec.values)
@@ -187,7 +187,7 @@ class _Composer:
                 self.new_node(child, node, where)
         return node
 
-    def place(self, node: _Node, parent: _Node | None, where: str, spec: RowSpec) -> None:
+    def place(self, node: _Node, parent: _Node | None, where: str, spec: InsertedRow) -> None:
         siblings = self.root if parent is None else parent.children
         assert siblings is not None
         existing = self.index.get(node.full_id)

@@ -38,12 +38,12 @@ REPLACE_KEYS = frozenset({"name", "config", "disabled", "inject"})
 Lines = dict[str, int]
 
 
-class RowSpec(NamedTuple):
+class InsertedRow(NamedTuple):
     """A row to insert: its values, the line of each key, and child rows for groups."""
 
     values: dict[str, Any]
     lines: Lines
-    children: tuple[RowSpec, ...] | None
+    children: tuple[InsertedRow, ...] | None
 
 
 class Operation(NamedTuple):
@@ -62,8 +62,8 @@ class Operation(NamedTuple):
     assign_lines: Lines
     merge: dict[str, Any]
     merge_lines: Lines
-    insert: tuple[RowSpec, ...]
-    group_children: tuple[RowSpec, ...] | None = None
+    insert: tuple[InsertedRow, ...]
+    group_children: tuple[InsertedRow, ...] | None = None
     replace: dict[str, Any] | None = None
     replace_lines: Lines | None = None
 
@@ -269,12 +269,12 @@ class _Reader:
             return HomeRef(node.value)
         return PathRef(str((self.base / node.value).resolve()), node.value)
 
-    def row(self, node: Any) -> RowSpec:
+    def row(self, node: Any) -> InsertedRow:
         if not isinstance(node, self.yaml.MappingNode):
             raise self.fail(node, "each inserted row must be a mapping")
         values: dict[str, Any] = {}
         lines: Lines = {}
-        children: tuple[RowSpec, ...] | None = None
+        children: tuple[InsertedRow, ...] | None = None
         config_node = None
         for key, value_node, line in self.pairs(node):
             if key not in ROW_KEYS:
@@ -306,7 +306,7 @@ class _Reader:
                     raise self.fail(config_node, f"row {row_id!r}: config must be a mapping")
                 values["config"] = config or {}
                 lines.update(self.key_lines(config_node, "config"))
-        return RowSpec(values, lines, children)
+        return InsertedRow(values, lines, children)
 
     def operation(self, node: Any) -> Operation:
         if not isinstance(node, self.yaml.MappingNode):
@@ -317,8 +317,8 @@ class _Reader:
         assign_lines: Lines = {}
         merge: dict[str, Any] = {}
         merge_lines: Lines = {}
-        insert: tuple[RowSpec, ...] = ()
-        group_children: tuple[RowSpec, ...] | None = None
+        insert: tuple[InsertedRow, ...] = ()
+        group_children: tuple[InsertedRow, ...] | None = None
         replace: dict[str, Any] | None = None
         replace_lines: Lines | None = None
         for key, value_node, key_line in self.pairs(node):
@@ -413,7 +413,7 @@ class _QuickReader:
         except Exception as exc:  # the reference meets the same failure in its own order
             raise Unsupported("!path") from exc
 
-    def row(self, values: Any) -> RowSpec:
+    def row(self, values: Any) -> InsertedRow:
         if type(values) is not dict or not ROW_KEYS.issuperset(values):
             raise Unsupported("row")
         lines = self.lines[id(values)]
@@ -423,7 +423,7 @@ class _QuickReader:
         row_id = values.get("id")
         if type(row_id) is not str or not row_id or ":" in row_id:
             raise Unsupported("row id")
-        children: tuple[RowSpec, ...] | None = None
+        children: tuple[InsertedRow, ...] | None = None
         if values.get("group"):
             if config is _ABSENT:
                 children = ()
@@ -442,7 +442,7 @@ class _QuickReader:
                 if config:
                     for key, line in self.lines[id(config)].items():
                         lines["config." + key] = line
-        return RowSpec(values, lines, children)
+        return InsertedRow(values, lines, children)
 
     def operation(self, op: Any, line: int) -> Operation:
         if type(op) is not dict:
@@ -458,8 +458,8 @@ class _QuickReader:
         assign_lines: Lines = {}
         merge: dict[str, Any] = {}
         merge_lines: Lines = {}
-        insert: tuple[RowSpec, ...] = ()
-        group_children: tuple[RowSpec, ...] | None = None
+        insert: tuple[InsertedRow, ...] = ()
+        group_children: tuple[InsertedRow, ...] | None = None
         replace: dict[str, Any] | None = None
         replace_lines: Lines | None = None
         for key, value in op.items():

@@ -24,13 +24,15 @@ import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from dsh.core.errors import DshError
+
 AGENTS_FILE = "AGENTS.md"
 PROJECT_MARKERS = (".git", ".dsh")
 MAX_FILE_BYTES = 32 * 1024
 MAX_TOTAL_BYTES = 64 * 1024
 
 
-class Unreadable(Exception):
+class Unreadable(DshError):
     """A file that exists but cannot be used; the message says why, for a note."""
 
 

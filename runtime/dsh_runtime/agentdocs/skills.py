@@ -31,6 +31,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from dsh.core.errors import ConfigError
+
 from dsh_runtime.agentdocs.instructions import Unreadable, project_root, read_capped
 
 SKILL_FILE = "SKILL.md"
@@ -41,7 +43,7 @@ MAX_DESCRIPTION = 1024
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 
 
-class SkillFormatError(ValueError):
+class SkillFormatError(ConfigError):
     """What is wrong with a ``SKILL.md``; the message is written for a person or model."""
 
 

@@ -53,7 +53,7 @@ DISPOSE_BOUND = 4.5
 _NO_TOOLS: Mapping[str, Any] = MappingProxyType({})
 
 
-class McpServerError(RuntimeError):
+class McpServerError(PluginError):
     """What the ``mcp`` context section raises to report server failures as one event."""
 
 

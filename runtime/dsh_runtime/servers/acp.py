@@ -344,10 +344,7 @@ class AcpProtocol:
         modes = self._modes()
         if modes is None:
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this agent offers no session modes")
-        try:
-            modes.set(session_id, mode_id)
-        except ValueError as exc:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+        modes.set(session_id, mode_id)  # an unknown mode: InvalidArgumentError (-32602)
         return {}
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],

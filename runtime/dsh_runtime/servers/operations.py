@@ -179,10 +179,7 @@ class Operations:
         modes = self._modes()
         self.agent.get_cwd(session_id)
         before = modes.get(session_id)
-        try:
-            mode = modes.set(session_id, mode)
-        except ValueError as exc:
-            raise InvalidArgumentError(str(exc)) from None
+        mode = modes.set(session_id, mode)  # an unknown mode: InvalidArgumentError
         if mode != before:
             # In the session's log like the agent's own switch, so a replay shows it too.
             self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})

@@ -55,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core import process
-from dsh.core.errors import ConfigError
+from dsh.core.errors import ConfigError, DshError
 
 from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.tools.confine import config_paths
@@ -96,7 +96,7 @@ _PROBE_TIMEOUT = 10.0
 """Seconds the one trial run of bwrap may take before it counts as unusable."""
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(DshError):
     """A required sandbox cannot run; the message is written for the model."""
 
 
