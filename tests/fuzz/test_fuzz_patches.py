@@ -1,8 +1,8 @@
 """Fuzzing the patch engine with arbitrary operation lists, most of them wrong.
 
 tests/launcher/test_compose_properties.py generates well-formed operations and checks
-determinism, purity and provenance; tests/launcher/test_yamlreader.py checks the quick
-reader against the reference. Here operations are drawn from every key the format knows
+determinism, purity and provenance; tests/launcher/test_yamlreader.py checks the reader
+against the node-based oracle. Here operations are drawn from every key the format knows
 plus unknown ones, with values of any YAML type in any place (rows where mappings belong,
 numbers for ids, tags on lists, text with YAML syntax mixed in), so most layers are
 invalid. Invariants:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsh.config import tags
-from dsh.config.patchfile import Operation, PatchLayer, InsertedRow
+from dsh.config.patchfile import InsertedRow, Operation, PatchLayer
 
 _CONTAINERS = (dict, list)
 
