@@ -207,7 +207,8 @@ def _namespaces(network: bool) -> list[str]:
 
 _ROOT = ["--ro-bind", "/", "/"]
 """The first mount: the host's filesystem, read-only."""
-_KERNEL = ["--dev", "/dev", "--proc", "/proc"]
+_PROC = "/proc"  # platform: bwrap's mount point in its argv, Linux-only
+_KERNEL = ["--dev", "/dev", "--proc", _PROC]
 """The last mounts: a minimal /dev and the sandbox's own /proc, over any bind of ``/``."""
 
 
@@ -313,7 +314,7 @@ def _hidden_dirs(home: str | None, more: Sequence[str] = (), *,
     for path in candidates:
         real = os.path.realpath(path) if path else ""
         # A sandbox mounts a /proc of its own: the host's is never what it sees.
-        if real and real != "/" and not _inside(real, "/proc") and os.path.isdir(real) \
+        if real and real != "/" and not _inside(real, _PROC) and os.path.isdir(real) \
                 and real not in found:
             found.append(real)
     return found
