@@ -22,7 +22,8 @@ if command -v apt-get >/dev/null && ! test -x /usr/bin/chromium; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null
 fi
 
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The python runtime's packages ([python]) and the test tools ([test]).
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[python,test]'
 # The original DeepSeek Harness client, for wire-compatibility tests only. Installed
 # without its 95 MB runtime wheel: our `dsh` is the runtime it drives.
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps --pre \

@@ -54,6 +54,13 @@ def _run(argv: list[str]) -> int:
     if inv.help:
         sys.stdout.write(HELP)
         return 0
+    from dsh.carriers import launch_choice
+
+    handover = launch_choice()
+    if handover is not None:  # no python runtime here: the frozen one runs this instead
+        from dsh.process import hand_over
+
+        return hand_over([handover.path, *argv])
     if inv.subcommand is not None:
         from dsh.commands import run_subcommand
 

@@ -280,6 +280,37 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
     return Completed(child.popen.returncode, out, err, timed_out)
 
 
+def hand_over(argv: Sequence[str]) -> int:
+    """Run ``argv`` in this process's place (the ``dsh`` command handing its command line
+    to the frozen runtime): its stdio, environment and working directory are this
+    process's, and so are its signals and exit status.
+
+    POSIX: ``exec`` (the pid stays, so an SDK client or a shell waiting on it sees the
+    runtime itself); never returns. Elsewhere: a child sharing this console and stdio,
+    tied to this process by a job (Windows), whose exit status is returned; a console
+    Ctrl-C reaches the child, which decides, so this process ignores it meanwhile.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if os.name == "posix":
+        os.execv(argv[0], list(argv))
+    creationflags = 0
+    if _WINDOWS:
+        from dsh.winjob import CREATE_SUSPENDED
+
+        creationflags = CREATE_SUSPENDED
+    popen = subprocess.Popen(list(argv), creationflags=creationflags)
+    job = _adopt(popen.pid, popen.kill)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return popen.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if job is not None:
+            job.close()
+
+
 # -- the group handle ----------------------------------------------------------------------
 
 

@@ -184,9 +184,10 @@ class TestFreezeInputs:
         with pytest.raises(hook.BuildError, match="no annotated BUILTIN_PLUGINS literal"):
             hook.builtin_plugin_modules(table)
 
-    def test_requirements_are_the_dsh_dependencies(self, hook: ModuleType) -> None:
+    def test_requirements_are_the_python_runtimes_dependencies(self, hook: ModuleType) -> None:
         project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-        assert hook.runtime_requirements(REPO / "pyproject.toml") == project["dependencies"]
+        assert hook.runtime_requirements(REPO / "pyproject.toml") == [
+            *project["dependencies"], *project["optional-dependencies"]["python"]]
 
     def test_pyinstaller_argv(self, hook: ModuleType, tmp_path: Path) -> None:
         argv = hook.pyinstaller_argv(name="dsh-runtime-linux-x64", entry=WHEELS / "e.py",
