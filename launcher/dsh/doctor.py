@@ -210,14 +210,15 @@ class Doctor:
         return shown
 
     def check_sandbox(self, row: Any, env: Any) -> None:
-        """The shell row's sandbox policy, and whether bubblewrap really runs here.
+        """The shell row's sandbox policy, and whether this platform's sandbox really runs
+        here (bubblewrap on Linux, Seatbelt on macOS; Windows has none).
 
         Unusable is a warning when commands then run unsandboxed (each result says so), and
         a failure when the row requires the sandbox, since every command would be refused.
         """
         from dsh_runtime.schema import validate
-        from dsh_runtime.tools.sandbox import Policy, probe
-        from dsh_runtime.tools.shell import ShellTools
+        from dsh_runtime.tools.sandbox import Policy, kind, probe
+        from dsh_runtime.tools.shell import ShellTools, shell_family
 
         from dsh import tags
 
@@ -230,12 +231,16 @@ class Doctor:
             self.add(check_id, "fail", self.scrub(str(exc)))
             return
         self.check_limits(row.id, config)
+        shell = {"posix": "bash -c", "powershell": "PowerShell",
+                 "cmd": "cmd /c"}[shell_family(config.get("shell") or "")]
         if policy.mode == "off":
-            self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
+            self.add(check_id, "ok", f"off: commands run unsandboxed, as configured "
+                                     f"({shell})")
             return
         found = probe(policy)
         if found.usable:
-            self.add(check_id, "ok", f"{policy.describe()}; bubblewrap works here")
+            name = {"bubblewrap": "bubblewrap", "seatbelt": "Seatbelt (sandbox-exec)"}[kind()]
+            self.add(check_id, "ok", f"{policy.describe()}; {name} works here ({shell})")
         elif policy.required:
             self.add(check_id, "fail", self.scrub(f"{policy.describe()}, but {found.reason}: "
                                                   "every command will be refused"))

@@ -646,6 +646,10 @@ def enforcement(limits: Limits) -> Enforcement:
         return Enforcement("none", f"{values}: nothing to enforce")
     from dsh.limits import rlimits_available
 
+    if not _LINUX:
+        return Enforcement("none", f"{values}: resource limits need Linux (cgroups, "
+                                   f"util-linux prlimit); on {sys.platform} nothing bounds "
+                                   "commands")
     if not _POSIX or not rlimits_available():
         return Enforcement("none", f"{values}: no cgroup can be made here and prlimit "
                                    "(util-linux) was not found, so nothing bounds commands")
