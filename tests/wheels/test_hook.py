@@ -246,7 +246,13 @@ class TestProjectFiles:
         config = tomllib.loads((WHEELS / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
         assert config["build"] == "cp312-*"
         assert "scripts/smoke_runtime_wheel.py --wheel {wheel}" in config["test-command"]
-        assert "earn_tag.py --check-platforms" in config["linux"]["repair-wheel-command"]
+        # One audit-and-retag command for every platform; none turns it off (an empty
+        # command would let a platform ship the tag it was built with, unearned).
+        assert "earn_tag.py --check-platforms" in config["repair-wheel-command"]
+        for platform in ("linux", "macos", "windows"):
+            assert "repair-wheel-command" not in config.get(platform, {})
+        assert "delocate" in config["macos"]["before-build"]
+        assert "delvewheel" in config["windows"]["before-build"]
 
 
 class TestMaterializeLinks:
