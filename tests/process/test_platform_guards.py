@@ -288,7 +288,10 @@ def unguarded(source: str, filename: str = "<source>") -> list[str]:
 
 
 def _sources() -> list[Path]:
-    return sorted(p for folder in SCANNED for p in folder.rglob("*.py"))
+    """The project's own Python files (not a build's, e.g. ``wheels/build/``'s venv)."""
+    skip = {"build", "dist", "venv", ".venv", "site-packages", "__pycache__"}
+    return sorted(p for folder in SCANNED for p in folder.rglob("*.py")
+                  if not skip.intersection(p.relative_to(ROOT).parts))
 
 
 def test_every_posix_only_use_is_guarded() -> None:
@@ -357,3 +360,18 @@ def test_the_scan_finds_unguarded_uses(source: str) -> None:
 ])
 def test_the_scan_accepts_each_guard_form(source: str) -> None:
     assert not unguarded(source), unguarded(source)
+
+
+def test_the_test_suites_platform_table_names_real_tests() -> None:
+    """``tests/conftest.py``'s ``PLATFORM_NEEDS`` skips tests off Linux or POSIX by name: a
+    renamed file or test must not leave an entry that silently skips nothing."""
+    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text(encoding="utf-8"))
+    table = next(node.value for node in tree.body if isinstance(node, ast.AnnAssign)
+                 and isinstance(node.target, ast.Name) and node.target.id == "PLATFORM_NEEDS")
+    entries = ast.literal_eval(table)
+    assert entries
+    for key, (need, why) in entries.items():
+        path, _, test = key.partition("::")
+        source = (ROOT / "tests" / path).read_text(encoding="utf-8")
+        assert not test or f"def {test}(" in source, key
+        assert need in ("linux", "posix") and why, key
