@@ -307,7 +307,8 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if version.strip() != f"dsh {located['version']}":
         raise SmokeFailure(f"--version says {version.strip()!r}, the wheel is "
                            f"{located['version']}")
-    same_output(exe, [venv_bin / "dsh"], ["--version"], env=env, closed_env=closed_env,
+    script = venv_bin / ("dsh.exe" if os.name == "nt" else "dsh")
+    same_output(exe, [script], ["--version"], env=env, closed_env=closed_env,
                 cwd=cwd, check="--version (dsh console script)")
     same_output(exe, [python, "-m", "dsh"], ["--profile", "sdk", "-h"], env=env,
                 closed_env=closed_env, cwd=cwd, check="--profile sdk -h")
