@@ -58,6 +58,11 @@ def _run(argv: list[str]) -> int:
 
     handover = launch_choice()
     if handover is not None:  # no python runtime here: the frozen one runs this instead
+        if inv.subcommand == "plugin":  # pip installs for a Python: the frozen one is none
+            from dsh.distribution import python_hint
+
+            raise UsageError("dsh plugin installs plugins for this Python, which needs the "
+                             f"python runtime's packages (hint: {python_hint()})")
         from dsh.process import hand_over
 
         return hand_over([handover.path, *argv])

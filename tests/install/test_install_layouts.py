@@ -163,6 +163,12 @@ def test_the_sdk_and_the_frozen_runtime_need_nothing_else(
     assert (session["carrier"], session["source"]) == ("exe", "dsh_runtime_bin")
     assert session["stop_reason"] == "completed" and session["answered"]
 
+    plugin = fresh.dsh("plugin", "--profile", "p", "list")
+    assert plugin.returncode == 2
+    assert plugin.stderr.splitlines() == [
+        "dsh: error: dsh plugin installs plugins for this Python, which needs the python "
+        "runtime's packages (hint: pip install 'dsh-harness[python]')"]
+
 
 def test_the_python_runtime_runs_in_the_dsh_process(fresh: Env, project_wheel: Path) -> None:
     fresh.pip_install(f"dsh-harness[python] @ {project_wheel.as_uri()}")
