@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh import carriers
-from dsh.distribution import RUNTIME_DIST, runtime_hint
+from dsh.distribution import RUNTIME_DIST, python_hint, runtime_hint
 from dsh.errors import DshError
 from dsh.machine import display_path
 
@@ -211,14 +211,15 @@ class Doctor:
         return shown
 
     def check_sandbox(self, row: Any, env: Any) -> None:
-        """The shell row's sandbox policy, and whether bubblewrap really runs here.
+        """The shell row's sandbox policy, and whether this platform's sandbox really runs
+        here (bubblewrap on Linux, Seatbelt on macOS; Windows has none).
 
         Unusable is a warning when commands then run unsandboxed (each result says so), and
         a failure when the row requires the sandbox, since every command would be refused.
         """
         from dsh_runtime.schema import validate
-        from dsh_runtime.tools.sandbox import Policy, probe
-        from dsh_runtime.tools.shell import ShellTools
+        from dsh_runtime.tools.sandbox import Policy, kind, probe
+        from dsh_runtime.tools.shell import ShellTools, shell_family
 
         from dsh import tags
 
@@ -231,12 +232,16 @@ class Doctor:
             self.add(check_id, "fail", self.scrub(str(exc)))
             return
         self.check_limits(row.id, config)
+        shell = {"posix": "bash -c", "powershell": "PowerShell",
+                 "cmd": "cmd /c"}[shell_family(config.get("shell") or "")]
         if policy.mode == "off":
-            self.add(check_id, "ok", "off: commands run unsandboxed, as configured")
+            self.add(check_id, "ok", f"off: commands run unsandboxed, as configured "
+                                     f"({shell})")
             return
         found = probe(policy)
         if found.usable:
-            self.add(check_id, "ok", f"{policy.describe()}; bubblewrap works here")
+            name = {"bubblewrap": "bubblewrap", "seatbelt": "Seatbelt (sandbox-exec)"}[kind()]
+            self.add(check_id, "ok", f"{policy.describe()}; {name} works here ({shell})")
         elif policy.required:
             self.add(check_id, "fail", self.scrub(f"{policy.describe()}, but {found.reason}: "
                                                   "every command will be refused"))
@@ -430,8 +435,13 @@ class Doctor:
     def check_carriers(self) -> None:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
-            message = "available" if carrier["available"] else (
-                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
+            if carrier["available"]:
+                message = "available"
+            elif carrier["id"] == "python":
+                message = (f"the python runtime's packages are not installed "
+                           f"({', '.join(carrier.get('missing', []))}; {python_hint()})")
+            else:
+                message = f"{RUNTIME_DIST} not installed ({runtime_hint()})"
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:
