@@ -1,9 +1,17 @@
 """Installed-wheel smoke test of the exe carrier: the frozen runtime, as a user gets it.
 
 Builds the host platform's ``dsh-runtime-bin`` wheel (or takes ``--wheel``), earns a
-Linux wheel its tag with ``wheels/earn_tag.py``, builds the ``dsh`` wheel, installs
-``dsh[runtime]`` from the two files into a fresh venv, and from an empty temporary folder
-(no ``PYTHONPATH``, no ``DSH_*``, its own ``DSH_HOME``) checks:
+Linux wheel its tag with ``wheels/earn_tag.py``, builds the ``dsh-harness`` wheel,
+installs ``dsh-harness[runtime]`` from the two files into a fresh venv, and from an empty
+temporary folder (no ``PYTHONPATH``, no ``DSH_*``, its own ``DSH_HOME``) checks, first
+with nothing else installed (an SDK user's installation):
+
+- the venv holds exactly ``dsh-harness`` and ``dsh-runtime-bin`` (nothing the python
+  runtime needs: the SDK and the runtime wheel take nothing else);
+- the ``dsh`` command hands over to the frozen runtime: ``dsh info --json`` reports the
+  exe carrier as the one running, and a headless run of the offline example answers;
+
+then with ``dsh-harness[python]`` added (both carriers present):
 
 - ``dsh_runtime_bin``: ``runtime_path()``, ``companion_path("rg")``, ``verify() == []``;
 - the exe is closed: with a ``PYTHONPATH`` of poisoned ``dsh``/``yaml``/``click``/``httpx``
@@ -14,9 +22,10 @@ Linux wheel its tag with ``wheels/earn_tag.py``, builds the ``dsh`` wheel, insta
   both carriers (a plugin the frozen build lacks shows up here);
 - the ripgrep companion runs;
 - what the runtime imports only on first use works frozen: a headless run of the exe
-  whose scripted model reads a PNG, a WebP, a JPEG and a GIF (Pillow, with the formats
-  the build keeps) and calls a tool of tests/fixtures/mcp_test_server.py over stdio (dsh's
-  MCP client; the server runs on this Python, skipped when it lacks the ``mcp`` package);
+  whose scripted model reads a PNG, a WebP, a JPEG and a GIF (tests/fixtures/images: the
+  frozen Pillow with the formats the build keeps, while this script needs no image
+  library) and calls a tool of tests/fixtures/mcp_test_server.py over stdio (dsh's MCP
+  client; the server runs on this Python, skipped when it lacks the ``mcp`` package);
 - when ``examples/offline/patch.yml`` exists: an SDK session (initialize, a prompt answered
   by the scripted provider with tool calls, events until idle, shutdown) through
   ``dsh.sdk`` with ``carrier="exe"``, which must pick the ``dsh_runtime_bin`` rung.
@@ -127,15 +136,14 @@ def earn_linux_tag(wheel: Path, out: Path) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def frozen_features(exe: Path, env: Mapping[str, str], work: Path) -> None:
-    """Lazily imported features through the exe: read_image on four formats, an MCP call."""
-    from PIL import Image
-
+def frozen_features(exe: Path, env: Mapping[str, str], work: Path, images: Path) -> None:
+    """Lazily imported features through the exe: read_image on four formats (the
+    2400x1600 files in ``images``, so each is decoded, scaled down and re-encoded), an MCP
+    call."""
     work.mkdir()
-    picture = Image.new("RGBA", (2400, 1600), (10, 120, 200, 160))
     formats = {"png": "PNG", "webp": "WEBP", "jpg": "JPEG", "gif": "GIF"}
-    for ext, fmt in formats.items():
-        (picture.convert("RGB") if fmt == "JPEG" else picture).save(work / f"a.{ext}", fmt)
+    for ext in formats:
+        shutil.copyfile(images / f"large.{ext}", work / f"a.{ext}")
     calls = [{"id": ext, "name": "read_image", "arguments": {"file_path": f"a.{ext}"}}
              for ext in formats]
     servers = []
@@ -166,6 +174,34 @@ def frozen_features(exe: Path, env: Mapping[str, str], work: Path) -> None:
         blocks = results.get("mcp", {}).get("content", [])
         if [b.get("text") for b in blocks] != ["5"]:
             raise SmokeFailure(f"frozen MCP call: {results.get('mcp')}")
+
+
+def slim_install(python: Path, venv_bin: Path, *, env: Mapping[str, str], cwd: Path,
+                 example: Path) -> dict[str, Any]:
+    """``dsh-harness[runtime]`` alone: nothing but the two distributions is installed, and
+    the ``dsh`` command runs everything through the frozen runtime."""
+    listed = json.loads(run([python, "-m", "pip", "list", "--format", "json",
+                             "--disable-pip-version-check"], env=env, cwd=cwd,
+                            check="pip list (slim install)").stdout)
+    names = sorted(p["name"].lower().replace("_", "-") for p in listed
+                   if p["name"].lower() not in ("pip", "setuptools", "wheel"))
+    if names != ["dsh-harness", "dsh-runtime-bin"]:
+        raise SmokeFailure(f"dsh-harness[runtime] installed more than itself and the "
+                           f"runtime wheel: {names}")
+    dsh = venv_bin / ("dsh.exe" if os.name == "nt" else "dsh")
+    info = json.loads(run([dsh, "info", "--json"], env=env, cwd=cwd,
+                          check="dsh info (slim install: handed to the exe)").stdout)
+    current = [c["id"] for c in info["data"]["carriers"] if c["current"]]
+    if current != ["exe"]:
+        raise SmokeFailure(f"slim install: dsh info ran on {current}, not the exe carrier")
+    answer = None
+    if (example / "patch.yml").is_file():
+        answer = run([dsh, "--profile", "headless", "--patch", example / "patch.yml",
+                      "Where am I working?"], env=env, cwd=cwd,
+                     check="headless run (slim install: handed to the exe)").stdout.strip()
+        if not answer:
+            raise SmokeFailure("slim install: the headless run printed no answer")
+    return {"installed": names, "carrier": current[0], "headless_answered": bool(answer)}
 
 
 def poison(folder: Path) -> Path:
@@ -237,8 +273,8 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         args.wheel_out.mkdir(parents=True, exist_ok=True)
         shutil.copy2(wheel, args.wheel_out / wheel.name)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
-         "-w", dist, args.dsh_wheel_from], env=os.environ, cwd=tmp, check="build dsh")
-    dsh_wheel = only_wheel(dist, "dsh-")
+         "-w", dist, args.dsh_wheel_from], env=os.environ, cwd=tmp, check="build dsh-harness")
+    dsh_wheel = only_wheel(dist, "dsh_harness-")
 
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", venv], env=os.environ, cwd=tmp, check="create venv")
@@ -246,8 +282,13 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     python = venv_bin / ("python.exe" if os.name == "nt" else "python")
     env = base_env(home, venv_bin)
     run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         f"dsh[runtime] @ {dsh_wheel.as_uri()}", wheel], env=env, cwd=cwd,
-        check="install dsh[runtime] (the extra must accept this runtime wheel)")
+         f"dsh-harness[runtime] @ {dsh_wheel.as_uri()}", wheel], env=env, cwd=cwd,
+        check="install dsh-harness[runtime] (the extra must accept this runtime wheel)")
+    slim = slim_install(python, venv_bin, env=env, cwd=cwd,
+                        example=args.dsh_wheel_from / "examples/offline")
+    run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         f"dsh-harness[python,runtime] @ {dsh_wheel.as_uri()}", wheel], env=env, cwd=cwd,
+        check="install dsh-harness[python] beside it")
 
     located = json.loads(run([python, "-c", (
         "import json, dsh_runtime_bin as b; print(json.dumps({'exe': str(b.runtime_path()), "
@@ -266,7 +307,8 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if version.strip() != f"dsh {located['version']}":
         raise SmokeFailure(f"--version says {version.strip()!r}, the wheel is "
                            f"{located['version']}")
-    same_output(exe, [venv_bin / "dsh"], ["--version"], env=env, closed_env=closed_env,
+    script = venv_bin / ("dsh.exe" if os.name == "nt" else "dsh")
+    same_output(exe, [script], ["--version"], env=env, closed_env=closed_env,
                 cwd=cwd, check="--version (dsh console script)")
     same_output(exe, [python, "-m", "dsh"], ["--profile", "sdk", "-h"], env=env,
                 closed_env=closed_env, cwd=cwd, check="--profile sdk -h")
@@ -281,7 +323,8 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if not rg_version.startswith("ripgrep "):
         raise SmokeFailure(f"ripgrep companion printed {rg_version[:200]!r}")
 
-    frozen_features(exe, closed_env, tmp / "features")
+    frozen_features(exe, closed_env, tmp / "features",
+                    args.dsh_wheel_from / "tests/fixtures/images")
 
     sdk: dict[str, Any] | None = None
     example = args.dsh_wheel_from / "examples/offline"
@@ -298,6 +341,7 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     unpacked = exe.parent
     return {
         "wheel": wheel.name,
+        "slim_install": slim,
         "wheel_bytes": wheel.stat().st_size,
         "unpacked_bytes": tree_size(unpacked),
         "sdk_session": None if sdk is None else {

@@ -8,7 +8,8 @@ One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host pl
    commit is refused unless ``DSH_RUNTIME_ALLOW_DIRTY=1`` marks it a local build;
 3. freeze: a private venv (from ``DSH_FREEZE_PYTHON``, else this interpreter) gets the
    pinned PyInstaller and exactly the dependencies the repository's ``pyproject.toml``
-   declares, so nothing else installed on the build machine can leak into the runtime;
+   declares for the python runtime (its ``python`` extra), so nothing else installed on
+   the build machine can leak into the runtime;
    on Linux, Pillow is built from its sdist with only the codecs ``read_image`` uses
    (:data:`PILLOW_FEATURES`); PyInstaller makes a one-folder build of ``freeze_entry.py``
    (the ``dsh`` command line) with bytecode optimised as by ``python -OO``,
@@ -213,12 +214,14 @@ def builtin_plugin_modules(table_file: Path) -> list[str]:
 
 
 def runtime_requirements(pyproject: Path) -> list[str]:
-    """``[project].dependencies`` of the ``dsh`` distribution: what the freeze installs."""
+    """What the freeze installs: the ``dsh-harness`` distribution's own dependencies and
+    its ``python`` extra (the packages the runtime runs on; the base needs none)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib
-    return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["python"]]
 
 
 def pillow_source_argv(python: Path, version: str) -> list[str]:

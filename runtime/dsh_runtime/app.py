@@ -8,7 +8,8 @@ rest of the process's life, the same way for every profile:
 * Otherwise the real stdin/stdout are reserved for the application
   (:func:`dsh_runtime.stdio.reserve_app_stdio`), so logging and stray prints can only
   reach stderr; the kernel starts and ``main`` runs on one asyncio loop.
-* The first SIGTERM (or ``main`` returning, e.g. on stdin EOF or ``shutdown``) disposes
+* The first SIGTERM (Windows: SIGBREAK, from ``CTRL_BREAK_EVENT``; or ``main``
+  returning, e.g. on stdin EOF or ``shutdown``) disposes
   the root within :data:`DISPOSE_BOUND` seconds and exits 0; the first SIGINT does the
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
   The exit of the SDK program that started the runtime (``DSH_PARENT_PID``,
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
 DISPOSE_BOUND = 5.0
 _HELP_FLAGS = frozenset({"-h", "--help"})
 _EXIT_BY_SIGNAL = {signal.SIGTERM: EXIT_OK, signal.SIGINT: EXIT_INTERRUPTED}
+if hasattr(signal, "SIGBREAK"):
+    # Windows: CTRL_BREAK_EVENT, how dsh.core.process asks a child's group to end, is SIGTERM's
+    # counterpart there (a console's Ctrl-Break too).
+    _EXIT_BY_SIGNAL[signal.SIGBREAK] = EXIT_OK
 
 log = logging.getLogger("dsh.app")
 

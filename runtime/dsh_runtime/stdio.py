@@ -86,9 +86,9 @@ def _dup_or_devnull(fd: int, mode: int) -> int:
 
 def _above_stdio(fd: int) -> int:
     """``fd`` moved to a number above 2 (the lowest free one is 0-2 when those are closed)."""
-    if fd > 2:
+    if fd > 2 or os.name == "nt":  # Windows never hands out 0-2 here (its stdio is open)
         return fd
-    import fcntl  # POSIX only; Windows never hands out 0-2 here (its stdio is always open)
+    import fcntl
 
     try:
         return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)

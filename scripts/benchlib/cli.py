@@ -102,8 +102,10 @@ def _run_one(bench: Benchmark, opts: Options, timeout: int) -> list[Result]:
         raise TimeoutError(f"still running after {timeout} s")
 
     t0 = time.perf_counter()
-    previous = signal.signal(signal.SIGALRM, stalled)
-    signal.alarm(timeout)
+    alarm = hasattr(signal, "SIGALRM")  # POSIX: elsewhere a stalled row is not cut short
+    previous = signal.signal(signal.SIGALRM, stalled) if alarm else None
+    if alarm:
+        signal.alarm(timeout)
     try:
         returned = bench.func(opts)
         rows = returned if isinstance(returned, list) else [returned]
@@ -115,8 +117,9 @@ def _run_one(bench: Benchmark, opts: Options, timeout: int) -> list[Result]:
         traceback.print_exc(file=sys.stderr)
         rows = [metric.error(f"{type(exc).__name__}: {exc}") for metric in bench.metrics]
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        if alarm:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
     seconds = round(time.perf_counter() - t0, 1)
     for row in rows:
         row["seconds"] = seconds

@@ -118,6 +118,8 @@ class PythonPass:
 
 def rss_mb(pid: int) -> float:
     """Resident memory of process ``pid`` (Linux /proc), in MiB."""
+    if not sys.platform.startswith("linux"):
+        raise RuntimeError("resident memory is read from /proc, which is Linux's")
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024

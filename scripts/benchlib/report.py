@@ -55,10 +55,12 @@ def _field(path: str, key: str, sep: str = ":") -> str | None:
 
 def machine() -> dict[str, Any]:
     """What the figures were taken on: CPU, cores, RAM, OS, Python, load at the start."""
-    mem = _field("/proc/meminfo", "MemTotal")
+    linux = sys.platform.startswith("linux")
+    mem = _field("/proc/meminfo", "MemTotal") if linux else None
     os_name = _field("/etc/os-release", "PRETTY_NAME", "=")
     return {
-        "cpu": _field("/proc/cpuinfo", "model name\t") or platform.processor() or "unknown",
+        "cpu": (_field("/proc/cpuinfo", "model name\t") if linux else None)
+        or platform.processor() or "unknown",
         "cores": os.cpu_count(),
         "ram_gb": round(int(mem.split()[0]) / 2**20, 1) if mem else None,
         "os": (os_name or "").strip('"') or platform.system(),

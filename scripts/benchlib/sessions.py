@@ -176,7 +176,7 @@ def _pg_why_not() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'dsh[postgres]')"
+        return "psycopg is not installed (pip install 'dsh-harness[postgres]')"
     if _pgcluster().find_bindir() is None:
         return "PostgreSQL's initdb and pg_ctl are not installed (Debian: postgresql)"
     return None

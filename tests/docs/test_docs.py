@@ -77,7 +77,7 @@ def test_the_readmes_first_commands_come_first_and_run(tmp_path: Path) -> None:
     commands = [line for line in first_block.group(1).splitlines()
                 if line and not line.startswith("#")]
     assert commands == [
-        'pip install . && dsh --profile headless --patch examples/offline/patch.yml '
+        "pip install '.[python]' && dsh --profile headless --patch examples/offline/patch.yml "
         '"Where am I working?"',
         "bash scripts/dev-setup.sh && python3 -m pytest -q",
     ]

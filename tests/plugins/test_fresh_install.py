@@ -1,11 +1,12 @@
 """A new user's whole plugin path, in a fresh virtualenv with a plain ``pip install``.
 
-The module's virtualenv gets this repository with ``pip install <repo>`` (no extras, no
-dev tools), as a user installs it. Then, with that environment's ``dsh`` only: ``dsh
-plugin new`` writes a setuptools plugin and a hatchling one, ``dsh plugin add`` installs
-both into a new profile (each built in isolation, fetching its own backend), ``dsh
-doctor`` finds every check ok, a headless session whose scripted model calls both new
-tools answers, the scaffold's own test passes, and ``remove`` takes both away.
+The module's virtualenv gets this repository with ``pip install '<repo>[python]'`` (the
+README's install: the python runtime, no dev tools), as a user installs it. Then, with
+that environment's ``dsh`` only: ``dsh plugin new`` writes a setuptools plugin and a
+hatchling one, ``dsh plugin add`` installs both into a new profile (each built in
+isolation, fetching its own backend), ``dsh doctor`` finds every check ok, a headless
+session whose scripted model calls both new tools answers, the scaffold's own test
+passes, and ``remove`` takes both away.
 
 One virtualenv serves the module (building it is most of the time).
 """
@@ -76,7 +77,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fresh]:
     env = Fresh(tmp_path_factory.mktemp("fresh"))
     venv.EnvBuilder(with_pip=True).create(env.venv)
     env.ok(env.run(str(env.bin / "python"), "-m", "pip", "install", "--quiet",
-                   "--disable-pip-version-check", str(REPO), timeout=INSTALL_TIMEOUT))
+                   "--disable-pip-version-check", f"{REPO}[python]", timeout=INSTALL_TIMEOUT))
     yield env
 
 

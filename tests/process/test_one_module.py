@@ -79,12 +79,13 @@ def test_no_module_but_dsh_process_starts_or_signals_a_process() -> None:
 
 
 def test_the_process_module_is_in_the_core_layer() -> None:
-    """``dsh.core.process`` (and ``dsh.core.limits``, its planning half) import only the
-    standard library and the core (errors, JSON-RPC, version) besides each other: everything
-    else of dsh may depend on them, so they may depend on nothing of dsh above the core."""
+    """``dsh.core.process`` (with ``dsh.core.limits``, its planning half, and
+    ``dsh.core.winjob``, its Windows job objects) imports only the standard library and the
+    core (errors, JSON-RPC, version) besides these: everything else of dsh may depend on
+    them, so they may depend on nothing of dsh above the core."""
     core = {"dsh.core.errors", "dsh.core.jsonrpc", "dsh._version", "dsh.core.limits",
-            "dsh.core.process"}
-    for name in ("process.py", "limits.py"):
+            "dsh.core.process", "dsh.core.winjob"}
+    for name in ("process.py", "limits.py", "winjob.py"):
         tree = ast.parse((ROOT / "launcher" / "dsh" / "core" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:

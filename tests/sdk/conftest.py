@@ -41,7 +41,7 @@ def carrier(request: pytest.FixtureRequest) -> str:
     """Each real-runtime test runs on both carriers; ``exe`` needs the runtime wheel."""
     if request.param == "exe" and importlib.util.find_spec("dsh_runtime_bin") is None:
         pytest.skip("exe carrier: the dsh-runtime-bin wheel (import dsh_runtime_bin) is "
-                    "not installed; it is built by wheels/ (pip install 'dsh[runtime]')")
+                    "not installed; it is built by wheels/ (pip install 'dsh-harness[runtime]')")
     return request.param
 
 

@@ -21,7 +21,7 @@ def _runtime() -> str:
         import dsh_runtime_bin  # type: ignore[import-not-found]
     except ImportError:
         pytest.skip("exe carrier: the dsh-runtime-bin wheel is not installed; it is built by "
-                    "wheels/ (pip install 'dsh[runtime]')")
+                    "wheels/ (pip install 'dsh-harness[runtime]')")
     return os.fspath(dsh_runtime_bin.runtime_path())
 
 

@@ -95,7 +95,7 @@ def test_doctor_shows_the_mode_and_whether_bubblewrap_runs(
         run_dsh: Any, tmp_path: Path) -> None:
     code, check = doctor_sandbox(run_dsh)
     assert (code, check["status"]) == (0, "ok"), check
-    assert check["message"] == "workspace-write, network off; bubblewrap works here"
+    assert check["message"] == "workspace-write, network off; bubblewrap works here (bash -c)"
     broken = tmp_path / "bwrap"
     broken.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
                       "exit 1\n")

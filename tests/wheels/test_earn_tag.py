@@ -1,4 +1,8 @@
-"""Earning the Linux tag: auditwheel's verdict taken as is, and a faithful retag."""
+"""Earning the tag: each platform's audit verdict taken as is, and a faithful retag.
+
+The macOS and Windows audits run only on their runners; here their readings of the
+tools' output and of PE headers are checked on the tools' documented output.
+"""
 
 from __future__ import annotations
 
@@ -81,3 +85,91 @@ def test_retag_deflates_members_at_level_9(earn: ModuleType, tmp_path: Path) -> 
     with zipfile.ZipFile(target) as result:
         assert result.read("dsh_runtime_bin/data") == data
         assert result.getinfo("dsh_runtime_bin/data").compress_size == level9
+
+
+DELOCATE_LISTDEPS = """\
+dsh_runtime_bin/_internal/libpython3.12.dylib
+dsh_runtime_bin/_internal/PIL/.dylibs/libjpeg.62.dylib
+"""
+
+
+def test_macos_listdeps_inside_the_wheel_is_fine(earn: ModuleType) -> None:
+    assert earn.external_libraries(DELOCATE_LISTDEPS) == []
+
+
+def test_macos_listdeps_names_libraries_outside_the_wheel(earn: ModuleType) -> None:
+    text = DELOCATE_LISTDEPS + "/opt/homebrew/opt/libwebp/lib/libwebp.7.dylib\n"
+    assert earn.external_libraries(text) == ["/opt/homebrew/opt/libwebp/lib/libwebp.7.dylib"]
+
+
+DELVEWHEEL_NONE = """\
+Analyzing dsh_runtime_bin-0.1.0-py3-none-win_amd64.whl
+
+The following DLLs will be copied into the wheel.
+    None
+
+The following DLLs are assumed to be present in the end user's environment and will not \
+be copied into the wheel.
+    kernel32.dll
+    python312.dll
+"""
+
+
+def test_windows_delvewheel_nothing_to_copy(earn: ModuleType) -> None:
+    assert earn.dlls_to_copy(DELVEWHEEL_NONE) == []
+
+
+def test_windows_delvewheel_names_dlls_to_copy(earn: ModuleType) -> None:
+    text = DELVEWHEEL_NONE.replace(
+        "    None\n", "    libssl-3-x64.dll (C:\\OpenSSL\\bin\\libssl-3-x64.dll)\n")
+    assert earn.dlls_to_copy(text) == ["libssl-3-x64.dll (C:\\OpenSSL\\bin\\libssl-3-x64.dll)"]
+
+
+def test_windows_delvewheel_output_without_the_list_is_refused(earn: ModuleType) -> None:
+    with pytest.raises(earn.TagError, match="no list of DLLs"):
+        earn.dlls_to_copy("something else\n")
+
+
+def pe(machine: int) -> bytes:
+    """The smallest header :func:`pe_machine` reads: MZ, e_lfanew at 0x3C, PE, Machine."""
+    head = bytearray(0x80)
+    head[:2] = b"MZ"
+    head[0x3C:0x40] = (0x40).to_bytes(4, "little")
+    head[0x40:0x44] = b"PE\0\0"
+    head[0x44:0x46] = machine.to_bytes(2, "little")
+    return bytes(head)
+
+
+def test_pe_machine(earn: ModuleType) -> None:
+    assert earn.pe_machine(pe(0x8664)) == 0x8664
+    assert earn.pe_machine(pe(0xAA64)) == 0xAA64
+    assert earn.pe_machine(b"\x7fELF" + bytes(100)) is None
+    assert earn.pe_machine(b"MZ" + bytes(10)) is None
+
+
+def test_pe_machines_of_every_binary_in_the_wheel(earn: ModuleType, tmp_path: Path) -> None:
+    wheel = tmp_path / "dsh_runtime_bin-1.0-py3-none-win_amd64.whl"
+    with zipfile.ZipFile(wheel, "w") as out:
+        out.writestr("dsh_runtime_bin/dsh-runtime-win-x64.exe", pe(0x8664))
+        out.writestr("dsh_runtime_bin/_internal/python312.dll", pe(0x8664))
+        out.writestr("dsh_runtime_bin/_internal/_ssl.pyd", pe(0x014C))
+        out.writestr("dsh_runtime_bin/_internal/base_library.txt", b"text")
+    assert earn.pe_machines(wheel) == {
+        "dsh_runtime_bin/dsh-runtime-win-x64.exe": 0x8664,
+        "dsh_runtime_bin/_internal/python312.dll": 0x8664,
+        "dsh_runtime_bin/_internal/_ssl.pyd": 0x014C}
+
+
+def test_a_missing_audit_tool_is_named_with_its_install(earn: ModuleType, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = tmp_path / "dsh_runtime_bin-1.0-py3-none-macosx_11_0_arm64.whl"
+    wheel.write_bytes(b"")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(earn.TagError, match=r"delocate-listdeps is not installed"):
+        earn.earn(wheel)
+    windows = tmp_path / "dsh_runtime_bin-1.0-py3-none-win_amd64.whl"
+    windows.write_bytes(b"")
+    with pytest.raises(earn.TagError, match=r"delvewheel is not installed"):
+        earn.earn(windows)
+    with pytest.raises(earn.TagError, match="no way to earn"):
+        earn.earn(tmp_path / "dsh_runtime_bin-1.0-py3-none-any.whl")

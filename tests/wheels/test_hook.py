@@ -184,9 +184,10 @@ class TestFreezeInputs:
         with pytest.raises(hook.BuildError, match="no annotated BUILTIN_PLUGINS literal"):
             hook.builtin_plugin_modules(table)
 
-    def test_requirements_are_the_dsh_dependencies(self, hook: ModuleType) -> None:
+    def test_requirements_are_the_python_runtimes_dependencies(self, hook: ModuleType) -> None:
         project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-        assert hook.runtime_requirements(REPO / "pyproject.toml") == project["dependencies"]
+        assert hook.runtime_requirements(REPO / "pyproject.toml") == [
+            *project["dependencies"], *project["optional-dependencies"]["python"]]
 
     def test_pyinstaller_argv(self, hook: ModuleType, tmp_path: Path) -> None:
         argv = hook.pyinstaller_argv(name="dsh-runtime-linux-x64", entry=WHEELS / "e.py",
@@ -247,7 +248,13 @@ class TestProjectFiles:
         config = tomllib.loads((WHEELS / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
         assert config["build"] == "cp312-*"
         assert "scripts/smoke_runtime_wheel.py --wheel {wheel}" in config["test-command"]
-        assert "earn_tag.py --check-platforms" in config["linux"]["repair-wheel-command"]
+        # One audit-and-retag command for every platform; none turns it off (an empty
+        # command would let a platform ship the tag it was built with, unearned).
+        assert "earn_tag.py --check-platforms" in config["repair-wheel-command"]
+        for platform in ("linux", "macos", "windows"):
+            assert "repair-wheel-command" not in config.get(platform, {})
+        assert "delocate" in config["macos"]["before-build"]
+        assert "delvewheel" in config["windows"]["before-build"]
 
 
 class TestMaterializeLinks:

@@ -1,7 +1,8 @@
 """dsh's closed runtime: a frozen ``dsh`` executable for one platform, with companions.
 
 This distribution (``dsh-runtime-bin``) adds no console script: ``dsh`` from the pure
-``dsh`` distribution stays the one launcher, and SDK clients find the frozen executable
+``dsh-harness`` distribution stays the one launcher (it hands over to this executable
+when the python runtime is not installed), and SDK clients find the frozen executable
 through :func:`runtime_path`. ``__version__`` is read from ``runtime.json`` on first use,
 so importing this package never touches more than its own folder.
 """

@@ -21,7 +21,7 @@ from typing import Any
 
 from dsh.cli.machine import display_path
 from dsh.core import carriers
-from dsh.core.distribution import RUNTIME_DIST, runtime_hint
+from dsh.core.distribution import RUNTIME_DIST, python_hint, runtime_hint
 from dsh.core.errors import DshError
 
 
@@ -238,8 +238,13 @@ class Doctor:
     def check_carriers(self) -> None:
         for carrier in carriers.describe():
             status = "ok" if carrier["available"] else "warn"
-            message = "available" if carrier["available"] else (
-                f"{RUNTIME_DIST} not installed ({runtime_hint()})")
+            if carrier["available"]:
+                message = "available"
+            elif carrier["id"] == "python":
+                message = (f"the python runtime's packages are not installed "
+                           f"({', '.join(carrier.get('missing', []))}; {python_hint()})")
+            else:
+                message = f"{RUNTIME_DIST} not installed ({runtime_hint()})"
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:

@@ -55,6 +55,18 @@ def _run(argv: list[str]) -> int:
     if inv.help:
         sys.stdout.write(HELP)
         return 0
+    from dsh.core.carriers import launch_choice
+
+    handover = launch_choice()
+    if handover is not None:  # no python runtime here: the frozen one runs this instead
+        if inv.subcommand == "plugin":  # pip installs for a Python: the frozen one is none
+            from dsh.core.distribution import python_hint
+
+            raise UsageError("dsh plugin installs plugins for this Python, which needs the "
+                             f"python runtime's packages (hint: {python_hint()})")
+        from dsh.core.process import hand_over
+
+        return hand_over([handover.path, *argv])
     if inv.subcommand is not None:
         from dsh.cli.commands import run_subcommand
 

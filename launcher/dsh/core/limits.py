@@ -58,6 +58,9 @@ from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError
 
+_LINUX = sys.platform.startswith("linux")
+"""cgroups and ``/proc`` are Linux's: every other platform has rlimits at most."""
+
 MB = 1024 * 1024
 
 SCHEMA: Mapping[str, Any] = {
@@ -223,7 +226,7 @@ def sites(limits: Limits) -> list[Site]:
         wanted.add("pids")
     if limits.memory_bytes():
         wanted.add("memory")
-    if not limits.cgroup or not wanted or not sys.platform.startswith("linux"):
+    if not limits.cgroup or not wanted or not _LINUX:
         return []
     own = _own_cgroups()
     mounts = _cgroup_mounts()
@@ -353,7 +356,7 @@ def _limit_files(site: Site, folder: str, limits: Limits) -> list[tuple[str, str
 
 def _sweep(parent: str) -> None:
     """Remove empty cgroups left by dsh processes that died (once per parent folder)."""
-    if parent in _swept:
+    if not _LINUX or parent in _swept:
         return
     _swept.add(parent)
     try:
@@ -372,6 +375,8 @@ def _sweep(parent: str) -> None:
 def _own_cgroups() -> dict[str, str]:
     """This process's cgroup path per v1 controller, and the v2 one under ``""``."""
     found: dict[str, str] = {}
+    if not _LINUX:
+        return found
     try:
         with open("/proc/self/cgroup") as f:
             lines = f.read().splitlines()
@@ -392,7 +397,9 @@ def _own_cgroups() -> dict[str, str]:
 
 def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
     """``(fstype, mount point, root within the hierarchy, options)`` of cgroup mounts."""
-    found = []
+    found: list[tuple[str, str, str, list[str]]] = []
+    if not _LINUX:
+        return found
     try:
         with open("/proc/self/mountinfo") as f:
             lines = f.read().splitlines()

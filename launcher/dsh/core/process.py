@@ -13,7 +13,10 @@ bubblewrap trial, MCP stdio servers, the SDK's runtime (and so every sub-agent),
   runs Python between fork and exec, where a lock held by another thread of the parent
   (the SDK client is often driven from threads) deadlocks the child, and it forces
   ``fork`` over the faster ``vfork``/``posix_spawn``. ``setpriv`` does the same in C
-  and then ``exec``s, keeping the pid.
+  and then ``exec``s, keeping the pid. On Windows the child's kill-on-close job object
+  is the tie (the kernel ends it with dsh); macOS has neither, so there a child outlives
+  a SIGKILLed dsh unless it watches its stdin (a runtime does, and its parent pid too:
+  ``dsh_runtime.parentwatch``).
 * **Limits** where asked (``limits``, :mod:`dsh.core.limits`): a cgroup of its own where dsh
   can make one, rlimits otherwise, applied by exec-safe wrappers too.
 * **Stopped one way**: :meth:`Group.terminate` (SIGTERM to the group), a grace period,
@@ -33,9 +36,24 @@ The sync flavour (:class:`Child`, :func:`spawn`, :func:`run`) and the async one
 (:class:`AsyncChild`, :func:`spawn_async`, :func:`spawn_protocol`) share :func:`_prepare`
 and :class:`Group`; only the waiting differs.
 
-Platforms: every POSIX-only call (``os.killpg``, ``signal.SIGKILL``, sessions, ``/proc``)
-sits behind ``_POSIX``; elsewhere a child gets ``CREATE_NEW_PROCESS_GROUP`` and is
-terminated and killed alone (Windows job objects are the planned next branch).
+Platforms, three branches behind two guards:
+
+* ``_POSIX`` (process groups and signals by number: Linux, macOS): as above. Keyed off the
+  calls themselves (``os.killpg``, ``os.getpgid``, ``signal.SIGKILL``), not ``os.name``, so
+  the portable branch runs wherever one is missing and can be exercised on Linux with them
+  removed (``tests/process/test_portable.py``).
+* ``_WINDOWS``: a child starts in a process group of its own
+  (``CREATE_NEW_PROCESS_GROUP``) and in a kill-on-close job object of its own
+  (:mod:`dsh.core.winjob`): :meth:`Group.terminate` sends ``CTRL_BREAK_EVENT`` to the group
+  (a Python child sees ``SIGBREAK``, which the runtime treats as ``SIGTERM``),
+  :meth:`Group.kill` terminates the job, so the whole tree, and the kernel ends the job
+  when dsh exits, however it exits (the tie). Without a job, ``taskkill /T /F`` kills
+  the tree.
+* Anywhere else (or a POSIX missing those calls): the leader alone, through its handle
+  (``terminate()``, then ``kill()``).
+
+Every POSIX-only name used in dsh sits behind one of these guards (or ``_LINUX``):
+``tests/process/test_platform_guards.py`` scans the source for them.
 """
 
 from __future__ import annotations
@@ -55,9 +73,13 @@ from typing import IO, Any, NamedTuple
 
 from dsh.core.limits import Cgroup, Limits, Site, plan, sites
 
-_POSIX = os.name == "posix"
-"""The one platform guard: process groups, signals by number and ``/proc`` are POSIX."""
+_POSIX = all(hasattr(os, name) for name in ("killpg", "getpgid", "setsid")) \
+    and hasattr(signal, "SIGKILL")
+"""The POSIX guard: process groups, sessions and signals by number exist here."""
+_WINDOWS = sys.platform == "win32"
+"""The Windows guard: job objects and console control events (:mod:`dsh.core.winjob`)."""
 _LINUX = sys.platform.startswith("linux")
+"""The Linux guard: ``setpriv``, ``prctl``, ``/proc`` and cgroups."""
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
@@ -141,8 +163,11 @@ def _prepare(argv: Sequence[str], *, env: Mapping[str, str] | None, tie: str | N
     cgroup: Cgroup | None = None
     if _POSIX:
         options["start_new_session"] = True
-    else:
-        options["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+    elif _WINDOWS:
+        from dsh.core.winjob import CREATE_SUSPENDED
+
+        # Suspended until it is in its job (``_adopt``): nothing it starts escapes the job.
+        options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP | CREATE_SUSPENDED
     if _LINUX and tie is not None:
         setpriv = shutil.which("setpriv")
         if setpriv:
@@ -174,7 +199,7 @@ def spawn(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str]
         if prepared.cgroup is not None:
             prepared.cgroup.remove()
         raise
-    return Child(popen, prepared.cgroup)
+    return Child(popen, prepared.cgroup, _adopt(popen.pid, popen.kill))
 
 
 async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
@@ -197,13 +222,15 @@ async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
         process = await asyncio.shield(starting)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
-            await AsyncChild(await starting, prepared.cgroup).stop(0)
+            started = await starting
+            await AsyncChild(started, prepared.cgroup, _adopt(started.pid, started.kill)
+                             ).stop(0)
         raise
     except BaseException:
         if prepared.cgroup is not None:
             prepared.cgroup.remove()
         raise
-    return AsyncChild(process, prepared.cgroup)
+    return AsyncChild(process, prepared.cgroup, _adopt(process.pid, process.kill))
 
 
 async def spawn_protocol(factory: Callable[[], asyncio.SubprocessProtocol],
@@ -217,7 +244,8 @@ async def spawn_protocol(factory: Callable[[], asyncio.SubprocessProtocol],
     transport, _ = await loop.subprocess_exec(
         factory, *prepared.argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=cwd,
         env=_env(env), **prepared.options)
-    return Group(transport.get_pid(), transport, None)
+    return Group(transport.get_pid(), transport, None, _adopt(transport.get_pid(),
+                                                              transport.kill))
 
 
 def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
@@ -252,6 +280,37 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
     return Completed(child.popen.returncode, out, err, timed_out)
 
 
+def hand_over(argv: Sequence[str]) -> int:
+    """Run ``argv`` in this process's place (the ``dsh`` command handing its command line
+    to the frozen runtime): its stdio, environment and working directory are this
+    process's, and so are its signals and exit status.
+
+    POSIX: ``exec`` (the pid stays, so an SDK client or a shell waiting on it sees the
+    runtime itself); never returns. Elsewhere: a child sharing this console and stdio,
+    tied to this process by a job (Windows), whose exit status is returned; a console
+    Ctrl-C reaches the child, which decides, so this process ignores it meanwhile.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if os.name == "posix":
+        os.execv(argv[0], list(argv))
+    creationflags = 0
+    if _WINDOWS:
+        from dsh.core.winjob import CREATE_SUSPENDED
+
+        creationflags = CREATE_SUSPENDED
+    popen = subprocess.Popen(list(argv), creationflags=creationflags)
+    job = _adopt(popen.pid, popen.kill)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return popen.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if job is not None:
+            job.close()
+
+
 # -- the group handle ----------------------------------------------------------------------
 
 
@@ -263,27 +322,37 @@ _live_lock = threading.Lock()
 
 
 class Group:
-    """A started child's process group (and cgroup): signalled, killed and released here.
+    """A started child's process group (and cgroup or job): signalled, killed, released here.
 
-    ``handle`` is what started it (a Popen, an asyncio Process or subprocess transport);
-    where process groups do not exist only that process is signalled through it.
+    ``handle`` is what started it (a Popen, an asyncio Process or subprocess transport),
+    used where process groups do not exist; ``job`` is its Windows job object, if any.
     """
 
-    def __init__(self, pid: int, handle: Any, cgroup: Cgroup | None) -> None:
+    def __init__(self, pid: int, handle: Any, cgroup: Cgroup | None,
+                 job: Any = None) -> None:
         self.pid = pid
         self.cgroup = cgroup
+        self.job = job
         self._handle = handle
         with _live_lock:
             _live[id(self)] = self
 
     def terminate(self) -> bool:
-        """Ask the whole group to end (SIGTERM); False when none of it is left."""
+        """Ask the whole group to end (SIGTERM; Windows: CTRL_BREAK_EVENT); False when
+        none of it is left, or the request cannot be delivered (then kill at once)."""
         if _POSIX:
             return _signal_group(self.pid, signal.SIGTERM)
+        if _WINDOWS:
+            # Reaches the group only when it shares dsh's console; otherwise the OSError
+            # says so and the stop ladder kills without a grace.
+            return _call(lambda: os.kill(self.pid, signal.CTRL_BREAK_EVENT))
         return _call(self._handle.terminate)
 
     def kill(self) -> bool:
-        """Kill the whole group and everything in its cgroup; False when none was left."""
+        """Kill the whole group and everything in its cgroup (Windows: its job, the whole
+        tree); False when none was left."""
+        if _WINDOWS:
+            return self._kill_tree()
         if not _POSIX:
             return _call(self._handle.kill)
         hit = _signal_group(self.pid, signal.SIGKILL)
@@ -300,20 +369,36 @@ class Group:
                         hit = True
         return hit
 
+    def _kill_tree(self) -> bool:
+        """Windows: terminate the job; without one, ``taskkill /T /F`` walks the tree."""
+        if self.job is not None and self.job.terminate():
+            return True
+        alive = pid_alive(self.pid)
+        if alive and shutil.which("taskkill"):
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(["taskkill", "/T", "/F", "/PID", str(self.pid)],
+                               stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL,
+                               timeout=KILL_WAIT, check=False)
+        return _call(self._handle.kill) or alive
+
     def release(self) -> bool:
         """Forget the group and try once to remove its cgroup (after the leader was
         reaped); False when the cgroup is still busy (killed members leave it a moment
-        later: the stop ladders retry, and a later dsh sweeps what a dead one left)."""
+        later: the stop ladders retry, and a later dsh sweeps what a dead one left).
+        A Windows job is closed here (what is left in it dies with it)."""
         with _live_lock:
             _live.pop(id(self), None)
+        if self.job is not None:
+            self.job.close()
         return self.cgroup is None or self.cgroup.remove()
 
 
 class Child(Group):
     """A child started by :func:`spawn`; ``popen`` is its :class:`subprocess.Popen`."""
 
-    def __init__(self, popen: subprocess.Popen[Any], cgroup: Cgroup | None) -> None:
-        super().__init__(popen.pid, popen, cgroup)
+    def __init__(self, popen: subprocess.Popen[Any], cgroup: Cgroup | None,
+                 job: Any = None) -> None:
+        super().__init__(popen.pid, popen, cgroup, job)
         self.popen = popen
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
 
@@ -345,8 +430,9 @@ class Child(Group):
 class AsyncChild(Group):
     """A child started by :func:`spawn_async`; ``process`` is its asyncio Process."""
 
-    def __init__(self, process: asyncio.subprocess.Process, cgroup: Cgroup | None) -> None:
-        super().__init__(process.pid, process, cgroup)
+    def __init__(self, process: asyncio.subprocess.Process, cgroup: Cgroup | None,
+                 job: Any = None) -> None:
+        super().__init__(process.pid, process, cgroup, job)
         self.process = process
         self.stdin, self.stdout, self.stderr = process.stdin, process.stdout, process.stderr
 
@@ -395,11 +481,29 @@ def _signal_group(pid: int, signum: int) -> bool:
     PermissionError counts as gone: a group of zombies answers it on macOS, and a pid that
     became someone else's is not ours to signal.
     """
+    if not _POSIX:
+        return False
     try:
         os.killpg(pid, signum)
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _adopt(pid: int, kill: Callable[[], None]) -> Any:
+    """Windows: the job object of the just-started (suspended) ``pid``, which then runs;
+    None elsewhere, or when no job can be made. A child that cannot be resumed is killed
+    (``kill``) and the OSError raised: it would otherwise wait forever."""
+    if not _WINDOWS:
+        return None
+    from dsh.core.winjob import adopt
+
+    try:
+        return adopt(pid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            kill()
+        raise
 
 
 def _call(action: Callable[[], None]) -> bool:
@@ -451,7 +555,7 @@ def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (a reused pid reads as alive: the safe mistake)."""
     if pid <= 0:
         return False
-    if not _POSIX:  # os.kill(pid, 0) would send CTRL_C_EVENT there
+    if _WINDOWS:  # os.kill(pid, 0) would send CTRL_C_EVENT there
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
@@ -474,8 +578,8 @@ def pid_alive(pid: int) -> bool:
 def kill_children() -> None:
     """Kill every child still alive, with its group: the last line of a forced exit.
 
-    Children started here and not yet released, and (Linux) any other direct child found
-    in ``/proc`` (a plugin that started one its own way).
+    Children started here and not yet released (Windows: their jobs), and (Linux) any
+    other direct child found in ``/proc`` (a plugin that started one its own way).
     """
     with _live_lock:
         groups = list(_live.values())
@@ -495,8 +599,10 @@ def kill_children() -> None:
 
 def _direct_children() -> list[int]:
     """Direct children of this process (Linux ``/proc``; elsewhere none are found)."""
-    task_dir = f"/proc/{os.getpid()}/task"
     pids: list[int] = []
+    if not _LINUX:
+        return pids
+    task_dir = f"/proc/{os.getpid()}/task"
     try:
         tids = os.listdir(task_dir)
     except OSError:
@@ -540,6 +646,10 @@ def enforcement(limits: Limits) -> Enforcement:
         return Enforcement("none", f"{values}: nothing to enforce")
     from dsh.core.limits import rlimits_available
 
+    if not _LINUX:
+        return Enforcement("none", f"{values}: resource limits need Linux (cgroups, "
+                                   f"util-linux prlimit); on {sys.platform} nothing bounds "
+                                   "commands")
     if not _POSIX or not rlimits_available():
         return Enforcement("none", f"{values}: no cgroup can be made here and prlimit "
                                    "(util-linux) was not found, so nothing bounds commands")

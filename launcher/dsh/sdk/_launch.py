@@ -11,13 +11,14 @@ The runtime must end with the program that started it. A runtime the client loca
 itself (the python carrier of this install, or the ``dsh-runtime-bin`` wheel of this
 version) watches this process on its own (``DSH_PARENT_PID``, see
 ``dsh_runtime.parentwatch``); any other executable is tied to it by the kernel's
-parent-death signal (:mod:`._transport`), which costs every spawn a full fork.
+parent-death signal on Linux (:mod:`._transport`) and, everywhere, ends at stdin EOF.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,15 +84,20 @@ def launch_spec(config: ClientConfig, runtime: RuntimeInfo, env: dict[str, str])
 
 def watches_parent(runtime: RuntimeInfo) -> bool:
     """Whether ``runtime`` is dsh's own of this version (so it honours ``DSH_PARENT_PID``)
-    and this kernel has pidfds (its way of watching): the python carrier of this install,
-    or the ``dsh-runtime-bin`` wheel built as this version. An explicit ``dsh_bin`` or
-    ``DSH_RUNTIME_BIN`` may be anything, so it gets the kernel's signal instead."""
+    and can watch this process: the python carrier of this install, or the
+    ``dsh-runtime-bin`` wheel built as this version. An explicit ``dsh_bin`` or
+    ``DSH_RUNTIME_BIN`` may be anything, so it gets the kernel's signal instead (Linux).
+    On Linux the runtime watches through a pidfd, so a kernel without pidfds keeps the
+    kernel's signal; elsewhere there is no such signal and the runtime always watches
+    (kqueue on macOS, a process handle on Windows, else a poll of its parent pid)."""
     ours = runtime.source in ("sys.executable", WHEEL_MODULE) and runtime.version == __version__
-    return ours and _pidfds_work()
+    return ours and _parent_watchable()
 
 
 @functools.cache
-def _pidfds_work() -> bool:
+def _parent_watchable() -> bool:
+    if not sys.platform.startswith("linux"):
+        return True
     if not hasattr(os, "pidfd_open"):
         return False
     try:

@@ -1,7 +1,8 @@
 """Which runtime a client starts: the lookup order in docs/contracts.md.
 
 ``dsh_bin`` > ``DSH_RUNTIME_BIN`` > the installed ``dsh-runtime-bin`` wheel (``exe``
-carrier) > ``sys.executable -m dsh`` (``python`` carrier). An explicit choice (``dsh_bin``
+carrier) > ``sys.executable -m dsh`` (``python`` carrier: only where the python runtime's
+packages, ``dsh-harness[python]``, are installed). An explicit choice (``dsh_bin``
 or a non-blank ``DSH_RUNTIME_BIN``) that does not work is an error, never a cue to try the
 next place: a bundled binary silently overriding the user's choice is a known pain of
 other SDKs. When nothing is found, the error lists every place searched and why each
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dsh._version import __version__
-from dsh.core.distribution import runtime_hint
+from dsh.core.distribution import python_hint, runtime_hint
 from dsh.core.errors import RuntimeNotFoundError
 from dsh.sdk._config import ClientConfig
 
@@ -77,15 +78,27 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
     if config.carrier != "exe":
         # find_spec on a top-level name locates without importing: the runtime package
         # must never be imported into the client's process.
-        if importlib.util.find_spec("dsh_runtime") is not None:
+        missing = _python_missing()
+        if importlib.util.find_spec("dsh_runtime") is None:
+            searched.append(f"{sys.executable} -m dsh: the dsh_runtime package is not "
+                            "installed")
+        elif missing:
+            searched.append(f"{sys.executable} -m dsh: the python runtime's packages are "
+                            f"not installed ({', '.join(missing)}; {python_hint()})")
+        else:
             from dsh.core.process import python_command  # loads asyncio: only once one is used
 
             return RuntimeInfo("python", tuple(python_command("dsh")), "sys.executable",
                                __version__)
-        searched.append(f"{sys.executable} -m dsh: the dsh_runtime package is not installed")
     else:
         searched.append("sys.executable -m dsh: skipped (carrier='exe')")
     raise _not_found(searched)
+
+
+def _python_missing() -> tuple[str, ...]:
+    from dsh.core.carriers import python_missing
+
+    return python_missing()
 
 
 def _explicit(source: str, raw: str, environ: Mapping[str, str],

@@ -41,7 +41,7 @@ from dsh_runtime.servers.errors import to_wire
 from dsh_runtime.servers.validation import lone_surrogate
 from dsh_runtime.stdio import StdioTransport
 
-log = logging.getLogger("dsh.jsonrpc")
+log = logging.getLogger("dsh.core.jsonrpc")
 
 # Serving ends within drain_timeout + these (seconds), so the runtime's 5 s disposal bound
 # still has room after a stuck client or handler.

@@ -124,8 +124,8 @@ def protected_dirs(home: str, configured: Iterable[str] = ()) -> tuple[str, ...]
     """The directories no tool reaches (real paths): the dsh home, ``configured`` ones
     and, on Linux, this process's own ``/proc/PID`` (what ``/proc/self`` resolves to: its
     environment holds the credentials, its fds the home's open files)."""
-    own = f"/proc/{os.getpid()}"
-    paths = (home, *configured, own if os.path.isdir(own) else "")
+    own = f"/proc/{os.getpid()}" if sys.platform.startswith("linux") else ""
+    paths = (home, *configured, own if own and os.path.isdir(own) else "")
     return tuple(dict.fromkeys(realpath(p) for p in paths if p))
 
 

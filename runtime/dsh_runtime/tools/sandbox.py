@@ -1,4 +1,9 @@
-"""The shell tool's sandbox: a command wrapped in bubblewrap (``bwrap``) on Linux.
+"""The shell tool's sandbox: bubblewrap (``bwrap``) on Linux, Seatbelt on macOS.
+
+On macOS the same policy is a generated Seatbelt profile run by ``sandbox-exec``
+(:mod:`dsh_runtime.tools.seatbelt`, whose docstring says what differs); Windows has no
+sandbox dsh can use, so there every command runs unsandboxed and says so (or is refused
+when the row requires the sandbox). The rest of this docstring is the Linux sandbox.
 
 The shell row's ``sandbox`` config is a :class:`Policy`:
 
@@ -58,7 +63,11 @@ from dsh.core import process
 from dsh.core.errors import ConfigError, DshError
 
 from dsh_runtime.envpolicy import scrubbed
+from dsh_runtime.tools import seatbelt
 from dsh_runtime.tools.confine import config_paths
+
+_LINUX = sys.platform.startswith("linux")
+_MACOS = sys.platform == "darwin"
 
 OFF = "off"
 READ_ONLY = "read-only"
@@ -68,7 +77,8 @@ MODES = (OFF, READ_ONLY, WORKSPACE_WRITE)
 CONFIG_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "default": {},
-    "description": "Run each command inside a bubblewrap sandbox (Linux).",
+    "description": "Run each command inside a sandbox: bubblewrap on Linux, Seatbelt on "
+                   "macOS (none on Windows).",
     "properties": {
         "mode": {"type": "string", "enum": list(MODES), "default": OFF,
                  "description": "off, read-only, or workspace-write (cwd writable)."},
@@ -162,14 +172,24 @@ _PROBES: dict[tuple[str, bool], Probe] = {}
 """Trial results by (bwrap path, network allowed): namespaces do not appear mid-run."""
 
 
+def kind() -> str:
+    """The sandbox this platform uses: ``bubblewrap``, ``seatbelt`` or ``none``."""
+    return "bubblewrap" if _LINUX else "seatbelt" if _MACOS else "none"
+
+
 def probe(policy: Policy) -> Probe:
-    """Whether ``policy``'s bubblewrap runs, trying it once per process.
+    """Whether ``policy``'s sandbox runs here, trying it once per process.
 
     A missing binary is looked up again on every call (cheap, and installing it then
     takes effect); a binary that failed its trial stays failed until the process ends.
     """
-    if not sys.platform.startswith("linux"):
-        return Probe(False, f"bubblewrap sandboxing is Linux-only (this is {sys.platform})")
+    if _MACOS:
+        return _probe_seatbelt(policy.network)
+    if not _LINUX:
+        if sys.platform == "win32":
+            return Probe(False, "Windows has no sandbox dsh can use (commands run with "
+                                "your rights)")
+        return Probe(False, f"dsh has no sandbox for {sys.platform}")
     name = policy.bwrap or "bwrap"
     exe = shutil.which(name)
     if exe is None:
@@ -197,6 +217,30 @@ def _trial(exe: str, network: bool) -> Probe:
     return Probe(False, f"bwrap cannot create its sandbox here ({detail})")
 
 
+def _probe_seatbelt(network: bool) -> Probe:
+    """Run ``/usr/bin/true`` under a profile generated as every command's is (so a macOS
+    that rejects its syntax, or an outer sandbox that forbids a nested one, shows here)."""
+    key = (seatbelt.SANDBOX_EXEC, network)
+    if key in _PROBES:
+        return _PROBES[key]
+    if not os.access(seatbelt.SANDBOX_EXEC, os.X_OK):
+        return Probe(False, f"{seatbelt.SANDBOX_EXEC} was not found")
+    text = seatbelt.profile(writable=True, network=network, roots=(), hidden=(),
+                            readable=(), masked=(), private=(), scratch=())
+    try:
+        proc = process.run(seatbelt.argv(text, ["/usr/bin/true"]), timeout=_PROBE_TIMEOUT,
+                           env=scrubbed(os.environ))
+    except OSError as exc:
+        found = Probe(False, f"sandbox-exec cannot be started: {exc.strerror or exc}")
+    else:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        found = Probe(True) if proc.returncode == 0 and not proc.timed_out else Probe(
+            False, "sandbox-exec cannot apply a profile here ("
+            + (lines[-1] if lines else f"exit status {proc.returncode}") + ")")
+    _PROBES[key] = found
+    return found
+
+
 def _namespaces(network: bool) -> list[str]:
     """The namespace and privilege options every sandboxed command gets."""
     options = ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
@@ -207,7 +251,8 @@ def _namespaces(network: bool) -> list[str]:
 
 _ROOT = ["--ro-bind", "/", "/"]
 """The first mount: the host's filesystem, read-only."""
-_KERNEL = ["--dev", "/dev", "--proc", "/proc"]
+_PROC = "/proc"  # platform: bwrap's mount point in its argv, Linux-only
+_KERNEL = ["--dev", "/dev", "--proc", _PROC]
 """The last mounts: a minimal /dev and the sandbox's own /proc, over any bind of ``/``."""
 
 
@@ -236,7 +281,6 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
                 f"Refused: this profile requires the {policy.mode} sandbox for shell "
                 f"commands, but {found.reason}. The command was not run.")
         return list(argv)
-    exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
     real_cwd = os.path.realpath(cwd)
     roots = list(dict.fromkeys(os.path.realpath(p) for p in (workspace or cwd, *writable)))
     shown = [] if any(_inside(real_cwd, root) for root in roots) else [real_cwd]
@@ -248,9 +292,30 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     if policy.path_toolchains:
         search = (env if env is not None else os.environ).get("PATH", "")
         readable += toolchains(search, hidden, home)
+    if _MACOS:
+        text = seatbelt.profile(
+            writable=policy.mode == WORKSPACE_WRITE, network=policy.network,
+            roots=[root for root in roots if os.path.isdir(root)], hidden=hidden,
+            readable=[os.path.realpath(p) for p in readable if os.path.exists(p)],
+            masked=masked, private=private, scratch=scratch_dirs())
+        return [*_without(env, secrets), *seatbelt.argv(text, argv)]
+    exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
     return [*_without(env, secrets), exe, *_namespaces(policy.network), *_ROOT,
             *_mounts(policy, roots, hidden, readable, masked, private),
             *_KERNEL, "--chdir", real_cwd, *argv]
+
+
+def scratch_dirs() -> list[str]:
+    """Where a Seatbelt-sandboxed command may write scratch files (real paths): the
+    machine's ``/tmp`` and this user's temporary folder (``TMPDIR``)."""
+    import tempfile
+
+    found: list[str] = []
+    for path in ("/tmp", tempfile.gettempdir()):
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
 
 
 def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None) -> list[str]:
@@ -313,7 +378,7 @@ def _hidden_dirs(home: str | None, more: Sequence[str] = (), *,
     for path in candidates:
         real = os.path.realpath(path) if path else ""
         # A sandbox mounts a /proc of its own: the host's is never what it sees.
-        if real and real != "/" and not _inside(real, "/proc") and os.path.isdir(real) \
+        if real and real != "/" and not _inside(real, _PROC) and os.path.isdir(real) \
                 and real not in found:
             found.append(real)
     return found

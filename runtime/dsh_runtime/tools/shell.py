@@ -3,7 +3,11 @@
 A command runs as ``bash -c COMMAND`` in the session's working directory, in a new
 session (so its own process group), with stdin closed and stdout and stderr merged. The
 result text is the output followed by ``[Command finished with exit code N]``, as the
-original runtime's was. Three bounds keep one call from hurting the session:
+original runtime's was. On Windows the shell is PowerShell (``pwsh``, else Windows
+PowerShell: ``-NoProfile -NonInteractive -Command COMMAND``), or ``cmd /d /s /c COMMAND``
+when the row's ``shell`` names ``cmd``; the tool keeps its name and result shape, and its
+description names the shell the model is writing for (:func:`shell_argv`). Three bounds
+keep one call from hurting the session:
 
 - a timeout (the call's ``timeout`` seconds, else the row's ``timeout_seconds``, never
   above ``max_timeout_seconds``), after which the whole group is killed;
@@ -32,7 +36,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,6 +101,28 @@ class CappedOutput:
                 f"{self.tail.decode('utf-8', 'replace')}")
 
 
+_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The command to run with bash -c."},
+        "timeout": {"type": "number", "minimum": 0,
+                    "description": "Seconds before the command is killed "
+                                   "(default from the profile)."},
+        "description": {"type": "string",
+                        "description": "A few words saying what the command does."},
+        "workdir": {"type": "string",
+                    "description": "Directory to run in, relative to the working "
+                                   "directory (default: the working directory)."},
+        "run_in_background": {"type": "boolean", "default": False,
+                              "description": "Start the command as a background job "
+                                             "and return its id at once (no timeout)."},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+"""The ``bash`` tool's schema (its ``command`` text names bash; see :meth:`Bash.parameters`)."""
+
+
 class Bash:
     """Runs a shell command in the working directory."""
 
@@ -106,25 +134,6 @@ class Bash:
         "command runs on as a job: its id is returned at once; read it with job_output, stop "
         "it with job_kill."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The command to run with bash -c."},
-            "timeout": {"type": "number", "minimum": 0,
-                        "description": "Seconds before the command is killed "
-                                       "(default from the profile)."},
-            "description": {"type": "string",
-                            "description": "A few words saying what the command does."},
-            "workdir": {"type": "string",
-                        "description": "Directory to run in, relative to the working "
-                                       "directory (default: the working directory)."},
-            "run_in_background": {"type": "boolean", "default": False,
-                                  "description": "Start the command as a background job "
-                                                 "and return its id at once (no timeout)."},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
     mutating = True
     path_arguments: tuple[str, ...] = ("workdir",)
 
@@ -143,9 +152,21 @@ class Bash:
 
     @property
     def description(self) -> str:
-        """The description the model sees: the base text plus the row's sandbox, if any."""
+        """The description the model sees: the base text (naming the shell, which is bash
+        except on Windows) plus the row's sandbox, if any."""
+        base = _DESCRIPTIONS.get(shell_family(self._plugin.config.get("shell") or ""),
+                                 self.base_description)
         sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
-        return f"{self.base_description} {sandbox}" if sandbox else self.base_description
+        return f"{base} {sandbox}" if sandbox else base
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:  # type: ignore[override]
+        """The schema; its ``command`` says which shell runs it."""
+        family = shell_family(self._plugin.config.get("shell") or "")
+        if family == "posix":
+            return _PARAMETERS
+        command = {"type": "string", "description": _COMMAND_HELP[family]}
+        return {**_PARAMETERS, "properties": {**_PARAMETERS["properties"], "command": command}}
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Run the command; report output and exit code, or the timeout.
@@ -218,10 +239,61 @@ def command_argv(config: Mapping[str, Any], command: str, cwd: str, *,
     :class:`~dsh_runtime.tools.sandbox.SandboxUnavailable` when the row requires a sandbox
     that cannot run here.
     """
-    shell = config["shell"] or shutil.which("bash") or "/bin/sh"
-    return wrap(Policy.from_config(config.get("sandbox")), [shell, "-c", command], cwd,
+    return wrap(Policy.from_config(config.get("sandbox")),
+                shell_argv(config["shell"] or "", command), cwd,
                 workspace=workspace, writable=writable, protected=protected, home=home,
                 env=env)
+
+
+def shell_family(configured: str, platform: str = sys.platform) -> str:
+    """``posix`` (``-c``), ``powershell`` or ``cmd``: how the row's shell takes a command.
+
+    Named by the configured executable's file name (a path in either slash); unset, it is
+    PowerShell on Windows and bash (else ``sh``) elsewhere.
+    """
+    name = re.split(r"[\\/]", configured)[-1].lower().removesuffix(".exe")
+    if name in ("pwsh", "powershell"):
+        return "powershell"
+    if name == "cmd":
+        return "cmd"
+    if not configured and platform == "win32":
+        return "powershell"
+    return "posix"
+
+
+def shell_argv(configured: str, command: str, platform: str = sys.platform) -> list[str]:
+    """The argv that runs ``command`` in the row's shell (``configured``, or the default).
+
+    PowerShell runs without the user's profile and never prompts (``-NoProfile
+    -NonInteractive``); ``cmd`` without AutoRun commands (``/d``), with ``/s`` so the
+    command line is taken as given between its outer quotes.
+    """
+    family = shell_family(configured, platform)
+    if family == "powershell":
+        shell = configured or shutil.which("pwsh") or shutil.which("powershell") \
+            or "powershell.exe"
+        return [shell, "-NoProfile", "-NonInteractive", "-Command", command]
+    if family == "cmd":
+        return [configured, "/d", "/s", "/c", command]
+    return [configured or shutil.which("bash") or "/bin/sh", "-c", command]
+
+
+_DESCRIPTIONS = {
+    "powershell": (
+        "Run a PowerShell command in the working directory and return its output (all of "
+        "its streams together) and exit code. Stdin is closed; processes it starts are "
+        "killed when it ends. Long outputs are cut in the middle. With run_in_background "
+        "the command runs on as a job: its id is returned at once; read it with "
+        "job_output, stop it with job_kill."),
+    "cmd": (
+        "Run a cmd.exe command in the working directory and return its output (stdout and "
+        "stderr together) and exit code. Stdin is closed; processes it starts are killed "
+        "when it ends. Long outputs are cut in the middle. With run_in_background the "
+        "command runs on as a job: its id is returned at once; read it with job_output, "
+        "stop it with job_kill."),
+}
+_COMMAND_HELP = {"powershell": "The command to run with PowerShell -Command.",
+                 "cmd": "The command to run with cmd /c."}
 
 
 def sandbox_note(config: Mapping[str, Any]) -> str:
@@ -272,7 +344,10 @@ class ShellTools(Plugin):
                 "max_output_chars": {"type": "integer", "minimum": 2, "default": 30000,
                                      "description": "Output kept per call (head and tail)."},
                 "shell": {"type": "string", "default": "",
-                          "description": "Shell executable; default bash on PATH, else sh."},
+                          "description": "Shell executable; default bash on PATH, else sh "
+                                         "(Windows: pwsh, else powershell.exe). A pwsh, "
+                                         "powershell or cmd executable gets that shell's "
+                                         "flags."},
                 "sandbox": SANDBOX_SCHEMA,
                 "limits": LIMITS_SCHEMA,
                 "env": ENV_SCHEMA,
@@ -342,8 +417,9 @@ class ShellTools(Plugin):
     @classmethod
     def diagnose(cls, row_id: str, config: Mapping[str, Any],
                  checkup: Checkup) -> list[Diagnosis]:
-        """``sandbox.<row>``: the sandbox policy and whether bubblewrap really runs here;
-        ``limits.<row>``: how the resource limits are enforced here.
+        """``sandbox.<row>``: the sandbox policy and whether this platform's sandbox really
+        runs here (bubblewrap on Linux, Seatbelt on macOS; Windows has none), with the
+        shell commands run in; ``limits.<row>``: how the resource limits are enforced here.
 
         An unusable sandbox is a warning when commands then run unsandboxed (each result
         says so), and a failure when the row requires it, since every command would be
@@ -355,7 +431,7 @@ class ShellTools(Plugin):
         from dsh.core.process import enforcement
 
         from dsh_runtime.schema import validate
-        from dsh_runtime.tools.sandbox import probe
+        from dsh_runtime.tools.sandbox import kind, probe
 
         sandbox, limits_id = f"sandbox.{row_id}", f"limits.{row_id}"
         try:
@@ -379,12 +455,17 @@ class ShellTools(Plugin):
                                        f"{enforced.how}: {enforced.detail}{extra}"))
             else:
                 found.append(Diagnosis(limits_id, "ok", f"{enforced.how}: {enforced.detail}"))
+        shell = {"posix": "bash -c", "powershell": "PowerShell",
+                 "cmd": "cmd /c"}[shell_family(config.get("shell") or "")]
         if policy.mode == "off":
-            found.append(Diagnosis(sandbox, "ok", "off: commands run unsandboxed, as configured"))
+            found.append(Diagnosis(sandbox, "ok", f"off: commands run unsandboxed, as "
+                                   f"configured ({shell})"))
             return found
         trial = probe(policy)
         if trial.usable:
-            found.append(Diagnosis(sandbox, "ok", f"{policy.describe()}; bubblewrap works here"))
+            name = {"bubblewrap": "bubblewrap", "seatbelt": "Seatbelt (sandbox-exec)"}[kind()]
+            found.append(Diagnosis(sandbox, "ok", f"{policy.describe()}; {name} works here "
+                                   f"({shell})"))
         elif policy.required:
             found.append(Diagnosis(sandbox, "fail", f"{policy.describe()}, but {trial.reason}: "
                                    "every command will be refused"))

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from dsh.core.distribution import POSTGRES_EXTRA, install_hint
 from dsh.core.errors import ConfigError, DshError, PluginError, StoreUnavailableError
 
 from dsh_runtime.sessions.postgres import dsn as dsn_mod
@@ -42,8 +43,8 @@ def driver() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise ConfigError("sessions-postgres needs the psycopg driver: pip install "
-                          "'dsh[postgres]'") from None
+        raise ConfigError("sessions-postgres needs the psycopg driver: "
+                          f"{install_hint(POSTGRES_EXTRA)}") from None
     return psycopg
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh._version import __version__
+from dsh.core.distribution import POSTGRES_EXTRA, install_hint
 from dsh.core.errors import ConfigError, DshError, StoreUnavailableError
 
 from dsh_runtime.plugin import (
@@ -212,9 +213,9 @@ class SessionsPostgres(Plugin):
             conn.close()
 
 
-CARRIER_HINT = ("sessions-postgres needs the python carrier (`dsh` from `pip install "
-                "'dsh[postgres]'`; SDK: ClientConfig(carrier='python')): the frozen "
-                "dsh-runtime does not carry the PostgreSQL driver")
+CARRIER_HINT = ("sessions-postgres needs the python carrier (`dsh` from `"
+                f"{install_hint(POSTGRES_EXTRA)}`; SDK: ClientConfig(carrier='python')): "
+                "the frozen dsh-runtime does not carry the PostgreSQL driver")
 
 
 def _link(config: Mapping[str, Any]) -> Any:
