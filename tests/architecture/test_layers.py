@@ -58,6 +58,22 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert "dsh.core.redact -> dsh.config.profiles" in done.stdout
 
 
+def test_the_picture_draws_the_contract() -> None:
+    """docs/architecture.md's picture lists the contract's layers, top to bottom."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    [layers] = [c["layers"] for c in settings["tool"]["importlinter"]["contracts"]
+                if c["type"] == "layers"]
+    picture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("```")[1]
+    drawn = [line.split("│")[1].split()[0] for line in picture.splitlines()
+             if line.strip()[:1].isalpha()]
+    assert drawn == layers
+
+
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}

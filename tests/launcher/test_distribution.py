@@ -11,8 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from dsh.core import distribution
 from dsh._version import __version__
+from dsh.core import distribution
 
 if sys.version_info >= (3, 11):
     import tomllib
