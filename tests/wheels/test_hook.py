@@ -192,7 +192,7 @@ class TestFreezeInputs:
     def test_pyinstaller_argv(self, hook: ModuleType, tmp_path: Path) -> None:
         argv = hook.pyinstaller_argv(name="dsh-runtime-linux-x64", entry=WHEELS / "e.py",
                                      repo=REPO, work=tmp_path, hidden=["a.b", "c"],
-                                     strip=True)
+                                     excluded=hook.excluded_modules("linux-x64"), strip=True)
         pairs = list(itertools.pairwise(argv))
         assert ("--hidden-import", "a.b") in pairs and ("--hidden-import", "c") in pairs
         assert ("--exclude-module", "tkinter") in pairs
@@ -203,7 +203,8 @@ class TestFreezeInputs:
         assert ("--exclude-module", "psycopg") in pairs  # sessions-postgres: python carrier
         assert ("--exclude-module", "dsh_runtime.sessions.postgres.store") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
-            name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], strip=False)
+            name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], excluded=[],
+            strip=False)
 
     def test_pillow_source_build_holds_only_read_images_codecs(self, hook: ModuleType,
                                                                tmp_path: Path) -> None:
