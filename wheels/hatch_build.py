@@ -101,12 +101,13 @@ EXCLUDED_MODULES = (
     # Each imports, at module level, a package the freeze does not hold, so none could
     # ever be imported frozen: leaving them out changes no behaviour (every importer
     # catches the ImportError or names the module only on a path dsh never takes). trio:
-    # anyio and httpcore run on asyncio; html5lib, lxml: bs4 uses html.parser; IPython;
-    # bz2 (the "bz2" codec, already a LookupError); h2, socksio: httpx says "install
-    # httpx[http2]/[socks]" either way; rich, pygments: the httpx command line;
+    # anyio and httpcore run on asyncio; html5lib, lxml: bs4 uses html.parser; IPython:
+    # dotenv's notebook extension; bz2: the "bz2" codec (a LookupError either way); h2,
+    # socksio: httpx and httpcore name the missing extra either way; rich, pygments: the
+    # httpx command line;
     # itsdangerous: Starlette's sessions; uvloop, zuvloop, httptools, zttp, websockets,
     # wsproto, gunicorn: the web server passes uvicorn http=H11Protocol, ws="none"
-    # (runtime/dsh_runtime/web/server.py) and runs no workers. 180 kB of the wheel.
+    # (runtime/dsh_runtime/web/server.py) and runs no workers. 178 kB of the wheel.
     "anyio._backends._trio", "httpcore._backends.trio", "bs4.builder._html5lib",
     "bs4.builder._lxml", "dotenv.ipython", "encodings.bz2_codec", "httpcore._async.http2",
     "httpcore._sync.http2", "httpcore._async.socks_proxy", "httpcore._sync.socks_proxy",
@@ -116,14 +117,14 @@ EXCLUDED_MODULES = (
     "uvicorn.protocols.http.auto_zttp_impl", "uvicorn.protocols.websockets.websockets_impl",
     "uvicorn.protocols.websockets.websockets_sansio_impl",
     "uvicorn.protocols.websockets.wsproto_impl", "uvicorn.workers",
-    # XML (with the expat and ElementTree extensions, 185 kB): the only importer outside
+    # XML (with the expat and ElementTree extensions, 182 kB): the only importer outside
     # the xml package is Pillow's Image, under TYPE_CHECKING (getxmp() wants defusedxml,
     # which is not bundled either); web_fetch passes XML bodies on as text.
     "xml", "pyexpat", "_elementtree",
     # Fallbacks and self-tests: uuid works without _uuid and libuuid (dsh makes uuid4s,
     # from os.urandom; uuid1 would find the node another way); random imports statistics
     # only in its self-test; shutil imports tarfile only to make or unpack an archive,
-    # which nothing bundled asks of it.
+    # which nothing bundled asks of it (gzip, which only tarfile imported, goes with it).
     "_uuid", "statistics", "_statistics", "tarfile",
 )
 #: Modules only Windows runs (each imports _winapi, msvcrt or _overlapped, or is reached
