@@ -14,7 +14,10 @@ One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host pl
    (:data:`PILLOW_FEATURES`); PyInstaller makes a one-folder build of ``freeze_entry.py``
    (the ``dsh`` command line) with bytecode optimised as by ``python -OO``,
    its modules as ``.pyc`` files in the support folder rather than in a zlib archive
-   inside the executable (imports read them as they are; nothing to inflate at start);
+   inside the executable (imports read them as they are; nothing to inflate at start),
+   leaving out :data:`EXCLUDED_MODULES` (each with its reason; outside Windows also
+   :data:`WINDOWS_ONLY_MODULES`); ``import_audit.py`` then fails the build when a frozen
+   module imports an excluded one at module level;
 4. strip: native libraries lose their symbols (most of their size); on Linux each library
    also gets an ``$ORIGIN``-relative RUNPATH into the support folder, replacing the build
    machine's path, so the loader and ``auditwheel show`` both resolve bundled libraries
@@ -50,7 +53,7 @@ import stat
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
@@ -95,7 +98,43 @@ EXCLUDED_MODULES = (
     # from code dsh never calls (mail and FTP handlers, xmlrpc, opening a browser).
     "_pydecimal", "bz2", "_bz2", "lzma", "_lzma", "tracemalloc", "smtplib", "ftplib",
     "xmlrpc", "webbrowser",
+    # Each imports, at module level, a package the freeze does not hold, so none could
+    # ever be imported frozen: leaving them out changes no behaviour (every importer
+    # catches the ImportError or names the module only on a path dsh never takes). trio:
+    # anyio and httpcore run on asyncio; html5lib, lxml: bs4 uses html.parser; IPython:
+    # dotenv's notebook extension; bz2: the "bz2" codec (a LookupError either way); h2,
+    # socksio: httpx and httpcore name the missing extra either way; rich, pygments: the
+    # httpx command line;
+    # itsdangerous: Starlette's sessions; uvloop, zuvloop, httptools, zttp, websockets,
+    # wsproto, gunicorn: the web server passes uvicorn http=H11Protocol, ws="none"
+    # (runtime/dsh_runtime/web/server.py) and runs no workers. 178 kB of the wheel.
+    "anyio._backends._trio", "httpcore._backends.trio", "bs4.builder._html5lib",
+    "bs4.builder._lxml", "dotenv.ipython", "encodings.bz2_codec", "httpcore._async.http2",
+    "httpcore._sync.http2", "httpcore._async.socks_proxy", "httpcore._sync.socks_proxy",
+    "httpx._main", "starlette.middleware.sessions", "uvicorn.loops.uvloop",
+    "uvicorn.loops.zuvloop", "uvicorn.protocols.http.httptools_impl",
+    "uvicorn.protocols.http.zttp_impl", "uvicorn.protocols.http.zttp_h2_impl",
+    "uvicorn.protocols.http.auto_zttp_impl", "uvicorn.protocols.websockets.websockets_impl",
+    "uvicorn.protocols.websockets.websockets_sansio_impl",
+    "uvicorn.protocols.websockets.wsproto_impl", "uvicorn.workers",
+    # XML (with the expat and ElementTree extensions, 182 kB): the only importer outside
+    # the xml package is Pillow's Image, under TYPE_CHECKING (getxmp() wants defusedxml,
+    # which is not bundled either); web_fetch passes XML bodies on as text.
+    "xml", "pyexpat", "_elementtree",
+    # Fallbacks and self-tests: uuid works without _uuid and libuuid (dsh makes uuid4s,
+    # from os.urandom; uuid1 would find the node another way); random imports statistics
+    # only in its self-test; shutil imports tarfile only to make or unpack an archive,
+    # which nothing bundled asks of it (gzip, which only tarfile imported, goes with it).
+    "_uuid", "statistics", "_statistics", "tarfile",
 )
+#: Modules only Windows runs (each imports _winapi, msvcrt or _overlapped, or is reached
+#: only from one that does): left out of the other platforms' freezes.
+WINDOWS_ONLY_MODULES = ("asyncio.windows_events", "asyncio.windows_utils",
+                        "asyncio.proactor_events", "multiprocessing.popen_spawn_win32",
+                        "click._winconsole")
+#: Native libraries that only an excluded module loads (libuuid: _uuid; libexpat, where
+#: pyexpat is not built with its own copy: pyexpat); the payload check refuses them too.
+EXCLUDED_LIBRARIES = frozenset({"libuuid", "libexpat"})
 #: What Pillow is built with on Linux: JPEG and zlib (PNG) in ``_imaging``, WebP in
 #: ``_webp``; GIF is Pillow's own code. PyPI's Linux wheels also link TIFF, JPEG 2000,
 #: XCB, zstd and lzma libraries, 1.15 MB of the runtime wheel that read_image never
@@ -233,8 +272,15 @@ def pillow_source_argv(python: Path, version: str) -> list[str]:
             *settings]
 
 
+def excluded_modules(key: str) -> tuple[str, ...]:
+    """What the freeze for platform ``key`` leaves out: :data:`EXCLUDED_MODULES`, and
+    :data:`WINDOWS_ONLY_MODULES` everywhere but Windows."""
+    return EXCLUDED_MODULES if key.startswith("win-") else (*EXCLUDED_MODULES,
+                                                              *WINDOWS_ONLY_MODULES)
+
+
 def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: Iterable[str],
-                     strip: bool) -> list[str]:
+                     excluded: Iterable[str], strip: bool) -> list[str]:
     """PyInstaller's command line for the one-folder build named ``name``."""
     argv = [
         "--noconfirm", "--clean", "--onedir", "--console", "--noupx", "--log-level", "WARN",
@@ -255,20 +301,34 @@ def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: 
     ]
     for module in hidden:
         argv += ["--hidden-import", module]
-    for module in EXCLUDED_MODULES:
+    for module in excluded:
         argv += ["--exclude-module", module]
     if strip:
         argv.append("--strip")
     return [*argv, str(entry)]
 
 
+def import_audit_argv(python: Path, support: Path, repo: Path,
+                      excluded: Iterable[str]) -> list[str]:
+    """The command line of ``import_audit.py`` over the frozen ``support`` folder, run by
+    the freeze venv's ``python`` with the repository's source folders searched first."""
+    argv = [str(python), str(repo / "wheels/import_audit.py"), "--support", str(support)]
+    for folder in ("launcher", "runtime", "wheels"):
+        argv += ["--path", str(repo / folder)]
+    for module in excluded:
+        argv += ["--exclude", module]
+    return argv
+
+
 def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iterable[str],
-                     profiles: Iterable[str], package: Iterable[str]) -> set[str]:
+                     profiles: Iterable[str], package: Iterable[str],
+                     excluded: Collection[str] = EXCLUDED_MODULES) -> set[str]:
     """Every file the wheel's ``dsh_runtime_bin/`` must hold, as POSIX relative paths.
 
     ``frozen`` is what PyInstaller wrote; it must contain the executable, the launcher's
     and the runtime's compiled packages, every shipped profile file (``profiles``
-    relative to ``profiles/``), and none of the excluded modules.
+    relative to ``profiles/``), and none of the ``excluded`` modules (nor a library in
+    :data:`EXCLUDED_LIBRARIES`).
     """
     frozen = set(frozen)
     required = {executable, f"{SUPPORT_DIR}/dsh/__init__.pyc",
@@ -280,15 +340,16 @@ def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iter
     forbidden = sorted(path for path in frozen
                        if FORBIDDEN_SEGMENTS & set(PurePosixPath(path).parts[:-1])
                        or PurePosixPath(path).name.startswith(("_tkinter", "libtk", "libtcl"))
-                       or _excluded_module(path))
+                       or _excluded_module(path, excluded)
+                       or PurePosixPath(path).name.split(".")[0] in EXCLUDED_LIBRARIES)
     if forbidden:
         raise BuildError(f"the frozen tree holds excluded modules: {', '.join(forbidden[:8])}")
     return frozen | set(companions) | set(package) | {"runtime.json"}
 
 
-def _excluded_module(path: str) -> bool:
-    """Whether ``path`` is the compiled code or the extension module of an excluded module
-    (or of one inside it); the standard library's extensions live in ``lib-dynload``."""
+def _excluded_module(path: str, excluded: Collection[str]) -> bool:
+    """Whether ``path`` is the compiled code or the extension module of an ``excluded``
+    module (or of one inside it); the standard library's extensions live in ``lib-dynload``."""
     parts = PurePosixPath(path).parts
     if len(parts) < 2 or parts[0] != SUPPORT_DIR:
         return False
@@ -301,7 +362,7 @@ def _excluded_module(path: str) -> bool:
         names = [*([] if "lib-dynload" in folders else folders), file.split(".")[0]]
     else:
         return False
-    return any(".".join(names[:n]) in EXCLUDED_MODULES for n in range(1, len(names) + 1))
+    return any(".".join(names[:n]) in excluded for n in range(1, len(names) + 1))
 
 
 def check_payload(actual: Iterable[str], expected: Iterable[str]) -> None:
@@ -389,12 +450,15 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         self.app.display_info(f"dsh-runtime-bin: freezing {executable} with {python}")
         modules = builtin_plugin_modules(REPO / "runtime/dsh_runtime/builtin_plugins.py")
         self.check_importable(python, modules)
+        excluded = excluded_modules(key)
         run([str(python), "-m", "PyInstaller",
              *pyinstaller_argv(name=executable, entry=HERE / "freeze_entry.py", repo=REPO,
-                               work=work / "pyinstaller", hidden=modules,
+                               work=work / "pyinstaller", hidden=modules, excluded=excluded,
                                strip=not key.startswith("win-"))],
             "PyInstaller", clean_env())
         payload = work / "pyinstaller" / "dist" / executable
+        run(import_audit_argv(python, payload / SUPPORT_DIR, REPO, excluded),
+            "the import audit of the frozen tree (wheels/import_audit.py)", clean_env())
         if key.startswith("linux-"):
             materialize_links(payload / SUPPORT_DIR)
         frozen = relative_files(payload)
@@ -428,7 +492,8 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
         profiles = relative_files(REPO / "profiles")
         expected = expected_payload(executable=executable, companions=[companion],
-                                    frozen=frozen, profiles=profiles, package=package)
+                                    frozen=frozen, profiles=profiles, package=package,
+                                    excluded=excluded)
         check_payload(relative_files(payload) | package_sources(HERE / PACKAGE), expected)
         for rel in sorted(relative_files(payload)):
             build_data["force_include"][str(payload / rel)] = f"{PACKAGE}/{rel}"

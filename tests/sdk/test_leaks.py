@@ -28,7 +28,7 @@ def assert_back_to(before: tuple[int, int], pids: list[int]) -> None:
     for pid in pids:
         assert_gone(pid)
     eventually(lambda: not children(), "no child process")
-    # asyncio's child watcher threads end just after their child is reaped.
+    # Exit-watcher threads (the client's, or asyncio's) end just after their child is reaped.
     eventually(lambda: thread_count() <= before[1], f"threads back to {before[1]}")
     assert fd_count() == before[0]
 

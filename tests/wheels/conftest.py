@@ -51,6 +51,12 @@ def gate() -> ModuleType:
 
 
 @pytest.fixture(scope="session")
+def audit() -> ModuleType:
+    """``wheels/import_audit.py``."""
+    return _load("import_audit")
+
+
+@pytest.fixture(scope="session")
 def payload_lib(hook: ModuleType) -> ModuleType:
     """``wheels/dsh_runtime_bin/_payload.py``, as the build hook loads it."""
     return hook.payload_lib

@@ -106,15 +106,49 @@ class TestPayload:
         "_internal/yaml/__pycache__/x.pyc", "_internal/unittest/x.txt",
         "_internal/pydoc.pyc", "_internal/PIL/PdfImagePlugin.pyc", "_internal/pip/__init__.pyc",
         "_internal/filelock/_core/_lock.pyc", "_internal/python3.12/lib-dynload/_lzma.so",
-        "_internal/PIL/_imagingft.cpython-312-x86_64-linux-gnu.so", "_internal/_bz2.pyd"])
+        "_internal/PIL/_imagingft.cpython-312-x86_64-linux-gnu.so", "_internal/_bz2.pyd",
+        "_internal/python3.12/lib-dynload/pyexpat.cpython-312-x86_64-linux-gnu.so",
+        "_internal/xml/etree/ElementTree.pyc", "_internal/libuuid.so.1",
+        "_internal/libexpat.so.1", "_internal/tarfile.pyc",
+        "_internal/uvicorn/protocols/http/httptools_impl.pyc",
+        "_internal/anyio/_backends/_trio.pyc", "_internal/encodings/bz2_codec.pyc"])
     def test_excluded_modules_fail(self, hook: ModuleType, intruder: str) -> None:
         with pytest.raises(hook.BuildError, match="excluded modules"):
             expected(hook, frozen_tree() | {intruder})
 
+    @pytest.mark.parametrize("key", sorted(PLATFORM_KEYS))
+    def test_every_excluded_module_is_refused(self, hook: ModuleType, key: str) -> None:
+        """The payload check knows each module the freeze leaves out, as compiled code
+        and, for a top-level name, as a standard-library extension."""
+        for module in hook.excluded_modules(key):
+            intruders = [f"_internal/{module.replace('.', '/')}.pyc",
+                         f"_internal/{module.replace('.', '/')}/__init__.pyc"]
+            if "." not in module:
+                intruders.append(f"_internal/python3.12/lib-dynload/{module}.cpython-312.so")
+            for intruder in intruders:
+                with pytest.raises(hook.BuildError, match="excluded modules"):
+                    hook.expected_payload(
+                        executable="dsh-runtime-linux-x64", companions=[],
+                        frozen=frozen_tree() | {intruder}, profiles=profile_files(),
+                        package=set(), excluded=hook.excluded_modules(key))
+
+    def test_windows_only_modules_stay_in_the_windows_freeze(self, hook: ModuleType) -> None:
+        windows = set(hook.excluded_modules("win-x64"))
+        assert windows == set(hook.EXCLUDED_MODULES)
+        for key in PLATFORM_KEYS - {"win-x64"}:
+            assert set(hook.excluded_modules(key)) == windows | set(hook.WINDOWS_ONLY_MODULES)
+        kept = "_internal/asyncio/windows_events.pyc"
+        assert kept in hook.expected_payload(
+            executable="dsh-runtime-linux-x64", companions=[], frozen=frozen_tree() | {kept},
+            profiles=profile_files(), package=set(), excluded=hook.excluded_modules("win-x64"))
+
     def test_kept_modules_pass(self, hook: ModuleType) -> None:
         kept = {"_internal/PIL/PngImagePlugin.pyc", "_internal/PIL/__init__.pyc",
                 "_internal/pydoc_helpers.pyc", "_internal/PIL/_imaging.cpython-312-darwin.so",
-                "_internal/python3.12/lib-dynload/_ssl.so", "_internal/liblzma.so.5"}
+                "_internal/python3.12/lib-dynload/_ssl.so", "_internal/liblzma.so.5",
+                "_internal/uuid.pyc", "_internal/xmlish.pyc", "_internal/gzip.pyc",
+                "_internal/uvicorn/protocols/http/h11_impl.pyc",
+                "_internal/python3.12/lib-dynload/_decimal.cpython-312.so"}
         assert kept <= expected(hook, frozen_tree() | kept)
 
     def test_package_sources_skip_bytecode(self, hook: ModuleType, tmp_path: Path) -> None:
@@ -192,7 +226,7 @@ class TestFreezeInputs:
     def test_pyinstaller_argv(self, hook: ModuleType, tmp_path: Path) -> None:
         argv = hook.pyinstaller_argv(name="dsh-runtime-linux-x64", entry=WHEELS / "e.py",
                                      repo=REPO, work=tmp_path, hidden=["a.b", "c"],
-                                     strip=True)
+                                     excluded=hook.excluded_modules("linux-x64"), strip=True)
         pairs = list(itertools.pairwise(argv))
         assert ("--hidden-import", "a.b") in pairs and ("--hidden-import", "c") in pairs
         assert ("--exclude-module", "tkinter") in pairs
@@ -202,8 +236,21 @@ class TestFreezeInputs:
         assert ("--exclude-module", "filelock") in pairs and ("--optimize", "2") in pairs
         assert ("--exclude-module", "psycopg") in pairs  # sessions-postgres: python carrier
         assert ("--exclude-module", "dsh_runtime.sessions.postgres.store") in pairs
+        assert ("--exclude-module", "xml") in pairs
+        assert ("--exclude-module", "asyncio.windows_events") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
-            name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], strip=False)
+            name="x", entry=WHEELS / "e.py", repo=REPO, work=tmp_path, hidden=[], excluded=[],
+            strip=False)
+
+    def test_import_audit_argv(self, hook: ModuleType, tmp_path: Path) -> None:
+        argv = hook.import_audit_argv(tmp_path / "python", tmp_path / "_internal", REPO,
+                                      ["xml", "tarfile"])
+        assert argv[:4] == [str(tmp_path / "python"), str(WHEELS / "import_audit.py"),
+                            "--support", str(tmp_path / "_internal")]
+        pairs = list(itertools.pairwise(argv))
+        assert [b for a, b in pairs if a == "--exclude"] == ["xml", "tarfile"]
+        assert [b for a, b in pairs if a == "--path"] == [
+            str(REPO / "launcher"), str(REPO / "runtime"), str(REPO / "wheels")]
 
     def test_pillow_source_build_holds_only_read_images_codecs(self, hook: ModuleType,
                                                                tmp_path: Path) -> None:

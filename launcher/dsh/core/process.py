@@ -58,7 +58,6 @@ Every POSIX-only name used in dsh sits behind one of these guards (or ``_LINUX``
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -69,9 +68,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from dsh.core.limits import Cgroup, Limits, Site, plan, sites
+
+if TYPE_CHECKING:
+    # Only the async flavour needs asyncio, and imports it itself: the SDK spawns its
+    # runtime with spawn() before an event loop exists (dsh.sdk._launch.HeadStart).
+    import asyncio
 
 _POSIX = all(hasattr(os, name) for name in ("killpg", "getpgid", "setsid")) \
     and hasattr(signal, "SIGKILL")
@@ -214,6 +218,8 @@ async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
     Cancel-safe: cancelled while the process is being set up, the process (which may
     already run) is killed and reaped before the cancellation goes on.
     """
+    import asyncio
+
     prepared = _prepare(argv, env=env, tie=tie, limits=limits)
     starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *prepared.argv, cwd=cwd, env=_env(env), stdin=stdin, stdout=stdout, stderr=stderr,
@@ -239,6 +245,8 @@ async def spawn_protocol(factory: Callable[[], asyncio.SubprocessProtocol],
                          tie: str | None = TIE_TERM) -> Group:
     """Start ``argv`` with three pipes driven by the protocol ``factory`` makes (the SDK's
     frame reader); returns the group handle. OSError when it cannot be started."""
+    import asyncio
+
     prepared = _prepare(argv, env=env, tie=tie, limits=None)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.subprocess_exec(
@@ -443,6 +451,8 @@ class AsyncChild(Group):
 
     async def exited(self, timeout: float | None = None) -> bool:
         """Whether the leader exits within ``timeout`` seconds (None: wait for it)."""
+        import asyncio
+
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.process.returncode is None:
             if deadline is not None and time.monotonic() >= deadline:
@@ -455,6 +465,8 @@ class AsyncChild(Group):
 
         Bounded, and runs to its end even when the awaiting task is being cancelled.
         """
+        import asyncio
+
         task = asyncio.ensure_future(self._stop(grace))
         try:
             return await asyncio.shield(task)
@@ -464,6 +476,8 @@ class AsyncChild(Group):
             raise
 
     async def _stop(self, grace: float) -> int | None:
+        import asyncio
+
         if grace > 0 and self.returncode is None and self.terminate():
             await self.exited(grace)
         self.kill()

@@ -11,9 +11,10 @@
 over it. Every error is a :class:`DshError` (the tree is drawn in :mod:`dsh.core.errors`).
 
 This module only re-exports. The client classes are loaded on first use (PEP 562
-``__getattr__`` over a fixed table): they need asyncio, whose import alone costs about the
-whole import budget of this package, and a program that only builds a config or catches
-an error should not pay for it.
+``__getattr__`` over a fixed table), and asyncio (whose import alone costs more than the
+rest of this package) later still: the async client imports it, the blocking client loads
+it on its loop thread at ``start()``, while the runtime it has just spawned boots. A
+program that only builds a config or catches an error pays for neither.
 """
 
 from __future__ import annotations

@@ -38,9 +38,9 @@ from dsh.sdk._events import (
     history_page,
     session_id,
 )
-from dsh.sdk._launch import child_environment, launch_spec
-from dsh.sdk._lifecycle import ClientState, ErrorContext, Readiness, Stage
-from dsh.sdk._locate import RuntimeInfo, locate
+from dsh.sdk._launch import HeadStart
+from dsh.sdk._lifecycle import ClientState, ErrorContext, Readiness, Stage, not_usable
+from dsh.sdk._locate import RuntimeInfo
 from dsh.sdk._router import AsyncSubscription, Handler, Predicate, Router
 from dsh.sdk._transport import KILL_WAIT, RuntimeProcess
 
@@ -128,11 +128,18 @@ class AsyncDshClient:
         On any failure (or cancellation) the process is torn down before the error is
         raised, and the error names the stage that failed, the profile and the carrier.
         """
+        await self._start(None)
+
+    async def _start(self, head: HeadStart | None) -> None:
+        """:meth:`start`, from ``head`` when the blocking client already did that part
+        (before it loaded asyncio); a ``head`` not used is discarded."""
         if self._state is not ClientState.NEW:
+            if head is not None:
+                head.discard()
             raise self._not_usable("start")
         self._state = ClientState.STARTING
         try:
-            await self._climb()
+            await self._climb(head)
         except BaseException:
             await self._teardown(graceful=False)
             self._state = ClientState.CLOSED
@@ -258,25 +265,30 @@ class AsyncDshClient:
 
     # -- internals ------------------------------------------------------------------------
 
-    async def _climb(self) -> None:
+    async def _climb(self, head: HeadStart | None) -> None:
         context, config = self._context, self.config
+        if head is None:
+            head = HeadStart(config, os.environ)
         try:
-            env = child_environment(config, os.environ)
-            context.runtime = locate(config, env)
-            spec = launch_spec(config, context.runtime, env)
-        except DshError as exc:
-            context.annotate(exc)
-            raise
-        self._reach(Stage.CONFIGURED)
-        router = self._router = Router(context)
-        try:
+            context.runtime = head.runtime
+            if head.spec is None:
+                assert head.error is not None
+                raise head.error
+            spec = head.spec
+            self._reach(Stage.CONFIGURED)
+            if head.error is not None:  # found and checked, but the OS refused to run it
+                raise head.error
+            router = self._router = Router(context)
             self._process = await RuntimeProcess.spawn(
                 spec, router, max_frame_bytes=config.max_frame_bytes,
-                stderr_callback=config.stderr,
+                stderr_callback=config.stderr, child=head.child,
             )
+            head.take()
         except DshError as exc:
             context.annotate(exc)
             raise
+        finally:
+            head.discard()  # a spawned runtime no transport took
         router.attach(self._process)
         self._finalizer = weakref.finalize(self, self._process.abort)
         self._reach(Stage.SPAWNED)
@@ -398,15 +410,7 @@ class AsyncDshClient:
         raise self._not_usable(what)
 
     def _not_usable(self, what: str) -> DshError:
-        reasons = {
-            ClientState.NEW: "client is not started (call start() or use it as a context "
-                             "manager)",
-            ClientState.STARTING: "client is still starting",
-            ClientState.READY: "client is already started",
-            ClientState.CLOSING: "client is closing",
-            ClientState.CLOSED: "client is closed",
-        }
-        return ClientClosedError(f"{what}: {reasons[self._state]}")
+        return not_usable(self._state, what)
 
 
 def _list(answer: Any, key: str) -> list[dict[str, Any]]:

@@ -11,7 +11,12 @@ The runtime must end with the program that started it. A runtime the client loca
 itself (the python carrier of this install, or the ``dsh-runtime-bin`` wheel of this
 version) watches this process on its own (``DSH_PARENT_PID``, see
 ``dsh_runtime.parentwatch``); any other executable is tied to it by the kernel's
-parent-death signal on Linux (:mod:`._transport`) and, everywhere, ends at stdin EOF.
+parent-death signal on Linux (``tie`` of :func:`dsh.core.process.spawn`) and, everywhere, ends
+at stdin EOF.
+
+:class:`HeadStart` is the part of a start that needs no event loop: the runtime found, its
+launch checked and, on POSIX, the process spawned. A blocking client runs it on its loop
+thread before it makes the loop, so the runtime boots meanwhile.
 """
 
 from __future__ import annotations
@@ -24,12 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh._version import __version__
-from dsh.core.errors import ConfigError
+from dsh.core.errors import ConfigError, DshError, SpawnError
 from dsh.core.home import ensure_dir
+from dsh.core.process import KILL_WAIT, PIPE, TIE_TERM, Child, spawn
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo
+from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo, locate
 
 PARENT_ENV = "DSH_PARENT_PID"
+
+SPAWNS_FIRST = os.name == "posix"
+"""Whether the runtime is spawned before an event loop owns its pipes. A POSIX selector
+loop adopts the pipes of a process already running (:mod:`._transport`); Windows'
+proactor loop reads only the overlapped pipes it creates itself, so there asyncio spawns
+the runtime, once the loop runs."""
 
 
 @dataclass(frozen=True)
@@ -125,3 +137,71 @@ def _home(config: ClientConfig, env: Mapping[str, str]) -> str:
 
 def _absolute(path: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def spawn_runtime(spec: LaunchSpec) -> Child:
+    """Start the runtime with three pipes through :mod:`dsh.core.process`, on this thread.
+
+    On Linux a runtime not watching its parent is tied to the spawning *thread* by the
+    kernel's parent-death signal, so this runs on the thread that lives as long as the
+    client: its event-loop thread. :class:`SpawnError` when the OS refuses to run it.
+    """
+    try:
+        return spawn(spec.argv, cwd=spec.cwd, env=spec.env, stdin=PIPE, stdout=PIPE,
+                     stderr=PIPE, tie=None if spec.watches_parent else TIE_TERM)
+    except OSError as exc:
+        raise spawn_error(spec, exc) from exc
+
+
+def spawn_error(spec: LaunchSpec, exc: OSError) -> SpawnError:
+    """The error for a runtime the OS would not start."""
+    hint = None
+    if isinstance(exc, FileNotFoundError) and os.path.exists(spec.argv[0]):
+        hint = "the file exists, so what was not found is its #! interpreter"
+    return SpawnError(f"cannot start {spec.argv[0]}: {exc.strerror or exc}", hint=hint)
+
+
+class HeadStart:
+    """What a start does before it needs an event loop: locate the runtime, check its
+    launch (:func:`launch_spec`) and, where :data:`SPAWNS_FIRST`, spawn it.
+
+    Never raises a :class:`DshError`: it is kept in ``error`` for the client to annotate
+    with its stage and raise from ``start()``, as it would any other startup error.
+    ``child`` is handed to the client's transport (:meth:`take`); one nobody takes is
+    killed by :meth:`discard`.
+    """
+
+    def __init__(self, config: ClientConfig, environ: Mapping[str, str]) -> None:
+        self.runtime: RuntimeInfo | None = None
+        self.spec: LaunchSpec | None = None
+        self.error: DshError | None = None
+        self._child: Child | None = None
+        try:
+            env = child_environment(config, environ)
+            self.runtime = locate(config, env)
+            self.spec = launch_spec(config, self.runtime, env)
+            if SPAWNS_FIRST:
+                self._child = spawn_runtime(self.spec)
+        except DshError as exc:
+            self.error = exc
+
+    @property
+    def child(self) -> Child | None:
+        """The runtime spawned here and not yet taken (None: not spawned here)."""
+        return self._child
+
+    def take(self) -> Child | None:
+        """The spawned runtime, from now on the caller's to stop."""
+        child, self._child = self._child, None
+        return child
+
+    def discard(self) -> None:
+        """Kill and reap a runtime spawned here that no transport took."""
+        child = self.take()
+        if child is not None:
+            for pipe in (child.stdin, child.stdout, child.stderr):
+                if pipe is not None:
+                    pipe.close()
+            child.kill()
+            child.wait(KILL_WAIT)
+            child.release()

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsh.core.errors import ClientError, DshError, render_stderr_tail
+from dsh.core.errors import ClientClosedError, ClientError, DshError, render_stderr_tail
 
 if TYPE_CHECKING:
     from dsh.sdk._locate import RuntimeInfo
@@ -47,6 +47,20 @@ class Stage(enum.Enum):
         ladder = list(Stage)
         index = ladder.index(self)
         return ladder[index + 1] if index + 1 < len(ladder) else None
+
+
+_NOT_USABLE = {
+    ClientState.NEW: "client is not started (call start() or use it as a context manager)",
+    ClientState.STARTING: "client is still starting",
+    ClientState.READY: "client is already started",
+    ClientState.CLOSING: "client is closing",
+    ClientState.CLOSED: "client is closed",
+}
+
+
+def not_usable(state: ClientState, what: str) -> ClientClosedError:
+    """The error for ``what`` (a method) asked of a client in ``state``."""
+    return ClientClosedError(f"{what}: {_NOT_USABLE[state]}")
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
             searched.append(f"{sys.executable} -m dsh: the python runtime's packages are "
                             f"not installed ({', '.join(missing)}; {python_hint()})")
         else:
-            from dsh.core.process import python_command  # loads asyncio: only once one is used
+            from dsh.core.process import python_command  # loads subprocess: only to start one
 
             return RuntimeInfo("python", tuple(python_command("dsh")), "sys.executable",
                                __version__)

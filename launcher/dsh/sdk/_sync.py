@@ -6,6 +6,10 @@ protocol (the async one), and calls from several threads interleave on the loop 
 of queueing behind a lock as they would with a thread per call. Interrupting a wait
 (Ctrl-C) cancels the coroutine on the loop.
 
+The thread and the loop exist from :meth:`DshClient.start`. The thread first does what
+needs no loop (:class:`~._launch.HeadStart`: find the runtime, check the launch, spawn it
+on POSIX), then makes the loop while the runtime boots.
+
 The thread and the runtime are released by :meth:`DshClient.close`; a client dropped
 without it is collected and its finalizer kills the runtime's process group and stops the
 thread (also at interpreter exit).
@@ -13,7 +17,6 @@ thread (also at interpreter exit).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -27,38 +30,65 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsh.core.errors import ClientClosedError, DshError
 from dsh.core.jsonrpc import Notification, Params
-from dsh.sdk._client import AsyncDshClient
+from dsh.core.process import KILL_WAIT
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult
-from dsh.sdk._lifecycle import ClientState, Readiness
+from dsh.sdk._launch import HeadStart
+from dsh.sdk._lifecycle import ClientState, Readiness, not_usable
 from dsh.sdk._locate import RuntimeInfo
-from dsh.sdk._router import AsyncSubscription, Predicate
-from dsh.sdk._session import AsyncSession
-from dsh.sdk._transport import KILL_WAIT
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from dsh.sdk._client import AsyncDshClient
+    from dsh.sdk._router import AsyncSubscription, Predicate
+    from dsh.sdk._session import AsyncSession
 
 T = TypeVar("T")
 SyncApprovalCallback = Callable[[ApprovalRequest], Decision]
 
 
 class _LoopThread:
-    """An event loop running on its own daemon thread until :meth:`stop`."""
+    """An event loop running on its own daemon thread until :meth:`stop`.
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=_serve, args=(self.loop,),
+    Before the loop exists the thread makes the client's :class:`HeadStart`: the runtime
+    is spawned on this thread, which lives as long as the client (the kernel's
+    parent-death signal is tied to the spawning thread), and boots while the loop is
+    made. :meth:`ready` waits for both.
+    """
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._head: HeadStart | None = None
+        self._failure: BaseException | None = None
+        self._stopped = False
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(config,),
                                        name="dsh-sdk-loop", daemon=True)
         self.thread.start()
 
     @property
     def alive(self) -> bool:
-        return self.thread.is_alive()
+        return self.thread.is_alive() and self.loop is not None
 
     def on_loop_thread(self) -> bool:
         return threading.current_thread() is self.thread
+
+    def ready(self) -> HeadStart:
+        """Wait until the loop runs; the head start, now the caller's (to hand to the
+        async client, or to discard)."""
+        self._ready.wait()
+        if self._failure is not None:
+            raise self._failure
+        head, self._head = self._head, None
+        if head is None:  # stopped before it was ready
+            raise ClientClosedError("start: client is closed")
+        return head
 
     def run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
         """Run ``coro`` on the loop and wait for it; the caller's interruption cancels it."""
@@ -69,6 +99,9 @@ class _LoopThread:
             coro.close()
             raise DshError(f"{what}: a DshClient method was called from the client's own "
                            "event-loop thread (a stderr callback?); it would wait on itself")
+        import asyncio  # loaded by the loop thread before it ran
+
+        assert self.loop is not None
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result()
@@ -77,23 +110,51 @@ class _LoopThread:
             raise
 
     def stop(self) -> None:
-        """Stop the loop; the thread closes it and ends. Joined unless called from it."""
-        if self.alive:
+        """Stop the loop; the thread closes it and ends. Joined unless called from it.
+        Before the loop runs, the thread discards its head start and ends instead."""
+        with self._lock:
+            self._stopped = True
+            loop = self.loop
+        if loop is not None and self.thread.is_alive():
             with contextlib.suppress(RuntimeError):  # already closed by the thread
-                self.loop.call_soon_threadsafe(self.loop.stop)
-            if not self.on_loop_thread():
-                self.thread.join()
+                loop.call_soon_threadsafe(loop.stop)
+        if not self.on_loop_thread():
+            self.thread.join()
 
+    def _serve(self, config: ClientConfig) -> None:
+        head: HeadStart | None = None
+        try:
+            head = HeadStart(config, os.environ)
+            # asyncio and the async client load here, not at ``from dsh.sdk import
+            # DshClient``: they cost more than the rest of the SDK's import together,
+            # and here they overlap the runtime's boot (on POSIX it was just spawned).
+            import asyncio
 
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        # What the loop still holds: abandoned generators and approval-callback threads.
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-        loop.close()
+            import dsh.sdk._client  # noqa: F401
+
+            loop = asyncio.new_event_loop()
+        except BaseException as exc:
+            if head is not None:
+                head.discard()
+            self._failure = exc
+            self._ready.set()
+            return
+        with self._lock:
+            if self._stopped:
+                head.discard()
+                loop.close()
+                self._ready.set()
+                return
+            self.loop, self._head = loop, head
+        asyncio.set_event_loop(loop)
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            # What the loop still holds: abandoned generators and approval-callback threads.
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
 
 
 class DshClient:
@@ -106,46 +167,54 @@ class DshClient:
 
     def __init__(self, config: ClientConfig | None = None, *,
                  on_approval: SyncApprovalCallback | None = None) -> None:
-        self._engine = _LoopThread()
-        self._async = AsyncDshClient(config, on_approval=_in_thread(on_approval))
-        self._finalizer = weakref.finalize(self, _abandon, self._engine, self._async)
+        self._config = config if config is not None else ClientConfig()
+        self._on_approval = on_approval
+        # From start(): the loop thread, then the async client on it.
+        self._engine: _LoopThread | None = None
+        self._async: AsyncDshClient | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._closed = False
 
     # -- what it is -----------------------------------------------------------------------
 
     @property
     def config(self) -> ClientConfig:
         """The configuration this client was built with."""
-        return self._async.config
+        return self._config
 
     @property
     def state(self) -> ClientState:
         """The lifecycle state (see :class:`ClientState`)."""
-        return self._async.state
+        if self._async is not None:
+            return self._async.state
+        if self._closed:
+            return ClientState.CLOSED
+        return ClientState.NEW if self._engine is None else ClientState.STARTING
 
     @property
     def runtime(self) -> RuntimeInfo | None:
         """The runtime chosen at start: carrier, command, lookup source, version."""
-        return self._async.runtime
+        return None if self._async is None else self._async.runtime
 
     @property
     def server_info(self) -> dict[str, Any]:
         """The ``initialize`` answer."""
-        return self._async.server_info
+        return {} if self._async is None else self._async.server_info
 
     @property
     def pid(self) -> int | None:
         """The runtime's process id."""
-        return self._async.pid
+        return None if self._async is None else self._async.pid
 
     @property
     def exit_code(self) -> int | None:
         """The runtime's exit status once it ended (negative: killed by that signal)."""
-        return self._async.exit_code
+        return None if self._async is None else self._async.exit_code
 
     @property
     def stderr_tail(self) -> tuple[str, ...]:
         """The runtime's last stderr lines (at most 200)."""
-        return self._async.stderr_tail
+        return () if self._async is None else self._async.stderr_tail
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -162,23 +231,58 @@ class DshClient:
         A failed start leaves the client closed, its loop thread included: ``with`` never
         reaches ``__exit__`` when ``__enter__`` raises, so nothing else would stop it.
         """
+        if self._closed:
+            raise not_usable(ClientState.CLOSED, "start")
+        if self._async is not None:  # started before: the async client says how far
+            self._start(self._async.start())
+            return
+        if self._engine is not None:
+            raise not_usable(ClientState.STARTING, "start")
+        engine = self._engine = _LoopThread(self._config)
+        head: HeadStart | None = None
         try:
-            self._engine.run(self._async.start(), "start")
+            head = engine.ready()
+            from dsh.sdk._client import AsyncDshClient  # the loop thread imported it
+
+            client = self._async = AsyncDshClient(self._config,
+                                                  on_approval=_in_thread(self._on_approval))
+            self._finalizer = weakref.finalize(self, _abandon, engine, client)
+            starting, head = client._start(head), None  # from here the client owns it
+        except BaseException:
+            if head is not None:
+                head.discard()
+            self.close()
+            raise
+        self._start(starting)
+
+    def _start(self, starting: Coroutine[Any, Any, None]) -> None:
+        try:
+            self._run(starting, "start")
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
         """Shut the runtime down and stop the loop thread; idempotent."""
-        if self._engine.alive:
+        engine = self._engine
+        if engine is None:
+            self._closed = True
+            return
+        if engine.alive and self._async is not None:
             try:
-                self._engine.run(self._async.close(), "close")
+                engine.run(self._async.close(), "close")
             finally:
-                self._engine.stop()
-        self._finalizer.detach()
+                engine.stop()
+        else:
+            engine.stop()
+        self._closed = self._async is None
+        if self._finalizer is not None:
+            self._finalizer.detach()
 
     def readiness(self) -> Readiness:
         """The stage reached and whether the runtime needs a reload."""
+        if self._async is None:
+            return Readiness(self.state, None, None)
         return self._run(self._async.readiness(), "readiness")
 
     # -- the protocol ---------------------------------------------------------------------
@@ -186,47 +290,61 @@ class DshClient:
     def request(self, method: str, params: Params | None = None, *,
                 timeout: float | None = None) -> Any:
         """Call ``method`` and return its result (see :meth:`AsyncDshClient.request`)."""
-        return self._run(self._async.request(method, params, timeout=timeout), method)
+        engine, client = self._client(method)
+        return engine.run(client.request(method, params, timeout=timeout), method)
 
     def notify(self, method: str, params: Params | None = None) -> None:
         """Send a notification (no answer)."""
-        self._run(self._async.notify(method, params), method)
+        engine, client = self._client(method)
+        engine.run(client.notify(method, params), method)
 
     def subscribe(self, predicate: Predicate | None = None) -> Subscription:
         """Receive the runtime's notifications (those ``predicate`` accepts) from now on;
         ``predicate`` runs on the client's loop thread."""
-        return Subscription(self._engine,
-                            self._run(_call(self._async.subscribe, predicate), "subscribe"))
+        engine, client = self._client("subscribe")
+        return Subscription(engine, engine.run(_call(client.subscribe, predicate),
+                                               "subscribe"))
 
     def new_session(self, *, cwd: str | os.PathLike[str] | None = None,
                     mcp_servers: Sequence[Mapping[str, Any]] | None = None,
                     history: Sequence[Mapping[str, Any]] | None = None) -> Session:
         """Create a session (see :meth:`AsyncDshClient.new_session`)."""
-        return Session(self._engine, self._run(self._async.new_session(
+        engine, client = self._client("session")
+        return Session(engine, engine.run(client.new_session(
             cwd=cwd, mcp_servers=mcp_servers, history=history), "session"))
 
     def resume_session(self, session_id: str) -> Session:
         """Restore a persisted session; missing or busy ones fail."""
-        return Session(self._engine,
-                       self._run(self._async.resume_session(session_id), "session"))
+        engine, client = self._client("session")
+        return Session(engine, engine.run(client.resume_session(session_id), "session"))
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every session the runtime knows, sorted by id."""
-        return self._run(self._async.sessions(), "sessions")
+        engine, client = self._client("sessions")
+        return engine.run(client.sessions(), "sessions")
 
     def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool."""
-        return self._run(self._async.tools(), "tools")
+        engine, client = self._client("tools")
+        return engine.run(client.tools(), "tools")
 
     def history(self, session_id: str, *,
                 page_size: int | None = None) -> Iterator[dict[str, Any]]:
         """Yield a session's stored events in seq order, page by page (see
         :meth:`AsyncDshClient.history`)."""
-        return _blocking(self._engine, self._async.history(session_id, page_size=page_size),
-                         "history")
+        engine, client = self._client("history")
+        return _blocking(engine, client.history(session_id, page_size=page_size), "history")
+
+    def _client(self, what: str) -> tuple[_LoopThread, AsyncDshClient]:
+        """The loop thread and the async client, once :meth:`start` made them; before
+        that, the error the async client gives for ``what`` in this state."""
+        if self._engine is None or self._async is None:
+            raise not_usable(self.state, what)
+        return self._engine, self._async
 
     def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
-        return self._engine.run(coro, what)
+        engine, _ = self._client(what)
+        return engine.run(coro, what)
 
 
 class Session:
@@ -278,6 +396,8 @@ class Subscription:
 
     def get(self, timeout: float | None = None) -> Notification:
         """The next notification; :class:`TimeoutError` after ``timeout`` seconds."""
+        import asyncio
+
         try:
             return self._engine.run(_within(self._async.get(), timeout), "subscription")
         except asyncio.TimeoutError:
@@ -326,6 +446,8 @@ async def _next(iterator: Any) -> Any:
 
 
 async def _within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    import asyncio
+
     return await asyncio.wait_for(awaitable, timeout)
 
 
@@ -337,6 +459,8 @@ def _in_thread(
         return None
 
     async def approve(request: ApprovalRequest) -> Decision:
+        import asyncio
+
         return await asyncio.to_thread(callback, request)
 
     return approve
@@ -353,6 +477,9 @@ def _abandon(engine: _LoopThread, client: AsyncDshClient) -> None:
             client._process.abort()
         engine.stop()
         return
+    import asyncio
+
+    assert engine.loop is not None
     future = asyncio.run_coroutine_threadsafe(client._abort(), engine.loop)
     try:
         future.result(KILL_WAIT * 2)

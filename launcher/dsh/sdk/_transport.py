@@ -5,6 +5,11 @@ reach :class:`dsh.core.jsonrpc.FrameDecoder` as the pipe delivers them, with no 
 and no thread per pipe. It knows nothing of requests: decoded messages, fatal faults and
 the process's end go to a :class:`Listener` (the router).
 
+On POSIX the runtime is already running when it gets here (:class:`~._launch.HeadStart`
+spawned it, before a blocking client had even made its loop): :class:`_AdoptedProcess`
+connects its three pipes to the loop and reports its exit, the same events asyncio's own
+subprocess transport gives. On Windows asyncio spawns it (``spawn_protocol``).
+
 What it guarantees:
 
 * The runtime starts through :mod:`dsh.core.process`: in its own session and process group,
@@ -31,16 +36,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from dsh.core.errors import InvalidMessageError, ProtocolError, SpawnError
+from dsh.core.errors import InvalidMessageError, ProtocolError
 from dsh.core.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
-from dsh.core.process import TIE_TERM, Group, spawn_protocol
-from dsh.sdk._launch import LaunchSpec
+from dsh.core.process import TIE_TERM, Child, Group, spawn_protocol
+from dsh.sdk._launch import LaunchSpec, spawn_error
 
 STDERR_TAIL_LINES = 200
 # One stderr line is cut beyond this many bytes: the tail is bounded in bytes, not only
@@ -100,20 +104,23 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
 
     @classmethod
     async def spawn(cls, spec: LaunchSpec, listener: Listener, *, max_frame_bytes: int,
-                    stderr_callback: Callable[[str], None] | None) -> RuntimeProcess:
-        """Start the runtime; :class:`SpawnError` when the OS refuses to run it."""
+                    stderr_callback: Callable[[str], None] | None,
+                    child: Child | None = None) -> RuntimeProcess:
+        """Take over ``child``, the runtime already spawned from ``spec``, or (without
+        one) start it; :class:`SpawnError` when the OS refuses to run it. A ``child``
+        whose pipes cannot be connected is the caller's to kill."""
         process = cls(listener, max_frame_bytes=max_frame_bytes,
                       stderr_callback=stderr_callback)
+        if child is not None:
+            await _AdoptedProcess.connect(child, process)
+            process._group = child
+            return process
         try:
             process._group = await spawn_protocol(
                 lambda: process, spec.argv, cwd=spec.cwd, env=spec.env,
                 tie=None if spec.watches_parent else TIE_TERM)
         except OSError as exc:
-            hint = None
-            if isinstance(exc, FileNotFoundError) and os.path.exists(spec.argv[0]):
-                hint = "the file exists, so what was not found is its #! interpreter"
-            raise SpawnError(f"cannot start {spec.argv[0]}: {exc.strerror or exc}",
-                             hint=hint) from exc
+            raise spawn_error(spec, exc) from exc
         return process
 
     # -- what the client reads ------------------------------------------------------------
@@ -347,3 +354,114 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
                 # A faulty callback must not stop the draining: a runtime whose stderr
                 # is not read blocks as soon as the pipe fills.
                 log.exception("dsh.sdk stderr callback failed")
+
+
+class _AdoptedProcess(asyncio.SubprocessTransport):
+    """The subprocess transport of a runtime spawned before the loop owned it (POSIX).
+
+    Its pipes become the loop's pipe transports; a thread waits for its exit (as asyncio's
+    threaded child watcher does) and reports it on the loop. The protocol sees what
+    asyncio's own transport gives it: ``connection_made``, ``pipe_data_received``,
+    ``pipe_connection_lost`` per pipe, ``process_exited``, then ``connection_lost`` once
+    the process exited and every pipe is closed. ``close`` closes the pipes and, if the
+    process still runs, kills its group. Signals and waits go through the
+    :class:`~dsh.core.process.Child`: the signalling methods of the transport interface are
+    not offered.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, child: Child,
+                 protocol: asyncio.SubprocessProtocol) -> None:
+        super().__init__()
+        self._loop = loop
+        self._child = child
+        self._protocol = protocol
+        self._pipes: dict[int, asyncio.BaseTransport] = {}
+        self._open = {0, 1, 2}
+        self._returncode: int | None = None
+        self._closing = False
+        self._finished = False
+
+    @classmethod
+    async def connect(cls, child: Child, protocol: asyncio.SubprocessProtocol) -> None:
+        """Connect ``child``'s pipes to the running loop and watch for its exit."""
+        loop = asyncio.get_running_loop()
+        self = cls(loop, child, protocol)
+        try:
+            self._pipes[0], _ = await loop.connect_write_pipe(
+                lambda: _Pipe(self, 0), child.stdin)
+            protocol.connection_made(self)
+            for fd, pipe in ((1, child.stdout), (2, child.stderr)):
+                self._pipes[fd], _ = await loop.connect_read_pipe(
+                    lambda fd=fd: _Pipe(self, fd), pipe)
+        except BaseException:
+            self.close()
+            raise
+        threading.Thread(target=self._wait, name="dsh-sdk-exit-watcher",
+                         daemon=True).start()
+
+    def _wait(self) -> None:
+        code = self._child.wait()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+            self._loop.call_soon_threadsafe(self._exited, code)
+
+    def _exited(self, code: int) -> None:
+        self._returncode = code
+        self._protocol.process_exited()
+        self._finish()
+
+    def _pipe_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        self._protocol.pipe_connection_lost(fd, exc)
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._returncode is not None and not self._open and not self._finished:
+            self._finished = True
+            self._loop.call_soon(self._protocol.connection_lost, None)
+
+    # -- asyncio.SubprocessTransport ------------------------------------------------------
+
+    def get_pid(self) -> int:
+        return self._child.pid
+
+    def get_returncode(self) -> int | None:
+        return self._returncode
+
+    def get_pipe_transport(self, fd: int) -> Any:
+        return self._pipes.get(fd)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for pipe in self._pipes.values():
+            pipe.close()
+        for fd, stream in ((0, self._child.stdin), (1, self._child.stdout),
+                           (2, self._child.stderr)):
+            if fd not in self._pipes and stream is not None:  # never connected
+                stream.close()
+        if self._returncode is None and self._child.returncode is None:
+            self._child.kill()
+
+
+class _Pipe(asyncio.Protocol):
+    """One pipe of an :class:`_AdoptedProcess`, reporting to it by file descriptor."""
+
+    def __init__(self, owner: _AdoptedProcess, fd: int) -> None:
+        self._owner = owner
+        self._fd = fd
+
+    def data_received(self, data: bytes) -> None:
+        self._owner._protocol.pipe_data_received(self._fd, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._owner._pipe_lost(self._fd, exc)
+
+    def pause_writing(self) -> None:
+        self._owner._protocol.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._owner._protocol.resume_writing()
