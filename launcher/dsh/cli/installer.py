@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsh.config.tomltext import parse_toml
 from dsh.core import process
-from dsh.core.errors import PluginError
+from dsh.core.errors import ConfigError, PluginError
 
 MESSAGE_LIMIT = 300
 """Characters of one quoted cause."""
@@ -194,15 +195,11 @@ def _keep(log: Path, home: Path, label: str) -> Path:
 def build_backend(project: Path) -> tuple[str, list[str]]:
     """A local project's build backend module and build requirements (PEP 517/518; no
     ``[build-system]`` means setuptools' legacy backend)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-
     legacy = ("setuptools.build_meta:__legacy__", ["setuptools>=40.8.0"])
+    pyproject = project / "pyproject.toml"
     try:
-        data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = parse_toml(pyproject.read_text(encoding="utf-8"), pyproject)
+    except (OSError, UnicodeDecodeError, ConfigError):
         return legacy
     system = data.get("build-system")
     if not isinstance(system, dict):

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsh.config import shipped
+from dsh.config.tomltext import parse_toml
 from dsh.core.errors import ConfigError, ProfileNotFoundError, UsageError
 from dsh.core.home import ensure_dir
 
@@ -102,20 +102,8 @@ def parse_profile_toml(path: Path, name: str) -> Profile:
 
 
 def parse_profile_text(text: str, path: Path, name: str) -> Profile:
-    """:func:`parse_profile_toml` of ``text`` read from ``path``.
-
-    TOML is imported here, not with the module: a launch whose profile file is in the
-    layer cache never imports it (spawn-to-``initialize`` is a benchmarked target).
-    """
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    """:func:`parse_profile_toml` of ``text`` read from ``path``."""
+    data = parse_toml(text, path)
     section = data.get("profile", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [profile] must be a table")

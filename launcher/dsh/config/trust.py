@@ -31,12 +31,12 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, routing_settings
+from dsh.config.tomltext import parse_toml
 from dsh.core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted.toml"
@@ -56,14 +56,7 @@ def records(home: Path) -> dict[str, dict[str, str]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") \
             from exc
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    data = parse_toml(text, path)
     unknown = sorted(set(data) - {"folder"})
     if unknown:
         raise ConfigError(f"{path}: unknown key '{unknown[0]}' (expected [[folder]] tables)")
