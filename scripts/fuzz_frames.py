@@ -1,4 +1,4 @@
-"""An atheris (libFuzzer) target for dsh.jsonrpc's frame decoder; a dev tool, never run by CI.
+"""An atheris (libFuzzer) target for dsh.core.jsonrpc's frame decoder; a dev tool, never run by CI.
 
 Run it by hand where atheris is installed (``pip install atheris``; it needs a clang
 toolchain on some platforms)::
@@ -8,7 +8,7 @@ toolchain on some platforms)::
     python3 scripts/fuzz_frames.py crash-<sha>                   # replay one finding
 
 The fuzzer's input is split into a frame-size cap, cut points and a byte stream. The
-stream is fed to :class:`dsh.jsonrpc.FrameDecoder` in the chunks the cuts make, then all
+stream is fed to :class:`dsh.core.jsonrpc.FrameDecoder` in the chunks the cuts make, then all
 at once to a second decoder; any exception, a buffer above its bound, a fault whose
 answer is not JSON, or the two decoders disagreeing (a desynchronisation) is a crash.
 The test suite's hypothesis properties (tests/fuzz/test_fuzz_frames.py) check the same
@@ -25,7 +25,7 @@ from typing import Any
 
 def _summary(items: list[Any]) -> list[tuple[Any, ...]]:
     """Decoder output without the sizes of oversize faults, which depend on the cuts."""
-    from dsh.jsonrpc import Frame
+    from dsh.core.jsonrpc import Frame
 
     out: list[tuple[Any, ...]] = []
     for item in items:
@@ -40,7 +40,7 @@ def _summary(items: list[Any]) -> list[tuple[Any, ...]]:
 def test_one_input(data: bytes) -> None:
     """One fuzzer run: see the module docstring for what counts as a crash."""
     import atheris
-    from dsh.jsonrpc import FrameDecoder
+    from dsh.core.jsonrpc import FrameDecoder
 
     provider = atheris.FuzzedDataProvider(data)
     cap = provider.ConsumeIntInRange(1, 4096)
@@ -67,7 +67,7 @@ def main() -> None:
     import atheris
 
     with atheris.instrument_imports():
-        import dsh.jsonrpc  # noqa: F401 - instrumented for coverage guidance
+        import dsh.core.jsonrpc  # noqa: F401 - instrumented for coverage guidance
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

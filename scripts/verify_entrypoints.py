@@ -88,7 +88,7 @@ class Allow:
 ALLOWLIST: tuple[Allow, ...] = (
     Allow("launcher", ("console-script",), "pyproject.toml",
           "the one launcher, declared once by the pure distribution",
-          name="dsh", target="dsh.cli:main"),
+          name="dsh", target="dsh.cli.main:main"),
     Allow("launcher", ("main-module",), "launcher/dsh/__main__.py",
           "`python -m dsh`, the python carrier of the same dsh entry point"),
     Allow("freeze-entry", ("main-guard",), "wheels/*entry.py",
@@ -249,7 +249,7 @@ def _why_not(finding: Finding, path_only: Allow | None) -> str:
             return ("only the root pyproject.toml declares `dsh`; a second distribution "
                     "claiming it would clash")
         if finding.name == "dsh":
-            return f"the dsh launcher must point at dsh.cli:main, not {finding.target}"
+            return f"the dsh launcher must point at dsh.cli.main:main, not {finding.target}"
         return ("dsh is the only console script; applications are profiles run as "
                 "`dsh --profile NAME`")
     if path_only is not None:

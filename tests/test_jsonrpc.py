@@ -1,4 +1,4 @@
-"""Tests for :mod:`dsh.jsonrpc`: framing, message shape and request matching."""
+"""Tests for :mod:`dsh.core.jsonrpc`: framing, message shape and request matching."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import threading
 from typing import Any
 
 import pytest
-from dsh import jsonrpc
-from dsh.errors import (
+from dsh.core import jsonrpc
+from dsh.core.errors import (
     DshError,
     FrameTooLargeError,
     InvalidMessageError,
@@ -21,7 +21,7 @@ from dsh.errors import (
     ParseError,
     ProtocolError,
 )
-from dsh.jsonrpc import (
+from dsh.core.jsonrpc import (
     Frame,
     FrameDecoder,
     FrameFault,
@@ -32,6 +32,7 @@ from dsh.jsonrpc import (
     encode,
     parse_message,
 )
+from dsh_runtime.servers.errors import code_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,7 +87,7 @@ def test_encode_refuses_what_is_not_json() -> None:
     for bad in ({"x": object()}, {"x": float("nan")}, {"x": "\ud800"}):
         with pytest.raises(DshError, match="cannot be encoded") as info:
             encode(bad)
-        assert info.value.rpc_code == jsonrpc.INTERNAL_ERROR
+        assert code_of(info.value) == jsonrpc.INTERNAL_ERROR  # a server answers -32603
         assert info.value.__cause__ is not None
 
 
@@ -131,7 +132,7 @@ def test_codes_are_the_documented_ones() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys; import dsh; before = set(sys.modules); import dsh.jsonrpc; "
+        "import sys; import dsh; before = set(sys.modules); import dsh.core.jsonrpc; "
         "print(sorted({'asyncio', 'yaml', 'httpx'} & (set(sys.modules) - before)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,6 +1,6 @@
 """The process side of every application: boot the kernel, run ``main``, leave cleanly.
 
-The launcher hands over one resolved :class:`~dsh.launch.Launch`; this module owns the
+The launcher hands over one resolved :class:`~dsh.config.resolve.Launch`; this module owns the
 rest of the process's life, the same way for every profile:
 
 * ``-h``/``--help`` among the application's arguments prints the ``main`` command's help
@@ -15,12 +15,12 @@ rest of the process's life, the same way for every profile:
   The exit of the SDK program that started the runtime (``DSH_PARENT_PID``,
   :mod:`dsh_runtime.parentwatch`) counts as a SIGTERM.
 * Child processes still alive at the end are killed: none outlives the runtime; and none
-  can read the runtime's own environment (:func:`dsh.process.protect_parent`).
+  can read the runtime's own environment (:func:`dsh.core.process.protect_parent`).
 * The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
   loads; a ``live`` profile gets a :class:`~dsh_runtime.reloader.Reloader` while running
   (a ``startup`` one never imports it: no watcher thread, no OS watch handle).
 
-Boot failures are raised as :class:`~dsh.errors.DshError` subclasses (``ConfigError``
+Boot failures are raised as :class:`~dsh.core.errors.DshError` subclasses (``ConfigError``
 exit 2, ``PluginError`` exit 1) for the launcher's single top-level handler.
 """
 
@@ -35,18 +35,18 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from dsh.errors import EXIT_INTERRUPTED, EXIT_OK
+from dsh.core.errors import EXIT_INTERRUPTED, EXIT_OK
 
 from dsh_runtime.parentwatch import watch_parent
 
 if TYPE_CHECKING:
-    from dsh.launch import Launch
+    from dsh.core.launch import Launch
 
 DISPOSE_BOUND = 5.0
 _HELP_FLAGS = frozenset({"-h", "--help"})
 _EXIT_BY_SIGNAL = {signal.SIGTERM: EXIT_OK, signal.SIGINT: EXIT_INTERRUPTED}
 if hasattr(signal, "SIGBREAK"):
-    # Windows: CTRL_BREAK_EVENT, how dsh.process asks a child's group to end, is SIGTERM's
+    # Windows: CTRL_BREAK_EVENT, how dsh.core.process asks a child's group to end, is SIGTERM's
     # counterpart there (a console's Ctrl-Break too).
     _EXIT_BY_SIGNAL[signal.SIGBREAK] = EXIT_OK
 
@@ -58,14 +58,14 @@ def run(launch: Launch) -> int:
     from dsh_runtime.kernel import Kernel
 
     _add_plugin_dir(launch)
-    from dsh.process import protect_parent
+    from dsh.core.process import protect_parent
 
     protect_parent()  # no child reads the runtime's environment through /proc
     # Servers report the launch (effective config, layer files) to their clients.
     kernel = Kernel(launch.rows, profile=launch.profile, home=launch.home, cwd=launch.cwd,
                     env=launch.env, launch=launch)
     kernel.load()
-    # The launcher paused the cycle collector for the boot (dsh.cli). What booting made is
+    # The launcher paused the cycle collector for the boot (dsh.cli.main). What booting made is
     # long-lived: file it straight into the oldest generation (freeze, then unfreeze) so
     # that resuming does not rescan all of it in one young collection.
     gc.freeze()
@@ -73,11 +73,9 @@ def run(launch: Launch) -> int:
     gc.enable()
     main = _main_command(kernel, launch)
     if _HELP_FLAGS.intersection(launch.app_args):
-        from dsh.argv import LAUNCHER_OPTIONS
-
         text = usage_for(main.help, launch.profile)
         text = text if text.endswith("\n") else text + "\n"
-        sys.stdout.write(f"{text}\n{LAUNCHER_OPTIONS}")
+        sys.stdout.write(f"{text}\n{launch.help_footer}")
         sys.stdout.flush()
         return EXIT_OK
     from dsh_runtime.stdio import reserve_app_stdio
@@ -94,7 +92,7 @@ APPLICATION_BUNDLES = ("dsh-headless", "dsh-sdk-app", "dsh-web-app", "dsh-acp-ap
 def _main_command(kernel: Any, launch: Launch) -> Any:
     """The ``main`` command; a profile without one is a configuration to fix (exit 2),
     told in one line with the command that fixes it."""
-    from dsh.errors import ConfigError, PluginError
+    from dsh.core.errors import ConfigError, PluginError
 
     try:
         return kernel.command("main")
@@ -162,7 +160,7 @@ class _Redacting(logging.Formatter):
     log's ``?token=``, a failed request's ``https://user:pass@host``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from dsh.redact import redact
+        from dsh.core.redact import redact
 
         return redact(super().format(record))
 
@@ -272,9 +270,9 @@ def _force_exit(code: int) -> None:
 
 
 def _kill_children() -> None:
-    """Kill whatever child is still alive (:func:`dsh.process.kill_children`): tools stop
+    """Kill whatever child is still alive (:func:`dsh.core.process.kill_children`): tools stop
     their processes on disposal; this is the last line for a forced exit or a plugin that
     forgot. Imported here, at the end: a boot that starts no process never loads it."""
-    from dsh.process import kill_children
+    from dsh.core.process import kill_children
 
     kill_children()

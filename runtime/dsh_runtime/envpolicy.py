@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from dsh.envsnapshot import EnvSnapshot
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
+from dsh.core.launch import EnvSnapshot
 
 SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "DSN",
                 "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE")
@@ -126,7 +126,7 @@ class EnvPolicy(NamedTuple):
     def build(self, env: Mapping[str, str], declared: Iterable[str] = ()) -> EnvSnapshot:
         """The child's environment from the runtime's ``env``; ``declared`` are the names
         the tree's plugins declare secret. Keeps each name's origin when ``env`` is an
-        :class:`~dsh.envsnapshot.EnvSnapshot` (the sandbox reads it)."""
+        :class:`~dsh.core.launch.EnvSnapshot` (the sandbox reads it)."""
         declared = frozenset(declared)
         origin = getattr(env, "origin", None)
         if self.inherit == "all":

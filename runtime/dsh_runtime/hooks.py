@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
+from dsh.core.errors import DshError
+
 EVENTS: tuple[str, ...] = (
     "session_start",
     "session_end",
@@ -42,7 +44,7 @@ _T = TypeVar("_T")
 logger = logging.getLogger("dsh.hooks")
 
 
-class BudgetExceeded(TimeoutError):
+class BudgetExceeded(DshError, TimeoutError):
     """:func:`run_bounded` gave up on an awaitable (distinct from a TimeoutError it raised)."""
 
 

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dsh.errors import DshError, PluginError
+from dsh.core.errors import DshError, PluginError
 
 from dsh_runtime import schema
 from dsh_runtime.configstate import ConfigState
@@ -179,7 +179,7 @@ class Kernel:
 
     ``home`` and ``cwd`` become strings; ``env`` is the launch's EnvSnapshot (any
     read-only str mapping works). ``hook_budget`` bounds each hook call in seconds.
-    ``launch`` is the :class:`~dsh.launch.Launch` an application was started with (None
+    ``launch`` is the :class:`~dsh.config.resolve.Launch` an application was started with (None
     when a kernel is built directly, as in tests); servers report from it.
     """
 

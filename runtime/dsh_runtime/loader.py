@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from dsh.errors import ConfigError, PluginError
+from dsh.core.errors import ConfigError, PluginError
 
 from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
 from dsh_runtime.plugin import Capability, Manifest, Plugin

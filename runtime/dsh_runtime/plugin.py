@@ -16,14 +16,16 @@ A plugin is a class with a :class:`Manifest` and four phases, each with one job:
     Undo ``start``; called in reverse start order, bounded by the kernel.
 
 Registering what the manifest does not declare raises
-:class:`~dsh.errors.CapabilityError` (``did not declare capability: lifecycle``), so a bad
+:class:`~dsh.core.errors.CapabilityError` (``did not declare capability: lifecycle``), so a bad
 plugin fails when it is applied, never halfway through a call (pluggy's habit).
 """
 
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -155,14 +157,14 @@ class ContextRequest(NamedTuple):
 class RuntimeContext:
     """What ``start`` and commands see. Implemented by the kernel.
 
-    ``env`` is the launch's :class:`~dsh.envsnapshot.EnvSnapshot` (a read-only str
+    ``env`` is the launch's :class:`~dsh.core.launch.EnvSnapshot` (a read-only str
     mapping). The registries show the running tree and keep their identity across
     reconciles: ``tools`` (tool objects by ``tool.name``), ``commands``, ``prompts``,
     ``skills``, ``tool_sources``, ``contexts`` (each a read-only mapping with ``get(name)``
     and ``list()`` in tree order),
     ``hooks`` (``await rt.hooks.emit("before_turn", session_id=..., ...)``) and
     ``guardrails`` (``await rt.guardrails.check(call)`` → ``(Decision, reason)``).
-    ``launch`` is the :class:`~dsh.launch.Launch` the application started from (None for
+    ``launch`` is the :class:`~dsh.config.resolve.Launch` the application started from (None for
     a kernel built directly). ``secret_env`` names the variables the running rows declare
     secret (:func:`dsh_runtime.envpolicy.declared_secrets`), which children never get by
     default.
@@ -197,10 +199,13 @@ class RuntimeContext:
 
 
 class Diagnosis(NamedTuple):
-    """One check ``dsh doctor --live`` reports about a row, from the row's own plugin.
+    """One check ``dsh doctor`` reports about a row, from the row's own plugin.
 
-    ``check`` names it under the row (shown as ``plugin.<row id>.<check>``); ``status`` is
-    ``ok``, ``warn`` or ``fail``; ``message`` holds no secret value and no absolute path.
+    ``check`` is the check's id in the doctor's document: ``<topic>.<row id>[.<name>]``
+    (``sandbox.tools:shell``, ``mcp.tools:mcp.files``), or ``plugin.<row id>.<name>`` when
+    no topic of the doctor's fits. ``status`` is ``ok``, ``warn`` (a failure only under
+    ``--strict``) or ``fail``. ``message`` holds no secret value and no absolute path (the
+    doctor also masks home and working-directory prefixes and credentials in URLs).
     """
 
     check: str
@@ -208,12 +213,41 @@ class Diagnosis(NamedTuple):
     message: str
 
 
+class Checkup(NamedTuple):
+    """What ``dsh doctor`` tells :meth:`Plugin.diagnose` besides the row itself.
+
+    ``live``: the doctor runs with ``--live``, so a plugin may reach what it depends on
+    outside the process (a server, a database), bounded; without it, only local checks.
+    ``rows`` are the profile's rows as the kernel would boot them (leaf rows with full
+    ids, tags resolved, ``disabled`` set): a check spanning rows (the agent's default
+    route, published by another row) reads them here.
+    """
+
+    home: str
+    cwd: str
+    profile: str
+    env: Mapping[str, str]
+    live: bool
+    rows: tuple[Mapping[str, Any], ...] = ()
+
+    def shown(self, path: str) -> str:
+        """``path`` as a check may show it: under ``$DSH_HOME`` or ``$CWD`` (an ancestor's
+        file as ``$CWD/../...``), never absolute."""
+        real = os.path.abspath(path)
+        for prefix, label in ((self.home, "$DSH_HOME"), (self.cwd, "$CWD")):
+            relative = os.path.relpath(real, prefix)
+            if relative == ".":
+                return label
+            if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+                return f"{label}/{PurePath(relative).as_posix()}"
+        return "$CWD/" + PurePath(os.path.relpath(real, self.cwd)).as_posix()
+
+
 class Plugin:
     """Base class for plugins; subclasses set ``manifest`` and override the phases.
 
-    ``diagnose`` is the optional capability ``dsh doctor --live`` asks every enabled row
-    for (the doctor never picks plugins by name): a plugin that reaches something outside
-    the process (a database, a server) checks it there, bounded, without starting.
+    ``diagnose`` is the capability ``dsh doctor`` asks every enabled row for: the doctor
+    names no plugin and imports none of their modules.
     """
 
     manifest: ClassVar[Manifest]
@@ -247,8 +281,9 @@ class Plugin:
         """Release everything ``start`` acquired."""
 
     @classmethod
-    def diagnose(cls, row_id: str, config: Mapping[str, Any], *, home: str,
-                 env: Mapping[str, str]) -> list[Diagnosis]:
-        """``dsh doctor --live``'s checks of a row with this (validated, resolved)
-        ``config``; none by default."""
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``dsh doctor``'s checks of a row with ``config`` (tags resolved, not validated:
+        a plugin validates it against its schema and reports what is wrong), without
+        creating the plugin or starting anything; none by default."""
         return []

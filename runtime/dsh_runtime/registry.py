@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from dsh.errors import CapabilityError, PluginError
+from dsh.core.errors import CapabilityError, PluginError
 
 from dsh_runtime.guardrails import Guardrail, GuardrailChain
 from dsh_runtime.hooks import DEFAULT_BUDGET, EVENTS, Hook, HookDispatcher

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh.errors import DshError
+from dsh.core.errors import DshError
 
 from dsh_runtime.configstate import ConfigState
 

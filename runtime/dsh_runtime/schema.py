@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.errors import ConfigError, PluginError
+from dsh.core.errors import ConfigError, PluginError
 
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _KEYWORDS = frozenset({

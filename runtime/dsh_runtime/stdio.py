@@ -14,7 +14,7 @@ refuses, or Windows' anonymous pipes) is served by one reader thread and one wri
 thread instead. A launcher started without stdin (``dsh <&-``) reads ``/dev/null``; any
 of these ends in EOF, which ends the application as its last request would.
 
-Framing is :class:`dsh.jsonrpc.FrameDecoder`'s, so an oversize line costs bounded memory
+Framing is :class:`dsh.core.jsonrpc.FrameDecoder`'s, so an oversize line costs bounded memory
 and surfaces as a fault, never as a crash. Each frame is handed to the writer as one
 buffer on the loop thread, which is what keeps frames from interleaving; no lock is
 needed on top of that ordering.
@@ -99,7 +99,7 @@ def _above_stdio(fd: int) -> int:
 def app_stdio() -> AppStdio:
     """The reserved pair; the runtime reserves it before any application command runs."""
     if _reserved is None:
-        from dsh.errors import PluginError
+        from dsh.core.errors import PluginError
 
         raise PluginError("stdio is not reserved for the application in this process")
     return _reserved
@@ -129,7 +129,7 @@ class StdioTransport:
     """
 
     def __init__(self, read_fd: int, write_fd: int, *, max_frame_bytes: int) -> None:
-        from dsh.jsonrpc import FrameDecoder
+        from dsh.core.jsonrpc import FrameDecoder
 
         self._read_fd = read_fd
         self._write_fd = write_fd

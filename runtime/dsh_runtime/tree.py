@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 
 class RowSpec(NamedTuple):

@@ -61,8 +61,8 @@ def write_layers(folder: str, count: int) -> list[Path]:
 _LAUNCH = """
 import json, sys, time
 from pathlib import Path
-from dsh.compose import compose
-from dsh.layercache import LayerCache
+from dsh.config.compose import compose
+from dsh.config.layercache import LayerCache
 files = sorted(Path(sys.argv[1]).glob("layer*.yml"))
 t0 = time.perf_counter()
 cache = LayerCache(Path(sys.argv[2]))
@@ -177,8 +177,8 @@ SCALING = Metric(
 @benchmark("compose_scaling", SCALING, full_only=True)
 def compose_scaling(opts: Options) -> Result:
     """compose_100x50's parse and compose at 1 to 1,000 layers; per-layer growth."""
-    from dsh.compose import compose
-    from dsh.patchfile import load_layer
+    from dsh.config.compose import compose
+    from dsh.config.patchfile import load_layer
 
     points = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:

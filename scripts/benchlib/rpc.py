@@ -29,7 +29,7 @@ class Rpc:
 
     def send(self, method: str, params: dict[str, Any] | None = None) -> int:
         """Write one request (buffered until :meth:`flush`); its id."""
-        from dsh import jsonrpc
+        from dsh.core import jsonrpc
 
         self.next_id += 1
         assert self.proc.stdin is not None

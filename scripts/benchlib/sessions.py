@@ -104,7 +104,7 @@ LEASE = Metric(
 @benchmark("session_lease_acquire", LEASE)
 def session_lease_acquire(opts: Options) -> Result:
     """Median ms of taking a free session lease in a store of 1,000 leased sessions."""
-    from dsh.errors import SessionHeldError
+    from dsh.core.errors import SessionHeldError
     from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 
     runs = opts.reps(400, 80)
@@ -364,7 +364,7 @@ class _Runtime:
         self.next_id = 0
 
     def send(self, method: str, params: dict[str, Any]) -> None:
-        from dsh import jsonrpc
+        from dsh.core import jsonrpc
 
         self.next_id += 1
         assert self.proc.stdin is not None

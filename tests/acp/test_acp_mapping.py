@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 from dsh_runtime.servers.acp_mapping import (
     UpdateMapper,
     prompt_blocks,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
-from dsh.errors import BusyError, JsonRpcError
+from dsh.core.errors import DshError, SessionBusyError
+from dsh_runtime.servers.errors import code_of
 
 SLOW = {"text": "slow", "delay_ms": 3_600_000}
 FIXTURE_TOOLS = {"id": "fixture-tools", "name": "agentkit:FixtureTools"}
@@ -44,9 +45,9 @@ def test_a_full_inbox_is_busy_and_retryable(tmp_path: Path) -> None:
         async with Booted(rows(script, agent={"max_queued": 1})) as b:
             await b.agent.prompt("s1", text("running"))
             await b.agent.prompt("s1", text("waiting"))
-            with pytest.raises(BusyError) as info:
+            with pytest.raises(SessionBusyError) as info:
                 await b.agent.prompt("s1", text("one too many"))
-            assert info.value.code == -32001
+            assert code_of(info.value) == -32001
             assert info.value.message == "session busy: queue full"
             assert info.value.data == {"retryable": True}
             receipts = [d for d in b.of("s1", "agent/inbox/spliced") if d["inserted"]]
@@ -156,7 +157,7 @@ def test_dispose_cancels_running_turns(tmp_path: Path) -> None:
             await b.seen("s1", "request/context")
         assert b.of("s1", "turn/end") == [{"turn": 1, "reason": {"kind": "cancelled"}}]
         assert b.statuses("s1") == ["running", "idle"]
-        with pytest.raises(JsonRpcError, match="closed"):
+        with pytest.raises(DshError, match="closed"):
             await b.agent.prompt("s1", text("too late"))
 
     asyncio.run(scenario())

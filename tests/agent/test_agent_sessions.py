@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from agentkit import Booted, rows, text, write_script
-from dsh.errors import BusyError, JsonRpcError
+from dsh.core.errors import InvalidArgumentError, SessionBusyError, SessionNotFoundError
 from dsh_runtime.agent.service import Agent, AgentConfig
 from dsh_runtime.agent.store import MemorySessionStore
+from dsh_runtime.servers.errors import code_of
 
 
 def test_configure_resolves_defaults_and_rejects_unknown_routes(tmp_path: Path) -> None:
@@ -22,9 +23,9 @@ def test_configure_resolves_defaults_and_rejects_unknown_routes(tmp_path: Path) 
                 "provider": "scripted", "model": "scripted"}
             assert b.agent.configure(provider="scripted", model="any-model-id") == {
                 "provider": "scripted", "model": "any-model-id"}
-            with pytest.raises(JsonRpcError) as info:
+            with pytest.raises(InvalidArgumentError) as info:
                 b.agent.configure(provider="nope", model=None)
-            assert info.value.code == -32602
+            assert code_of(info.value) == -32602 and info.value.code == "unknown-route"
             assert info.value.message.startswith("unknown provider route 'nope' (registered:")
             # A failed configure keeps the previous choice.
             await b.agent.prompt("s1", text("hi"))
@@ -45,18 +46,18 @@ def test_sessions_cwd_listing_and_history(tmp_path: Path) -> None:
             agent = b.agent
             made = await agent.new_session()
             assert await agent.new_session(cwd=str(sub), session_id="b") == "b"
-            with pytest.raises(JsonRpcError, match="already exists"):
+            with pytest.raises(InvalidArgumentError, match="already exists"):
                 await agent.new_session(session_id="b")
-            with pytest.raises(JsonRpcError, match="not a directory"):
+            with pytest.raises(InvalidArgumentError, match="not a directory"):
                 await agent.new_session(cwd="missing")
             assert agent.get_cwd("b") == os.path.abspath(sub)
             assert agent.get_cwd(made) == os.getcwd()
             assert agent.set_cwd("b", "..") == os.getcwd()
-            with pytest.raises(JsonRpcError) as info:
+            with pytest.raises(InvalidArgumentError) as info:
                 agent.set_cwd("b", "missing")
-            assert info.value.code == -32602
+            assert code_of(info.value) == -32602
             for call in (agent.get_cwd, agent.history):
-                with pytest.raises(JsonRpcError, match="unknown session 'x'"):
+                with pytest.raises(SessionNotFoundError, match="unknown session 'x'"):
                     call("x")
             await agent.prompt("a-new", text("Fix the   build\nplease"), cwd=str(sub))
             await b.idle("a-new")
@@ -77,15 +78,15 @@ def test_resume(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with Booted(rows(script)) as b:
-            with pytest.raises(JsonRpcError) as info:
+            with pytest.raises(SessionNotFoundError) as info:
                 await b.agent.resume("x")
-            assert (info.value.code, info.value.message) == (-32602, "unknown session 'x'")
+            assert (code_of(info.value), info.value.message) == (-32602, "unknown session 'x'")
             await b.agent.new_session(session_id="s1")
             await b.agent.resume("s1")
             await b.agent.prompt("s1", text("slow"))
-            with pytest.raises(BusyError) as info:
+            with pytest.raises(SessionBusyError) as info:
                 await b.agent.resume("s1")
-            assert info.value.code == -32001
+            assert code_of(info.value) == -32001
 
     asyncio.run(scenario())
 
@@ -105,7 +106,7 @@ def test_a_store_carries_sessions_to_another_agent(tmp_path: Path) -> None:
             second = Agent(rt, config, store)
             seen: list[tuple[str, dict]] = []
             second.add_listener(lambda m, p: seen.append((m, p)))
-            with pytest.raises(JsonRpcError):
+            with pytest.raises(SessionNotFoundError):
                 second.history("kept")
             await second.resume("kept")
             before = second.history("kept")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
-from dsh.errors import JsonRpcError
+from dsh.core.errors import InvalidArgumentError
 
 TOOL_TURN = [
     {"text": "Let me check.", "tool_calls": [{"name": "working_directory", "arguments": {}}],
@@ -215,7 +215,8 @@ def test_a_provider_bug_fails_the_turn_and_closes_the_stream(tmp_path: Path) -> 
 
     async def scenario() -> None:
         async with Booted(rows(script, extra=[bad])) as b:
-            with pytest.raises(JsonRpcError, match="unknown model 'other' for provider route"):
+            with pytest.raises(InvalidArgumentError,
+                               match="unknown model 'other' for provider route"):
                 b.agent.configure(provider="bad", model="other")
             assert b.agent.configure(provider="bad", model=None) == {
                 "provider": "bad", "model": "bad"}

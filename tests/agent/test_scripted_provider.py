@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agentkit import write_script
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 from dsh_runtime.kernel import Kernel
 from dsh_runtime.providers.base import (
     Finish,

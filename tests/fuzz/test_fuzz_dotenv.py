@@ -1,4 +1,4 @@
-"""Fuzzing ``.env`` parsing (:mod:`dsh.envsnapshot` over python-dotenv's parser).
+"""Fuzzing ``.env`` parsing (:mod:`dsh.config.envsnapshot` over python-dotenv's parser).
 
 Files are built from lines of every kind a user writes or mistypes (``export``, quotes of
 both kinds, escapes, comments, blank lines, names that are invalid or bootstrap-only,
@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsh.envsnapshot import EnvFile, read_env_file
-from dsh.errors import EnvFileError
+from dsh.config.envfile import EnvFile, read_env_file
+from dsh.core.errors import EnvFileError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh import jsonrpc
-from dsh.errors import InvalidMessageError
-from dsh.jsonrpc import Frame, FrameDecoder, FrameFault
+from dsh.core import jsonrpc
+from dsh.core.errors import InvalidMessageError
+from dsh.core.jsonrpc import Frame, FrameDecoder, FrameFault
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 

@@ -1,15 +1,15 @@
 """Fuzzing the patch engine with arbitrary operation lists, most of them wrong.
 
 tests/launcher/test_compose_properties.py generates well-formed operations and checks
-determinism, purity and provenance; tests/launcher/test_yamlreader.py checks the quick
-reader against the reference. Here operations are drawn from every key the format knows
+determinism, purity and provenance; tests/launcher/test_yamlreader.py checks the reader
+against the node-based oracle. Here operations are drawn from every key the format knows
 plus unknown ones, with values of any YAML type in any place (rows where mappings belong,
 numbers for ids, tags on lists, text with YAML syntax mixed in), so most layers are
 invalid. Invariants:
 
-* :func:`dsh.patchfile.parse_layer` returns a layer or raises :class:`ConfigError`
+* :func:`dsh.config.patchfile.parse_layer` returns a layer or raises :class:`ConfigError`
   (``PatchError``) naming the file, and does so the same way every time;
-* :func:`dsh.compose.compose` never raises on layers that parsed, is deterministic, does
+* :func:`dsh.config.compose.compose` never raises on layers that parsed, is deterministic, does
   not mutate its layers, and every key of every row has a ``file:line`` provenance;
 * composed ids are unique, and children carry their group's id as prefix;
 * the real launcher (``dsh --dump-config --json``) exits 0 with JSON or 2 with a message
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dsh.compose import ComposedTree, compose
-from dsh.errors import ConfigError
-from dsh.patchfile import PatchLayer, parse_layer
+from dsh.config.compose import ComposedTree, compose
+from dsh.config.patchfile import PatchLayer, parse_layer
+from dsh.core.errors import ConfigError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dsh.errors import UsageError
+from dsh.core.errors import UsageError
 from dsh_runtime.headless.options import Options, parse
 
 

@@ -1,6 +1,7 @@
 """Skills on disk: front matter, places and overrides, malformed files named with a reason.
 
-Real folders under the test's home and a temp project; :mod:`dsh.skills` called directly.
+Real folders under the test's home and a temp project; :mod:`dsh_runtime.agentdocs.skills`
+called directly.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from dsh import skills
+from dsh_runtime.agentdocs import skills
 
 
 def skill(place: Path, name: str, text: str) -> Path:

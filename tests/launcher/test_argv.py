@@ -1,10 +1,10 @@
-"""Tests for :mod:`dsh.argv`: launcher flags versus the application's arguments."""
+"""Tests for :mod:`dsh.cli.argv`: launcher flags versus the application's arguments."""
 
 from __future__ import annotations
 
 import pytest
-from dsh.argv import Invocation, misplaced, near_flag, parse
-from dsh.errors import UsageError
+from dsh.cli.argv import Invocation, misplaced, near_flag, parse
+from dsh.core.errors import UsageError
 
 
 def fields(inv: Invocation) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Tests for :mod:`dsh.compose`: layers applied in order, with provenance per key."""
+"""Tests for :mod:`dsh.config.compose`: layers applied in order, with provenance per key."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from dsh.compose import ComposedTree, compose
-from dsh.patchfile import PatchLayer, parse_layer
+from dsh.config.compose import ComposedTree, compose
+from dsh.config.patchfile import PatchLayer, parse_layer
 
 BASE = """\
 - insert:

@@ -1,10 +1,11 @@
 """Property tests of the patch engine: deterministic, pure, and an empty layer is neutral.
 
 Layers are generated as real patch-file text (random operations dumped to YAML, with
-``!env``/``!home``/``!path`` tags spliced in) and parsed by :func:`dsh.patchfile.parse_layer`,
-so the properties cover the parser and the composer together. Ids are drawn from a small
-set so operations often hit existing rows, groups and nested ``g:child`` ids, and sometimes
-miss (unknown ids, guards that do not match, wrong config shapes).
+``!env``/``!home``/``!path`` tags spliced in) and parsed by
+:func:`dsh.config.patchfile.parse_layer`, so the properties cover the parser and the
+composer together. Ids are drawn from a small set so operations often hit existing rows,
+groups and nested ``g:child`` ids, and sometimes miss (unknown ids, guards that do not
+match, wrong config shapes).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dsh.compose import ComposedTree, compose
-from dsh.patchfile import PatchLayer, parse_layer
+from dsh.config.compose import ComposedTree, compose
+from dsh.config.patchfile import PatchLayer, parse_layer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,7 +1,7 @@
 """``dsh --dump-config-schema``: a valid JSON Schema that agrees with the patch parser.
 
 The shipped bundles (and the offline example, when present) must validate, and a set of
-patches must be accepted or rejected alike by the schema and by :mod:`dsh.patchfile`, so
+patches must be accepted or rejected alike by the schema and by :mod:`dsh.config.patchfile`, so
 the schema editors use cannot drift from what the launcher really accepts.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from dsh import shipped
-from dsh.configschema import config_schema
-from dsh.errors import PatchError
-from dsh.patchfile import parse_layer
+from dsh.config import shipped
+from dsh.config.configschema import config_schema
+from dsh.config.patchfile import parse_layer
+from dsh.core.errors import PatchError
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The distribution's names and layout: what ``pyproject.toml`` declares is what dsh says.
 
-``dsh.distribution`` is where every install hint comes from, and ``PYTHON_MODULES`` is how
+``dsh.core.distribution`` is where every install hint comes from, and ``PYTHON_MODULES`` is how
 the ``dsh`` command and the SDK tell whether the python runtime can run here: both must
 match the ``python`` extra. The base distribution depends on nothing.
 """
@@ -11,8 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from dsh import distribution
 from dsh._version import __version__
+from dsh.core import distribution
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,7 +25,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 IMPORT_NAMES = {"click": "click", "pyyaml": "yaml", "python-dotenv": "dotenv",
                 "httpx": "httpx", "platformdirs": "platformdirs", "watchfiles": "watchfiles",
                 "tomlkit": "tomlkit", "filelock": "filelock", "tomli": "tomli",
-                "starlette": "starlette", "uvicorn": "uvicorn", "httpx-sse": "httpx_sse",
+                "starlette": "starlette", "uvicorn": "uvicorn",
                 "markdownify": "markdownify", "pillow": "PIL"}
 
 
@@ -37,7 +37,7 @@ def _name(requirement: str) -> str:
 
 def test_the_distribution_is_the_published_name() -> None:
     assert PROJECT["name"] == distribution.DIST_NAME == "dsh-harness"
-    assert PROJECT["scripts"] == {"dsh": "dsh.cli:main"}
+    assert PROJECT["scripts"] == {"dsh": "dsh.cli.main:main"}
 
 
 def test_the_base_depends_on_nothing() -> None:

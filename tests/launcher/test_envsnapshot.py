@@ -1,19 +1,16 @@
-"""Tests for :mod:`dsh.envsnapshot`: precedence, refused names, and no value in messages."""
+"""Tests for :mod:`dsh.config.envsnapshot` and :mod:`dsh.config.envfile`: precedence, refused
+names, and no value in messages."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from dsh.envsnapshot import (
-    CHANGED,
-    TRUSTED,
-    UNTRUSTED,
-    EnvSnapshot,
-    read_env_file,
-    snapshot,
-)
-from dsh.errors import EnvFileError
+from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, read_env_file
+from dsh.config.envsnapshot import snapshot
+from dsh.config.resolve import prepare, resolve
+from dsh.core.errors import EnvFileError
+from dsh.core.launch import EnvSnapshot
 
 SECRET = "sk-very-secret-value"
 
@@ -149,7 +146,7 @@ def test_trust_is_asked_only_when_a_routing_name_is_there(tmp_path: Path) -> Non
 
 def test_the_snapshot_trusts_the_settings_the_user_trusted(dsh_home: Path,
                                                            tmp_path: Path) -> None:
-    from dsh import trust
+    from dsh.config import trust
 
     project = tmp_path / "project"
     project.mkdir()
@@ -186,7 +183,7 @@ def test_malformed_cwd_env_fails_the_snapshot(dsh_home: Path, tmp_path: Path) ->
 
 
 def test_routing_names_of_a_config() -> None:
-    from dsh.tags import EnvRef, routing_names
+    from dsh.config.tags import EnvRef, routing_names
 
     config = {"base_url_env": "MY_URL", "api_key_env": "MY_KEY", "timeout_env": "T",
               "servers": [{"url": EnvRef("TRACKER_URL"), "env": {"X": EnvRef("X")}}],
@@ -205,13 +202,12 @@ def test_a_live_edit_cannot_read_an_address_from_the_project_env(dsh_home: Path,
                                                                  tmp_path: Path) -> None:
     """The snapshot is fixed at launch; a patch edited later that reads a URL from a
     variable the project's ``.env`` set gets nothing for it (as if unset)."""
-    from dsh import launch
 
     project = tmp_path / "project"
     project.mkdir()
     write(project / ".env", "TRACKER_URL=http://127.0.0.1:9/evil\nPLAIN=1\n")
-    resolved = launch.resolve(dsh_home, "web", [], project)
-    prepared = launch.prepare(resolved, project, [], environ={})
+    resolved = resolve(dsh_home, "web", [], project)
+    prepared = prepare(resolved, project, [], environ={})
     assert prepared.env["TRACKER_URL"] == "http://127.0.0.1:9/evil"  # nothing routed yet
     write(dsh_home / "patch.yml",
           "- id: tools:mcp\n  merge: {config: {servers: [{name: t, url: !env [TRACKER_URL, "

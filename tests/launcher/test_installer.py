@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001  (the outputs below are in pip's own characters, its multiplication sign too)
-"""``dsh.installer``: the cause read from an installer's output, and build backends.
+"""``dsh.cli.installer``: the cause read from an installer's output, and build backends.
 
 The outputs below are pip 23's own words for each failure (captured from real runs);
 :func:`cause` must name the failing step and its error lines, never pip's closing
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dsh.installer import build_backend, cause
+from dsh.cli.installer import build_backend, cause
 
 BUILD_DEPS_OFFLINE = """\
 Looking in links: /opt/wheels

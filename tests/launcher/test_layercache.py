@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh.layercache import MAX_ENTRIES, LayerCache
-from dsh.patchfile import parse_layer
-from dsh.profiles import Profile
+from dsh.config.layercache import MAX_ENTRIES, LayerCache
+from dsh.config.patchfile import parse_layer
+from dsh.config.profiles import Profile
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -41,7 +41,10 @@ def entries(home: Path) -> list[Path]:
 
 
 def stored_layer(entry: Path) -> object:
-    _stamp, _text, layer, _checks = pickle.loads(entry.read_bytes())
+    """The parsed value in an entry: after its header line (format, code stamp, name)."""
+    _header, _, stored = entry.read_bytes().partition(b"\n")
+    _stamp_and_name, _, stored = stored.partition(b"\n")
+    _text, layer, _checks = pickle.loads(stored)
     return layer
 
 
@@ -130,6 +133,62 @@ def test_an_unreadable_entry_means_a_parse(
     assert cache.load(patch_file, kind="patch") == parsed(patch_file)
     cache.save()  # the parse repairs the entry
     assert stored_layer(entry) == parsed(patch_file)
+
+
+class Tripwire:
+    """Unpickling one of these leaves a mark: an entry that must not be unpickled."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (_mark, ("unpickled",))
+
+
+MARKS: list[str] = []
+
+
+def _mark(what: str) -> str:
+    MARKS.append(what)
+    return what
+
+
+def test_an_entry_of_other_code_is_never_unpickled(dsh_home: Path, patch_file: Path) -> None:
+    cache = LayerCache(dsh_home)
+    cache.load(patch_file, kind="patch")
+    cache.save()
+    [entry] = entries(dsh_home)
+    header, _, rest = entry.read_bytes().partition(b"\n")
+    stamp_line, _, _ = rest.partition(b"\n")
+    other = stamp_line.replace(b":", b";", 1)  # the same file, parsed by other code
+    entry.write_bytes(header + b"\n" + other + b"\n" + pickle.dumps(Tripwire()))
+    MARKS.clear()
+    assert LayerCache(dsh_home).load(patch_file, kind="patch") == parsed(patch_file)
+    assert MARKS == []  # the header did not match: nothing was unpickled
+
+
+def test_two_parsers_sharing_a_home_keep_an_entry_each(
+        dsh_home: Path, patch_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exe and the python carrier parse with different code (their stamps differ):
+    each finds its own entry, and neither overwrites the other's."""
+    from dsh.config import layercache
+
+    cache = LayerCache(dsh_home)
+    cache.load(patch_file, kind="patch")
+    cache.save()
+    [mine] = entries(dsh_home)
+    monkeypatch.setattr(layercache, "_code_stamp", lambda: "0.0.0:frozen")
+    other = LayerCache(dsh_home)
+    other.load(patch_file, kind="patch")
+    other.save()
+    assert len(entries(dsh_home)) == 2
+    inodes = {e: e.stat().st_ino for e in entries(dsh_home)}
+    again = LayerCache(dsh_home)
+    again.load(patch_file, kind="patch")
+    again.save()  # a hit for the frozen stamp: nothing rewritten
+    monkeypatch.undo()
+    back = LayerCache(dsh_home)
+    back.load(patch_file, kind="patch")
+    back.save()
+    assert {e: e.stat().st_ino for e in entries(dsh_home)} == inodes
+    assert mine in inodes
 
 
 def test_a_home_that_cannot_hold_a_cache_still_loads(dsh_home: Path, patch_file: Path) -> None:

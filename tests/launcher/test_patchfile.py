@@ -1,4 +1,5 @@
-"""Tests for :mod:`dsh.patchfile`: patch text into frozen operations that know their lines."""
+"""Tests for :mod:`dsh.config.patchfile`: patch text into frozen operations that know their
+lines."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from dsh.errors import PatchError
-from dsh.patchfile import PatchLayer, load_layer, parse_layer
-from dsh.tags import EnvRef, HomeRef, PathRef
+from dsh.config.patchfile import PatchLayer, load_layer, parse_layer
+from dsh.config.tags import EnvRef, HomeRef, PathRef
+from dsh.core.errors import PatchError
 
 
 def parse(text: str, path: Path | None = None) -> PatchLayer:

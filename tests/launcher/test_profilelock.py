@@ -1,4 +1,4 @@
-"""``dsh.profilelock``: exclusive across processes, and no file left behind."""
+"""``dsh.cli.profilelock``: exclusive across processes, and no file left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from dsh.profilelock import ProfileLock, lock_path
+from dsh.cli.profilelock import ProfileLock, lock_path
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock")
 
@@ -41,7 +41,7 @@ def test_a_waiter_on_a_removed_file_takes_the_new_one(tmp_path: Path) -> None:
     waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from dsh.profilelock import ProfileLock
+        from dsh.cli.profilelock import ProfileLock
         lock = ProfileLock(Path({str(path)!r}))
         print("waiting", flush=True)
         lock.acquire()

@@ -1,4 +1,5 @@
-"""Tests for :mod:`dsh.profiles`, :mod:`dsh.bundles` and :mod:`dsh.home` on real files."""
+"""Tests for :mod:`dsh.config.profiles`, :mod:`dsh.config.bundles` and :mod:`dsh.core.home` on
+real files."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh import profiles, shipped
-from dsh.bundles import find_bundle
-from dsh.errors import ConfigError, ProfileNotFoundError, UsageError
-from dsh.home import ensure_dir, resolve_home
-from dsh.profiles import Profile
+from dsh.config import profiles, shipped
+from dsh.config.bundles import find_bundle
+from dsh.config.profiles import Profile
+from dsh.core.errors import ConfigError, ProfileNotFoundError, UsageError
+from dsh.core.home import ensure_dir, resolve_home
 
 if sys.version_info >= (3, 11):
     import tomllib

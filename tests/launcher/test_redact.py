@@ -1,9 +1,9 @@
-"""``dsh.redact``: credentials inside URLs masked, everything else left as it was."""
+"""``dsh.core.redact``: credentials inside URLs masked, everything else left as it was."""
 
 from __future__ import annotations
 
 import pytest
-from dsh.redact import redact
+from dsh.core.redact import redact
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -1,7 +1,8 @@
-"""Tests for :mod:`dsh.yamlreader` and the quick patch reader built on it.
+"""Tests for :mod:`dsh.config.yamlreader` and the patch reader built on it.
 
-The quick path must give exactly what PyYAML's loader (for values) and the node-based
-reference reader of :mod:`dsh.patchfile` (for whole layers) give, or decline the file.
+The reader must give exactly what PyYAML's loader gives (for values), and what the
+node-based reader dsh used to ship gives (for whole layers; it is kept as the tests'
+oracle, :mod:`reference_reader`), or refuse the file when that reading refuses it.
 Documents are generated as YAML text with tricky plain scalars written raw (YAML 1.1
 ints, floats, bools, nulls, timestamps), quoted scalars, tags, anchors and mistakes.
 """
@@ -14,12 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
-from dsh import patchfile
-from dsh.errors import PatchError
-from dsh.shipped import shipped_root
-from dsh.yamlreader import Unsupported, read
+from dsh.config import patchfile
+from dsh.config.shipped import shipped_root
+from dsh.config.yamlreader import read
+from dsh.core.errors import PatchError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.launcher import reference_reader
 
 LOADERS = [yaml.SafeLoader] + ([yaml.CSafeLoader] if hasattr(yaml, "CSafeLoader") else [])
 
@@ -100,46 +103,93 @@ PROPERTY = settings(max_examples=200, deadline=None,
 def test_values_equal_pyyaml_safe_loading(items: list[Any], loader: type) -> None:
     text = "\n".join(_render(items, 0)) + "\n"
     expected = yaml.load(text, Loader=_Reference)
-    assert _same(read(text, loader).root, expected), text
+    assert _same(read(text, loader, "p.yml", {}).root, expected), text
 
 
 @PROPERTY
 @given(st.lists(trees, min_size=1, max_size=4))
 def test_key_and_item_lines_are_the_nodes_lines(items: list[Any]) -> None:
     text = "\n".join(_render(items, 0)) + "\n"
-    doc = read(text, yaml.SafeLoader)
+    doc = read(text, yaml.SafeLoader, "p.yml", {})
     root = yaml.compose(text, Loader=yaml.SafeLoader)
-    assert doc.item_lines == [node.start_mark.line + 1 for node in root.value]
 
     def walk(value: Any, node: Any) -> None:
         if isinstance(value, dict):
             assert doc.key_lines[id(value)] == {
                 k.value: k.start_mark.line + 1 for k, _ in node.value}
-            for (_, item_node), item in zip(node.value, value.values(), strict=True):
+            for (key, item_node), item in zip(node.value, value.values(), strict=True):
+                assert doc.value_line(value, key.value) == item_node.start_mark.line + 1
                 walk(item, item_node)
         elif isinstance(value, list):
+            assert doc.item_lines[id(value)] == [n.start_mark.line + 1 for n in node.value]
             for item, item_node in zip(value, node.value, strict=True):
                 walk(item, item_node)
 
     walk(doc.root, root)
 
 
-@pytest.mark.parametrize("text", [
-    "- &a 1\n- *a\n", "- *a\n", "- !!str 5\n", "- ! 12\n", "- =\n", "- <<\n",
-    "- {a: 1, a: 2}\n", "- {? [x] : 1}\n", "- 1\n---\n- 2\n", "- [1\n", "- !x 1\n",
-    "- " + "[" * 80 + "]" * 80 + "\n", "- 0b_\n",
+@pytest.mark.parametrize(("text", "message"), [
+    ("- *a\n", "p.yml:1: not valid YAML (found undefined alias)"),
+    ("- &a 1\n- &a 2\n", "p.yml:2: not valid YAML (second occurrence)"),
+    ("- ! 12\n", "p.yml:1: unknown tag ! (known: !env)"),
+    ("- !x 1\n", "p.yml:1: unknown tag !x (known: !env)"),
+    ("- =\n", "p.yml:1: unsupported YAML tag tag:yaml.org,2002:value"),
+    ("- <<\n", "p.yml:1: unsupported YAML tag tag:yaml.org,2002:merge"),
+    ("- !!binary aGk=\n", "p.yml:1: unsupported YAML tag tag:yaml.org,2002:binary"),
+    ("- {a: 1, a: 2}\n", "p.yml:1: duplicate key 'a'"),
+    ("- {? [x] : 1}\n", "p.yml:1: mapping keys must be plain strings"),
+    ("- {!x k: 1}\n", "p.yml:1: mapping keys must be plain strings"),
+    ("- 1\n---\n- 2\n", "p.yml:2: not valid YAML (but found another document)"),
+    ("- [1\n", "p.yml:2: not valid YAML"),
+    ("- 0b_\n", "p.yml:1: not valid YAML"),
+    ("- &a [1, *a]\n", "p.yml: a recursive YAML alias"),
 ])
-def test_what_the_reader_declines(text: str) -> None:
-    with pytest.raises(Unsupported):
-        read(text, LOADERS[-1], {"!env": str})
+def test_what_the_reader_refuses(text: str, message: str) -> None:
+    for loader in LOADERS:
+        with pytest.raises(PatchError) as caught:
+            read(text, loader, "p.yml", {"!env": lambda value, line: value})
+        assert str(caught.value).startswith(message), str(caught.value)
 
 
-# -- the quick patch reader against the node-based reference ---------------------------------
+@pytest.mark.parametrize(("text", "expected"), [
+    ("- &a 1\n- *a\n", [1, 1]),
+    ("- !!str 5\n- !!int '7'\n", ["5", 7]),
+    ("- {&k a: 1, b: *k }\n", [{"a": 1, "b": "a"}]),
+    ("- {a: &m {b: 1}, c: *m}\n", [{"a": {"b": 1}, "c": {"b": 1}}]),
+])
+def test_what_the_reader_accepts(text: str, expected: Any) -> None:
+    doc = read(text, LOADERS[-1], "p.yml", {})
+    assert doc.root == expected
+    assert doc.root == yaml.load(text, Loader=_Reference)
+
+
+def test_an_alias_reads_as_a_copy_with_its_lines() -> None:
+    doc = read("- a: &m\n    b: 1\n  c: *m\n", LOADERS[-1], "p.yml", {})
+    item = doc.root[0]
+    assert item["a"] == item["c"] and item["a"] is not item["c"]
+    assert doc.key_lines[id(item["c"])] == {"b": 2}  # the lines where it was written
+
+
+def test_deep_nesting_is_read_and_absurd_nesting_refused() -> None:
+    doc = read("- " + "[" * 80 + "]" * 80 + "\n", LOADERS[-1], "p.yml", {})
+    value, depth = doc.root, 0
+    while isinstance(value, list) and value:
+        value, depth = value[0], depth + 1
+    assert depth == 80  # the root list and 79 of the 80 nested ones hold one item
+    for loader in LOADERS:  # libyaml's depth limit, or the interpreter's
+        with pytest.raises(PatchError, match=r"^p\.yml(:1)?: .*(nests too deeply|depth)"):
+            read("- " + "[" * 5000 + "]" * 5000 + "\n", loader, "p.yml", {})
+
+
+# -- the patch reader against the node-based oracle ------------------------------------------
 
 TAGGED = ["!env API_KEY", "!env [PORT, 8080]", "!env [PORT, null]", "!env ''", "!home sub/x",
           "!path rel/x", "!bogus x", "!!str 5", "!!int '7'", "&x 1", "*x", "!env [A, b, c]"]
+# Where rows may stand (an operation's config), a tagged list is a value to the reader and
+# child rows to the oracle (test_a_tagged_list_is_a_value_never_rows): only other forms.
+ROW_LEVEL_TAGGED = [tag for tag in TAGGED if not tag.startswith("!env [")] + ["!env [A, b, c]"]
 configs = st.dictionaries(st.sampled_from(KEYS), trees | st.sampled_from(TAGGED), max_size=3)
-# Mostly valid rows and operations (so the quick reader has work), sometimes a mistake.
+# Mostly valid rows and operations (so the reader has work), sometimes a mistake.
 leaf_rows = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "b", "'c'", "x-1"]), "name": st.sampled_from(["plug-a", "'p'"])},
     optional={"config": configs | configs | st.sampled_from(["~", "[1]", "!env X"]),
@@ -161,7 +211,7 @@ operations = st.one_of(
     st.fixed_dictionaries(
         {"id": st.sampled_from(["a", "g", "g:c", "'x'"])},
         optional={"name": st.sampled_from(["plug-a", "''", "3"]),
-                  "config": configs | configs | st.sampled_from(TAGGED),
+                  "config": configs | configs | st.sampled_from(ROW_LEVEL_TAGGED),
                   "disabled": st.sampled_from(["true", "yes", "1"]),
                   "inject": st.sampled_from(["[s1]", "~"]),
                   "insert": st.lists(rows, max_size=2)},
@@ -182,54 +232,56 @@ operations = st.one_of(
 )
 
 
-def _quick(text: str, loader: type) -> Any:
+def _ours(text: str, loader: type) -> Any:
+    """The layer's operations, or the PatchError naming why not (the loader is the one
+    dsh uses: the C parser where present; the reference is given ``loader``)."""
     try:
-        return patchfile._QuickReader(Path("/patches")).operations(text, loader)
-    except Unsupported:
-        return None
+        return patchfile.parse_layer(text, path=Path("/patches/p.yml"), kind="patch",
+                                     source="p.yml").operations
+    except PatchError as exc:
+        return exc
 
 
 def _reference(text: str, loader: type) -> Any:
     try:
-        return patchfile._read_nodes(text, loader, "p.yml", Path("/patches"))
+        return reference_reader._read_nodes(text, loader, "p.yml", Path("/patches"))
     except (PatchError, ValueError) as exc:  # ValueError: PyYAML's own, e.g. on "0b_"
         return exc
 
 
+def _agree(text: str, loader: type) -> None:
+    """Both read the same layer, or both refuse the file (with the same message when it
+    holds one mistake; with several, each names the first it meets)."""
+    ours, reference = _ours(text, loader), _reference(text, loader)
+    if isinstance(reference, Exception):
+        assert isinstance(ours, PatchError), (text, reference)
+    else:  # repr: equal values, equal key order, equal lines
+        assert repr(ours) == repr(reference), text
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operations, max_size=4), st.sampled_from(LOADERS))
-def test_quick_reader_equals_the_reference_or_declines(ops: list[Any], loader: type) -> None:
-    text = "\n".join(_render(ops, 0)) + "\n"
-    quick = _quick(text, loader)
-    if quick is not None:  # repr: equal values, equal key order, equal lines
-        assert repr(quick) == repr(_reference(text, loader)), text
+def test_the_reader_equals_the_oracle(ops: list[Any], loader: type) -> None:
+    _agree("\n".join(_render(ops, 0)) + "\n", loader)
 
 
-def test_the_quick_reader_reads_every_shipped_bundle() -> None:
+def test_every_shipped_bundle_reads_as_the_oracle_reads_it() -> None:
     for path in sorted((shipped_root() / "bundles").glob("*/patch.yml")):
         text = path.read_text(encoding="utf-8")
-        quick = _quick(text, LOADERS[-1])
-        assert quick is not None, path
-        assert repr(quick) == repr(_reference(text, LOADERS[-1]))
+        ours = _ours(text, LOADERS[-1])
+        assert not isinstance(ours, Exception), (path, ours)
+        assert repr(ours) == repr(_reference(text, LOADERS[-1]))
 
 
 @pytest.mark.parametrize("text", ["", "# c\n", "---\n", "[]\n", "- 1\n---\n- 2\n"])
-def test_files_the_quick_reader_leaves_to_the_reference(text: str) -> None:
-    assert _quick(text, LOADERS[-1]) is None or text == "[]\n"
-    reference = _reference(text, LOADERS[-1])
-    try:
-        layer = patchfile.parse_layer(text, path=None, kind="patch", source="p.yml")
-    except PatchError as exc:
-        assert str(exc) == str(reference)
-    else:
-        assert layer.operations == reference
+def test_empty_and_odd_files_as_the_oracle(text: str) -> None:
+    ours, reference = _ours(text, LOADERS[-1]), _reference(text, LOADERS[-1])
+    assert repr(ours) == repr(reference) or str(ours) == str(reference)
 
 
 @pytest.mark.parametrize("text", [
-    "- id: a\n  config: !env [PORT, 8080]\n",
     "- id: a\n  config: !env X\n",
     "- id: a\n  config: !home x\n",
-    "- insert:\n    - {id: g, group: true, config: !env [A, b]}\n",
     "- insert:\n    - {id: r, name: p, config: {1: a, true: b, ~: c, '': d, x: .nan}}\n",
     "- id: a\n  merge: {config: {a: {b: 1}, 'a.b': 2}}\n",
     "- {\n  id: a,\n  disabled: true}\n",
@@ -237,9 +289,20 @@ def test_files_the_quick_reader_leaves_to_the_reference(text: str) -> None:
     "- id: a\n  inject: ~\n  config: ~\n",
     "- insert: []\n",
     "- id: g\n  config: []\n",
+    "- id: a\n  config:\n    base: &b {x: 1}\n    again: *b\n",
+    "- id:\n    a\n  config:\n    [1]\n",
+    "- insert:\n    -\n      7\n",
 ])
-def test_quick_reader_edge_cases(text: str) -> None:
+def test_edge_cases_as_the_oracle(text: str) -> None:
     for loader in LOADERS:
-        quick = _quick(text, loader)
-        if quick is not None:
-            assert repr(quick) == repr(_reference(text, loader))
+        _agree(text, loader)
+        if not isinstance(_reference(text, loader), Exception):
+            continue
+        assert str(_ours(text, loader)) == str(_reference(text, loader))
+
+
+def test_a_tagged_list_is_a_value_never_rows() -> None:
+    """Where the node reading took ``!env [A, b]`` for a list of child rows (refusing it,
+    or worse), the one reader takes the tag for what it says: a reference."""
+    (op,) = _ours("- id: a\n  config: !env [PORT, 8080]\n", LOADERS[-1])
+    assert op.assign["config"] == patchfile.EnvRef("PORT", "8080")

@@ -118,7 +118,7 @@ def test_concurrent_adds_serialize(dsh_home: Path) -> None:
     assert any("dsh-plain-dep 1.0 declares no dsh.bundles entry point; installed as a "
                "plain library" in err for _, err in outputs), outputs
     assert sum("created profile 'p'" in err for _, err in outputs) == 1, outputs
-    from dsh.profiles import parse_profile_toml
+    from dsh.config.profiles import parse_profile_toml
 
     recorded = parse_profile_toml(dsh_home / "profiles" / "p" / "profile.toml", "p")
     assert sorted(recorded.requirements) == sorted(

@@ -1,4 +1,5 @@
-"""One process-control module: no module of dsh but ``dsh.process`` starts or signals a process.
+"""One process-control module: no module of dsh but ``dsh.core.process`` starts or signals
+a process.
 
 Issue 22's pin. The source of both packages is parsed (not imported) and every way Python
 has to start a process or send a signal to one is looked for: the ``subprocess`` and
@@ -18,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (ROOT / "launcher" / "dsh", ROOT / "runtime" / "dsh_runtime")
-ALLOWED = {ROOT / "launcher" / "dsh" / "process.py"}
+ALLOWED = {ROOT / "launcher" / "dsh" / "core" / "process.py"}
 
 _MODULES = {"subprocess", "pty", "multiprocessing"}
 _POOLS = {"process", "ProcessPoolExecutor"}
@@ -73,19 +74,19 @@ def test_no_module_but_dsh_process_starts_or_signals_a_process() -> None:
     found = [v for path in _sources() if path not in ALLOWED
              for v in violations(path.read_text(encoding="utf-8"),
                                  str(path.relative_to(ROOT)))]
-    assert not found, ("only launcher/dsh/process.py may start or signal processes:\n"
+    assert not found, ("only launcher/dsh/core/process.py may start or signal processes:\n"
                        + "\n".join(found))
 
 
 def test_the_process_module_is_in_the_core_layer() -> None:
-    """``dsh.process`` (with ``dsh.limits``, its planning half, and ``dsh.winjob``, its
-    Windows job objects) imports only the standard library and the core (errors, JSON-RPC,
-    version) besides these: everything else of dsh may depend on them, so they may depend
-    on nothing of dsh above the core."""
-    core = {"dsh.errors", "dsh.jsonrpc", "dsh._version", "dsh.limits", "dsh.process",
-            "dsh.winjob"}
+    """``dsh.core.process`` (with ``dsh.core.limits``, its planning half, and
+    ``dsh.core.winjob``, its Windows job objects) imports only the standard library and the
+    core (errors, JSON-RPC, version) besides these: everything else of dsh may depend on
+    them, so they may depend on nothing of dsh above the core."""
+    core = {"dsh.core.errors", "dsh.core.jsonrpc", "dsh._version", "dsh.core.limits",
+            "dsh.core.process", "dsh.core.winjob"}
     for name in ("process.py", "limits.py", "winjob.py"):
-        tree = ast.parse((ROOT / "launcher" / "dsh" / name).read_text(encoding="utf-8"))
+        tree = ast.parse((ROOT / "launcher" / "dsh" / "core" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 modules = [node.module]

@@ -3,7 +3,7 @@
 Windows has no ``signal.SIGKILL``, ``SIGHUP``, ``SIGQUIT``, no ``os.killpg``, ``os.setsid``,
 ``os.getpgid`` and no ``fcntl``. Each test runs a program in a subprocess that deletes them
 (and makes ``import fcntl`` fail) *before* importing dsh, so every branch dsh takes is the
-one a platform without them takes (``dsh.process._POSIX`` is false: no process groups,
+one a platform without them takes (``dsh.core.process._POSIX`` is false: no process groups,
 the leader is stopped through its handle), and then drives the real thing end to end:
 
 * an SDK client (the client process stripped) through start, a scripted run and close;
@@ -48,7 +48,7 @@ STRIP = textwrap.dedent("""\
 
 DRIVER = STRIP + textwrap.dedent("""\
     import json
-    from dsh import process
+    from dsh.core import process
     from dsh.sdk import ClientConfig, DshClient
     assert not process._POSIX and not process._WINDOWS, "the portable branch must run"
     spec = json.loads(sys.argv[1])
@@ -74,7 +74,7 @@ DRIVER = STRIP + textwrap.dedent("""\
     """)
 
 RUNTIME = "#!{python}\n" + STRIP + textwrap.dedent("""\
-    from dsh.cli import main
+    from dsh.cli.main import main
     main()
     """)
 
@@ -202,7 +202,7 @@ def test_the_strip_really_takes_the_names_away() -> None:
             pass
         else:
             raise AssertionError("fcntl imported")
-        from dsh import process
+        from dsh.core import process
         print(process._POSIX)
         """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""``dsh.process``: start, group, tie to the parent, stop ladder, reaping, Python children.
+"""``dsh.core.process``: start, group, tie to the parent, stop ladder, reaping, Python children.
 
 Real processes throughout; a process is found by a unique token in its command line
 (``/proc``), so a test can tell that nothing it started is left.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dsh import process
+from dsh.core import process
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 LINUX = sys.platform.startswith("linux")
@@ -156,7 +156,7 @@ def test_a_child_dies_with_a_killed_parent(tmp_path: Path, token: str) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from dsh import process
+            from dsh.core import process
             child = process.spawn(["bash", "-c", "exec -a {token} sleep 60"], stdout=None)
             print(child.pid, flush=True)
             time.sleep(60)
@@ -179,7 +179,7 @@ def test_kill_children_is_the_last_line(token: str) -> None:
     """A forced exit kills what this process started, through the module or not."""
     script = textwrap.dedent(f"""
         import subprocess
-        from dsh import process
+        from dsh.core import process
         mine = process.spawn(["bash", "-c", "exec -a {token}-mine sleep 60"], stdout=None)
         stray = subprocess.Popen(["bash", "-c", "exec -a {token}-stray sleep 60"],
                                  start_new_session=True)
@@ -270,11 +270,11 @@ def test_the_310_runner_on_a_real_310_interpreter(tmp_path: Path) -> None:
 def test_a_child_cannot_read_a_protected_parents_environment(tmp_path: Path) -> None:
     """As an ordinary user (root reads everything): the parent's launch environment holds a
     canary the child's own environment lacks; ``/proc/$PPID/environ`` shows it only when
-    the parent did not call :func:`dsh.process.protect_parent`."""
+    the parent did not call :func:`dsh.core.process.protect_parent`."""
     canary = "canary-" + os.urandom(8).hex()
     script = textwrap.dedent("""
         import os, sys
-        from dsh import process
+        from dsh.core import process
         if sys.argv[1] == "protect":
             process.protect_parent()
         done = process.run(["sh", "-c", "cat /proc/$PPID/environ"], env={"PATH": os.defpath})
@@ -282,7 +282,7 @@ def test_a_child_cannot_read_a_protected_parents_environment(tmp_path: Path) -> 
     """)
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
         if os.getuid() == 0 else []
-    if drop and subprocess.run([*drop, sys.executable, "-c", "import dsh.process"],
+    if drop and subprocess.run([*drop, sys.executable, "-c", "import dsh.core.process"],
                                cwd=tmp_path, capture_output=True).returncode != 0:
         pytest.skip("this interpreter cannot run as user nobody here (its files are private)")
     seen = {}

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from dsh import jsonrpc
+from dsh.core import jsonrpc
 from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
 from dsh_runtime.stdio import StdioTransport
 

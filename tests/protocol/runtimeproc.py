@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsh import jsonrpc
+from dsh.core import jsonrpc
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 from dsh_runtime.agent.store import HistoryPage
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from dsh.errors import ConfigError, JsonRpcError, ProtocolError
+from dsh.core.errors import ConfigError, JsonRpcError, ProtocolError
 from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
 from peerkit import serving_peer
 

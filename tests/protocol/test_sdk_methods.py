@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 from dsh_runtime.agent.store import HistoryPage
 from dsh_runtime.layerfiles import LayerFingerprint
 from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer

@@ -179,7 +179,7 @@ def test_dropped_reasoning_is_what_the_standin_refuses(standin: DeepSeekStandIn)
 ])
 def test_retired_and_unknown_models_are_refused_at_initialize(
         dsh_home: Path, standin: DeepSeekStandIn, model: str, problem: str) -> None:
-    from dsh.errors import JsonRpcError
+    from dsh.core.errors import JsonRpcError
 
     with pytest.raises(JsonRpcError) as info, client(dsh_home, standin, model=model):
         pass
@@ -217,7 +217,7 @@ def test_effort_maps_to_the_wire(dsh_home: Path, standin: DeepSeekStandIn, effor
 
 def test_unknown_effort_is_refused_at_initialize(dsh_home: Path,
                                                  standin: DeepSeekStandIn) -> None:
-    from dsh.errors import JsonRpcError
+    from dsh.core.errors import JsonRpcError
 
     with pytest.raises(JsonRpcError) as info, client(dsh_home, standin,
                                                      reasoning_effort="extreme"):

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from dsh.envsnapshot import EnvSnapshot
+from dsh.core.launch import EnvSnapshot
 from dsh_runtime.kernel import Kernel
 from dsh_runtime.providers.base import (
     Chunk,

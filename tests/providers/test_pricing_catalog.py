@@ -7,7 +7,7 @@ import datetime as dt
 import logging
 
 import pytest
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 from dsh_runtime.providers.anthropic import AnthropicProvider
 from dsh_runtime.providers.base import ModelRequest, ToolSpec, Usage
 from dsh_runtime.providers.catalog import ModelCatalog

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 from dsh.sdk import ClientConfig, DshClient, RunResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

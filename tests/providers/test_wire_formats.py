@@ -16,7 +16,7 @@ from dsh_runtime.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from dsh_runtime.providers.sse import ServerSentEvent
+from dsh_runtime.sse import ServerSentEvent
 
 CALLING = {"role": "assistant", "source": {"kind": "model", "provider": "anthropic"},
            "content": [

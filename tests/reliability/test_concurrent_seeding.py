@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsh import shipped
-from dsh.profiles import Profile
+from dsh.config import shipped
+from dsh.config.profiles import Profile
 from faultkit import Figure, files_under
 
 pytestmark = pytest.mark.reliability
@@ -26,6 +26,14 @@ pytestmark = pytest.mark.reliability
 LAUNCHERS = 8
 ROUNDS = 2
 
+
+
+def _stored(entry: bytes) -> object:
+    """The parsed value in a layer-cache entry (after its format and code-stamp lines)."""
+    _format, _, rest = entry.partition(b"\n")
+    _stamp, _, pickled = rest.partition(b"\n")
+    _text, value, _checks = pickle.loads(pickled)
+    return value
 
 def _seed_at_once(home: Path) -> list[subprocess.CompletedProcess[str]]:
     env = {**os.environ, "DSH_HOME": str(home)}
@@ -63,7 +71,7 @@ def test_launchers_seed_one_home_at_once(folder_first: bool, tmp_path: Path,
         # The layer cache raced too: only whole entries, no staging file, each readable.
         entries = sorted((home / "cache" / "layers").iterdir())
         assert entries and all(p.suffix == ".pickle" for p in entries), entries
-        stored = [pickle.loads(p.read_bytes())[2] for p in entries]
+        stored = [_stored(p.read_bytes()) for p in entries]
         assert all(getattr(v, "kind", None) == "bundle" or isinstance(v, Profile)
                    for v in stored), stored
         assert sum(isinstance(v, Profile) for v in stored) == 1  # the profile.toml

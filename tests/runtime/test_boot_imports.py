@@ -20,7 +20,7 @@ RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 OFFLINE_PATCH = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
 NOT_AT_BOOT = ("httpx", "httpcore", "email", "uuid", "hashlib")
 REQUEST_ONLY = ("dsh_runtime.providers.openai_wire", "dsh_runtime.providers.anthropic_wire",
-                "dsh_runtime.providers.sse")
+                "dsh_runtime.sse")
 
 
 def imported_modules(stderr: str) -> set[str]:

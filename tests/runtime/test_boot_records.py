@@ -38,9 +38,9 @@ DATACLASSES_AT_BOOT = {  # all frozen
     "dsh_runtime.hooks.Hook",
     "dsh_runtime.hooks.HookEvent",
     # Config values: as tuples they would read as lists, and compare equal to each other.
-    "dsh.tags.EnvRef",
-    "dsh.tags.HomeRef",
-    "dsh.tags.PathRef",
+    "dsh.config.tags.EnvRef",
+    "dsh.config.tags.HomeRef",
+    "dsh.config.tags.PathRef",
 }
 
 PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from dsh.envsnapshot import EnvSnapshot
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
+from dsh.core.launch import EnvSnapshot
 from dsh_runtime.envpolicy import EnvPolicy, declared_secrets, is_secret, scrubbed
 from dsh_runtime.plugin import EnvVar, Manifest
 

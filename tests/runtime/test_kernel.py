@@ -9,7 +9,7 @@ from typing import Any
 
 import plugins_fixture as fx
 import pytest
-from dsh.errors import CapabilityError, ConfigError, PluginError
+from dsh.core.errors import CapabilityError, ConfigError, PluginError
 from dsh_runtime import loader
 from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
 from dsh_runtime.kernel import Kernel, KernelState, RowState

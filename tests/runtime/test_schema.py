@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dsh.errors import ConfigError, PluginError
+from dsh.core.errors import ConfigError, PluginError
 from dsh_runtime.schema import check_schema, validate
 
 SCHEMA: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 from dsh_runtime.tree import RowSpec, diff_rows, parse_rows, plan_start
 
 

@@ -28,7 +28,7 @@ name = "dsh"
 version = "0.0.0"
 
 [project.scripts]
-dsh = "dsh.cli:main"
+dsh = "dsh.cli.main:main"
 
 [project.entry-points."dsh.plugins"]
 sdk-jsonrpc-server = "dsh_runtime.servers.sdk:SdkServer"
@@ -43,8 +43,9 @@ CLEAN: dict[str, str] = {
     "pyproject.toml": PYPROJECT,
     ".ci/run": "#!/usr/bin/env bash\nset -euo pipefail\npython3 -m pytest -q\n",
     "launcher/dsh/__init__.py": "",
-    "launcher/dsh/cli.py": "def main() -> None:\n    pass\n",
-    "launcher/dsh/__main__.py": "from dsh.cli import main\n\n" + GUARD,
+    "launcher/dsh/cli/__init__.py": "",
+    "launcher/dsh/cli/main.py": "def main() -> None:\n    pass\n",
+    "launcher/dsh/__main__.py": "from dsh.cli.main import main\n\n" + GUARD,
     "runtime/dsh_runtime/__init__.py": "",
     "runtime/dsh_runtime/app.py": textwrap.dedent('''\
         """Never write `if __name__ == "__main__":` here."""
@@ -58,7 +59,7 @@ CLEAN: dict[str, str] = {
     "tests/sdk/fake_runtime.py": "def main() -> None:\n    pass\n\n" + GUARD,
     "tests/providers/fake_openai_server.py": "def main() -> None:\n    pass\n\n" + GUARD,
     "tests/test_cli.py": "def test_nothing() -> None:\n    assert True\n",
-    "wheels/freeze_entry.py": "from dsh.cli import main\n\n" + GUARD,
+    "wheels/freeze_entry.py": "from dsh.cli.main import main\n\n" + GUARD,
     "examples/offline/patch.yml": "provider: scripted\n",
 }
 
@@ -125,7 +126,8 @@ def test_verbose_lists_unused_allowlist_entries(tmp_path: Path) -> None:
 ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
     "new console script": (
         {"pyproject.toml": PYPROJECT.replace(
-            'dsh = "dsh.cli:main"\n', 'dsh = "dsh.cli:main"\ndsh-foo = "dsh.foo:main"\n')},
+            'dsh = "dsh.cli.main:main"\n',
+            'dsh = "dsh.cli.main:main"\ndsh-foo = "dsh.foo:main"\n')},
         "pyproject.toml:7: console-script dsh-foo: not in the allowlist "
         "(dsh is the only console script"),
     "console_scripts entry point": (
@@ -134,13 +136,13 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         "pyproject.toml:15: console-script serve: not in the allowlist "
         "(dsh is the only console script"),
     "dsh pointing elsewhere": (
-        {"pyproject.toml": PYPROJECT.replace('"dsh.cli:main"', '"dsh_runtime.app:main"')},
+        {"pyproject.toml": PYPROJECT.replace('"dsh.cli.main:main"', '"dsh_runtime.app:main"')},
         "pyproject.toml:6: console-script dsh: not in the allowlist "
         "(the dsh launcher must point at "
-        "dsh.cli:main, not dsh_runtime.app:main)"),
+        "dsh.cli.main:main, not dsh_runtime.app:main)"),
     "dsh claimed by the runtime wheel": (
         {"wheels/pyproject.toml": '[project]\nname = "dsh-runtime-bin"\n\n'
-                                  '[project.scripts]\ndsh = "dsh.cli:main"\n'},
+                                  '[project.scripts]\ndsh = "dsh.cli.main:main"\n'},
         "wheels/pyproject.toml:5: console-script dsh: not in the allowlist "
         "(only the root pyproject.toml declares `dsh`"),
     "gui script": (
@@ -148,7 +150,7 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         "pyproject.toml:15: gui-script dsh-gui: not in the allowlist (gui scripts are never"),
     "gui_scripts entry point": (
         {"pyproject.toml": PYPROJECT + '\n[project.entry-points."gui_scripts"]\n'
-                                       'dsh = "dsh.cli:main"\n'},
+                                       'dsh = "dsh.cli.main:main"\n'},
         "pyproject.toml:15: gui-script dsh: not in the allowlist (gui scripts are never"),
     "hatch shared script": (
         {"pyproject.toml": PYPROJECT + '\n[tool.hatch.build.targets.wheel.shared-scripts]\n'
@@ -209,8 +211,8 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         "wheels/dsh_runtime_bin/__main__.py: main-module dsh_runtime_bin: not in the "
         "allowlist (the runtime wheel adds no launcher of its own"),
     "second way into the launcher": (
-        {"launcher/dsh/cli.py": "def main() -> None:\n    pass\n\n" + GUARD},
-        "launcher/dsh/cli.py:4: main-guard dsh.cli: not in the allowlist "
+        {"launcher/dsh/cli/main.py": "def main() -> None:\n    pass\n\n" + GUARD},
+        "launcher/dsh/cli/main.py:4: main-guard dsh.cli.main: not in the allowlist "
         "(a __main__ guard makes this module an application"),
     "stray __main__.py": (
         {"tools/pkg/__init__.py": "", "tools/pkg/__main__.py": "print('hi')\n"},

@@ -10,10 +10,10 @@ import re
 import subprocess
 import sys
 
-import dsh.errors
+import dsh.core.errors
 import dsh.sdk
 import pytest
-from dsh import jsonrpc
+from dsh.core import jsonrpc
 from dsh.sdk import (
     AsyncDshClient,
     ClientClosedError,
@@ -117,9 +117,9 @@ def test_import_weight_no_heavy_module_and_no_asyncio_until_a_client_is_used() -
     loaded = _modules_after("import dsh.sdk")
     for name in (*HEAVY, "asyncio", "subprocess", "ctypes"):
         assert not _has(loaded, name), name
-    # dsh.process imports asyncio in its async flavour alone: the blocking client spawns
+    # dsh.core.process imports asyncio in its async flavour alone: the blocking client spawns
     # its runtime through it before the loop exists (dsh.sdk._launch.HeadStart).
-    loaded = _modules_after("import dsh.process")
+    loaded = _modules_after("import dsh.core.process")
     for name in (*HEAVY, "asyncio"):
         assert not _has(loaded, name), name
     # The blocking client loads asyncio on its loop thread at start(), while the runtime
@@ -139,14 +139,14 @@ def test_import_weight_no_heavy_module_and_no_asyncio_until_a_client_is_used() -
 
 
 def test_error_tree_drawing_lists_every_error_class() -> None:
-    drawn = set(re.findall(r"[─└├]── (\w+)", dsh.errors.__doc__ or "")) | {"DshError"}
-    defined = {name for name, value in vars(dsh.errors).items()
-               if isinstance(value, type) and issubclass(value, dsh.errors.DshError)}
+    drawn = set(re.findall(r"[─└├]── (\w+)", dsh.core.errors.__doc__ or "")) | {"DshError"}
+    defined = {name for name, value in vars(dsh.core.errors).items()
+               if isinstance(value, type) and issubclass(value, dsh.core.errors.DshError)}
     assert drawn == defined
 
 
 def test_sdk_errors_sit_in_the_one_tree() -> None:
-    e = dsh.errors
+    e = dsh.core.errors
     assert issubclass(e.BusyError, e.JsonRpcError)
     assert e.BusyError("busy").code == jsonrpc.SERVER_BUSY and e.BusyError.retryable
     for cls in (e.SpawnError, e.RuntimeExitedError, e.RequestTimeoutError,

@@ -1,7 +1,7 @@
 """Spawn first: a blocking client's runtime is started before its event loop exists, so
 it boots while the loop is made (``dsh.sdk._launch.HeadStart``, ``dsh.sdk._sync``).
 
-On POSIX the runtime is spawned through ``dsh.process.spawn`` on the client's loop thread
+On POSIX the runtime is spawned through ``dsh.core.process.spawn`` on the client's loop thread
 before the loop runs, and the loop then adopts its pipes
 (``dsh.sdk._transport._AdoptedProcess``). Where a loop cannot adopt pipes (Windows'
 proactor), asyncio spawns it; that branch is run here too, with ``SPAWNS_FIRST`` off,

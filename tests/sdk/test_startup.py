@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh.process import python_command
+from dsh.core.process import python_command
 from dsh.sdk import (
     AsyncDshClient,
     ClientConfig,
@@ -52,7 +52,7 @@ def test_lookup_order_explicit_then_env_then_python(tmp_path: Path) -> None:
     chosen = locate(ClientConfig(), env)
     assert (chosen.command, chosen.source) == ((str(two),), "DSH_RUNTIME_BIN")
     chosen = locate(ClientConfig(carrier="python"), env)
-    # The python carrier never has its working directory on sys.path (dsh.process).
+    # The python carrier never has its working directory on sys.path (dsh.core.process).
     assert chosen.command == tuple(python_command("dsh"))
     assert chosen.command[:2] == ((sys.executable, "-P") if sys.version_info >= (3, 11)
                                   else (sys.executable, "-c"))

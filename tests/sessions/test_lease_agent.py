@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dsh.errors import SessionHeldError
+from dsh.core.errors import SessionHeldError
 from dsh_runtime.agent import events
 from dsh_runtime.sessions.sqlite_store import DEFAULT_LEASE_EXPIRY_MS, SqliteSessionStore
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.errors import (
+from dsh.core.errors import (
     EXIT_FAILURE,
     EXIT_USAGE,
     ConfigError,
@@ -29,6 +29,7 @@ from dsh.errors import (
 )
 from dsh_runtime.agent import events
 from dsh_runtime.agent.session import SessionRecord
+from dsh_runtime.servers.errors import code_of
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -208,7 +209,7 @@ def test_a_lost_connection_spools_what_a_client_was_sent_and_recovery_stores_it(
             record.events.append(event(seq, f"kept {seq}"))
             with pytest.raises(StoreUnavailableError) as caught:
                 store.append("s", record.events[-1])
-            assert caught.value.spooled and caught.value.code == -32001
+            assert caught.value.spooled and code_of(caught.value) == -32001
             assert pgcluster.PASSWORD not in str(caught.value)
         assert not store.link.up
         with pytest.raises(StoreUnavailableError):

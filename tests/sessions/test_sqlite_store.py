@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsh.errors import PluginError
+from dsh.core.errors import PluginError
 from dsh_runtime.agent import events
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.sessions import schema

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from dsh.errors import DuplicateEventError, SessionHeldError
+from dsh.core.errors import DuplicateEventError, SessionHeldError
 from dsh_runtime.agent import events
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.agent.store import HistoryPage, SessionStore
+from dsh_runtime.servers.errors import code_of
 from dsh_runtime.sessions import schema
 from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 
@@ -147,7 +148,7 @@ def test_a_live_holder_keeps_its_session(backend: Backend, clock: Clock) -> None
         with pytest.raises(SessionHeldError) as caught:
             contender.acquire("s")
         error = caught.value
-        assert error.code == -32001 and error.retryable and not error.lost
+        assert code_of(error) == -32001 and error.retryable and not error.lost
         assert error.data == {"retryable": True, "holder": {"host": HOST, "pid": 100}}
         assert f"pid 100 on host {HOST}" in error.message
     assert holder.lease("s").holder == holder.holder
@@ -276,7 +277,7 @@ def test_racing_runtimes_take_a_dead_holders_session_once(tmp_path: Path) -> Non
     gate = tmp_path / "go"
     racer = textwrap.dedent(f"""
         import os, sys, time
-        from dsh.errors import SessionHeldError
+        from dsh.core.errors import SessionHeldError
         from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
         store = SqliteSessionStore({str(path)!r}, profile="sdk", busy_timeout_ms=20000)
         print("ready", flush=True)

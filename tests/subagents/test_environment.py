@@ -21,7 +21,7 @@ def test_pass_env_adds_back_only_what_the_parent_has() -> None:
 
 
 def test_values_the_parent_read_from_env_files_stay_with_the_parent() -> None:
-    from dsh.envsnapshot import EnvSnapshot
+    from dsh.core.launch import EnvSnapshot
 
     parent = EnvSnapshot({"PATH": "/bin", "FROM_HOME": "h", "API_KEY": "k"},
                          {"PATH": "environment", "FROM_HOME": "/home/.env",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.errors import JsonRpcError
+from dsh.core.errors import JsonRpcError
 from dsh.sdk import AsyncDshClient, ClientConfig
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")

@@ -3,7 +3,7 @@ their command, the runtime keeps answering, and the per-process rlimits hold.
 
 A real ``dsh --profile sdk`` runs the scripted model's ``bash`` calls under tight limits
 set by the test's patch (64 processes, 256 MiB). The fork bomb is only run where this
-machine can bound it (a cgroup, or rlimits for a non-root user: ``dsh.process``'s own
+machine can bound it (a cgroup, or rlimits for a non-root user: ``dsh.core.process``'s own
 answer), and a watchdog in the test kills it outright should it ever pass 400 processes,
 so a broken limit fails the test instead of the machine.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.limits import Limits
-from dsh.process import enforcement
+from dsh.core.limits import Limits
+from dsh.core.process import enforcement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess

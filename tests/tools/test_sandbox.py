@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh.envsnapshot import snapshot
-from dsh.errors import ConfigError
+from dsh.config.envsnapshot import snapshot
+from dsh.core.errors import ConfigError
 from dsh_runtime.tools.base import ToolContext
 from dsh_runtime.tools.confine import Boundary
 from dsh_runtime.tools.sandbox import Policy, probe, wrap

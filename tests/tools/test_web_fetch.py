@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 from dsh_runtime.tools.base import ToolContext
 from dsh_runtime.tools.netguard import BlockedURL, check_url, why_blocked
 from dsh_runtime.tools.web import WebTools

@@ -8,7 +8,7 @@
         print(client.new_session().run("hello").final_text)
 
 :class:`AsyncDshClient` is the asyncio client; :class:`DshClient` the blocking facade
-over it. Every error is a :class:`DshError` (the tree is drawn in :mod:`dsh.errors`).
+over it. Every error is a :class:`DshError` (the tree is drawn in :mod:`dsh.core.errors`).
 
 This module only re-exports. The client classes are loaded on first use (PEP 562
 ``__getattr__`` over a fixed table), and asyncio (whose import alone costs more than the
@@ -22,7 +22,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from dsh.errors import (
+from dsh.core.errors import (
     BusyError,
     ClientClosedError,
     ClientError,
@@ -37,7 +37,7 @@ from dsh.errors import (
     RuntimeNotFoundError,
     SpawnError,
 )
-from dsh.jsonrpc import Notification
+from dsh.core.jsonrpc import Notification
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._events import ApprovalRequest, Event, RunResult
 from dsh.sdk._lifecycle import ClientState, Readiness, Stage

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh._version import __version__
-from dsh.errors import (
+from dsh.core.errors import (
     ClientClosedError,
     DshError,
     InitializeTimeoutError,
@@ -28,7 +28,7 @@ from dsh.errors import (
     ProtocolError,
     RuntimeExitedError,
 )
-from dsh.jsonrpc import INTERNAL_ERROR, Params
+from dsh.core.jsonrpc import INTERNAL_ERROR, Params
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (

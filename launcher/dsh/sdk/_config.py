@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Union
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 Carrier = Literal["auto", "exe", "python"]
 StrPath = Union[str, "os.PathLike[str]"]
 StderrCallback = Callable[[str], None]
 
 CARRIERS: tuple[str, ...] = ("auto", "exe", "python")
-# The runtime's own default frame cap (dsh.jsonrpc.DEFAULT_MAX_FRAME_BYTES; a test pins
+# The runtime's own default frame cap (dsh.core.jsonrpc.DEFAULT_MAX_FRAME_BYTES; a test pins
 # the two together). Spelled out so that building a config does not import the codec.
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 from typing import Any
 
-from dsh.process import DEVNULL, TIE_TERM, spawn_async
+from dsh.core.process import DEVNULL, TIE_TERM, spawn_async
 from dsh.sdk._launch import LaunchSpec
 
 SDK_SERVER_PLUGIN = "sdk-jsonrpc-server"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dsh.errors import JsonRpcError, ProtocolError
+from dsh.core.errors import JsonRpcError, ProtocolError
 
 Decision = Literal["allow", "deny"]
 ContentBlock = Mapping[str, Any]

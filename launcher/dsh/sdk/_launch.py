@@ -11,7 +11,7 @@ The runtime must end with the program that started it. A runtime the client loca
 itself (the python carrier of this install, or the ``dsh-runtime-bin`` wheel of this
 version) watches this process on its own (``DSH_PARENT_PID``, see
 ``dsh_runtime.parentwatch``); any other executable is tied to it by the kernel's
-parent-death signal on Linux (``tie`` of :func:`dsh.process.spawn`) and, everywhere, ends
+parent-death signal on Linux (``tie`` of :func:`dsh.core.process.spawn`) and, everywhere, ends
 at stdin EOF.
 
 :class:`HeadStart` is the part of a start that needs no event loop: the runtime found, its
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsh._version import __version__
-from dsh.errors import ConfigError, DshError, SpawnError
-from dsh.home import ensure_dir
-from dsh.process import KILL_WAIT, PIPE, TIE_TERM, Child, spawn
+from dsh.core.errors import ConfigError, DshError, SpawnError
+from dsh.core.home import ensure_dir
+from dsh.core.process import KILL_WAIT, PIPE, TIE_TERM, Child, spawn
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo, locate
 
@@ -140,7 +140,7 @@ def _absolute(path: str | os.PathLike[str]) -> str:
 
 
 def spawn_runtime(spec: LaunchSpec) -> Child:
-    """Start the runtime with three pipes through :mod:`dsh.process`, on this thread.
+    """Start the runtime with three pipes through :mod:`dsh.core.process`, on this thread.
 
     On Linux a runtime not watching its parent is tied to the spawning *thread* by the
     kernel's parent-death signal, so this runs on the thread that lives as long as the

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsh.errors import ClientClosedError, ClientError, DshError, render_stderr_tail
+from dsh.core.errors import ClientClosedError, ClientError, DshError, render_stderr_tail
 
 if TYPE_CHECKING:
     from dsh.sdk._locate import RuntimeInfo

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dsh._version import __version__
-from dsh.distribution import python_hint, runtime_hint
-from dsh.errors import RuntimeNotFoundError
+from dsh.core.distribution import python_hint, runtime_hint
+from dsh.core.errors import RuntimeNotFoundError
 from dsh.sdk._config import ClientConfig
 
 RuntimeCarrier = Literal["exe", "python"]
@@ -34,7 +34,7 @@ class RuntimeInfo:
     """The runtime a client runs (``client.runtime``).
 
     ``command`` is what precedes ``--profile``: ``(path,)`` for an executable, or
-    ``(python, "-P", "-m", "dsh")`` (:func:`dsh.process.python_command`: the runtime
+    ``(python, "-P", "-m", "dsh")`` (:func:`dsh.core.process.python_command`: the runtime
     never imports from its working directory). ``source`` says which rung of the lookup chose it:
     ``dsh_bin``, ``DSH_RUNTIME_BIN``, ``dsh_runtime_bin`` or ``sys.executable``.
     ``version`` is the runtime's own (its ``serverInfo`` once the handshake is done;
@@ -86,7 +86,7 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
             searched.append(f"{sys.executable} -m dsh: the python runtime's packages are "
                             f"not installed ({', '.join(missing)}; {python_hint()})")
         else:
-            from dsh.process import python_command  # loads subprocess: only to start one
+            from dsh.core.process import python_command  # loads subprocess: only to start one
 
             return RuntimeInfo("python", tuple(python_command("dsh")), "sys.executable",
                                __version__)
@@ -96,7 +96,7 @@ def locate(config: ClientConfig, environ: Mapping[str, str]) -> RuntimeInfo:
 
 
 def _python_missing() -> tuple[str, ...]:
-    from dsh.carriers import python_missing
+    from dsh.core.carriers import python_missing
 
     return python_missing()
 

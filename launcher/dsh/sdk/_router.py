@@ -1,7 +1,7 @@
 """Routing for one connection: answers to their waiters, notifications to subscribers,
 server requests to handlers, and one failure to everyone when the runtime goes away.
 
-Request matching is :class:`dsh.jsonrpc.PendingRequests`, the same table the servers'
+Request matching is :class:`dsh.core.jsonrpc.PendingRequests`, the same table the servers'
 tests use, with asyncio futures as waiters; this module adds what only a client needs:
 
 * :class:`AsyncSubscription` — a bounded queue of matching notifications for one consumer.
@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import (
+from dsh.core import jsonrpc
+from dsh.core.errors import (
     BusyError,
     ClientClosedError,
     DshError,
@@ -33,7 +33,7 @@ from dsh.errors import (
     RequestTimeoutError,
     RuntimeExitedError,
 )
-from dsh.jsonrpc import Message, Notification, Params, PendingRequests, Request, Response
+from dsh.core.jsonrpc import Message, Notification, Params, PendingRequests, Request, Response
 from dsh.sdk._lifecycle import ErrorContext
 from dsh.sdk._transport import RuntimeProcess
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from dsh.jsonrpc import Notification
+from dsh.core.jsonrpc import Notification
 from dsh.sdk._events import (
     Event,
     Prompt,

@@ -32,9 +32,9 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dsh.errors import ClientClosedError, DshError
-from dsh.jsonrpc import Notification, Params
-from dsh.process import KILL_WAIT
+from dsh.core.errors import ClientClosedError, DshError
+from dsh.core.jsonrpc import Notification, Params
+from dsh.core.process import KILL_WAIT
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult
 from dsh.sdk._launch import HeadStart

@@ -1,7 +1,7 @@
 """The runtime process: spawn, frames in and out, the stderr tail, the exit status.
 
 One :class:`RuntimeProcess` per client, built on asyncio's subprocess protocol so bytes
-reach :class:`dsh.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
+reach :class:`dsh.core.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
 and no thread per pipe. It knows nothing of requests: decoded messages, fatal faults and
 the process's end go to a :class:`Listener` (the router).
 
@@ -12,7 +12,7 @@ subprocess transport gives. On Windows asyncio spawns it (``spawn_protocol``).
 
 What it guarantees:
 
-* The runtime starts through :mod:`dsh.process`: in its own session and process group,
+* The runtime starts through :mod:`dsh.core.process`: in its own session and process group,
   so signals to the group reach whatever it started there, and a terminal's Ctrl-C
   reaches only the caller, which then closes the client in order. A killed caller leaves
   no runtime behind: dsh's own runtime watches the caller through a pidfd
@@ -24,7 +24,7 @@ What it guarantees:
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
 * stdout is frames only: anything else (garbage, a frame over the cap) breaks the
-  connection with a typed :class:`~dsh.errors.ProtocolError`, because nothing can tell
+  connection with a typed :class:`~dsh.core.errors.ProtocolError`, because nothing can tell
   which request a lost line answered.
 * When the process ends, the listener hears it once, as soon as both outputs are drained
   (or :data:`EXIT_GRACE` after the exit, if a grandchild holds a pipe open), never after
@@ -41,9 +41,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from dsh.errors import InvalidMessageError, ProtocolError
-from dsh.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
-from dsh.process import TIE_TERM, Child, Group, spawn_protocol
+from dsh.core.errors import InvalidMessageError, ProtocolError
+from dsh.core.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
+from dsh.core.process import TIE_TERM, Child, Group, spawn_protocol
 from dsh.sdk._launch import LaunchSpec, spawn_error
 
 STDERR_TAIL_LINES = 200
@@ -365,7 +365,7 @@ class _AdoptedProcess(asyncio.SubprocessTransport):
     ``pipe_connection_lost`` per pipe, ``process_exited``, then ``connection_lost`` once
     the process exited and every pipe is closed. ``close`` closes the pipes and, if the
     process still runs, kills its group. Signals and waits go through the
-    :class:`~dsh.process.Child`: the signalling methods of the transport interface are
+    :class:`~dsh.core.process.Child`: the signalling methods of the transport interface are
     not offered.
     """
 

@@ -9,13 +9,18 @@ new values apply from the next turn.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 from dsh._version import __version__
+from dsh.core.errors import DshError
 
-from dsh_runtime.agent.service import Agent, AgentConfig
-from dsh_runtime.plugin import Capability, Manifest, Plugin, RuntimeContext
+from dsh_runtime.agent.service import Agent
+from dsh_runtime.agent.settings import AgentConfig
+from dsh_runtime.loader import resolve
+from dsh_runtime.plugin import Capability, Checkup, Diagnosis, Manifest, Plugin, RuntimeContext
+from dsh_runtime.schema import validate
 
 _DEFAULTS = AgentConfig()
 SESSIONS = "sessions"
@@ -105,3 +110,50 @@ class AgentCore(Plugin):
         """Cancel running turns and close every session (bounded)."""
         if self.agent is not None:
             await self.agent.close()
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``--live``: the route sessions use by default (``default_route``): its key is
+        set, its server answers and, where the API lists models, it lists the route's
+        default model (``route.<route>.key``, ``route.<route>.server``). Checked with the
+        route's own code, as a session's first request would be; the route is published
+        by another row, found among ``checkup.rows`` by what each row publishes."""
+        if not checkup.live:
+            return []
+        route = config.get("default_route") or _DEFAULTS.default_route
+        check = f"route.{route}"
+        for row in checkup.rows:
+            if row["disabled"]:
+                continue
+            try:
+                plugin = resolve(row["id"], row["name"])
+            except DshError:
+                continue  # the doctor reports it as plugin.<row id>
+            published = getattr(plugin, "published_route", None)
+            if published is None or published(row["config"]) != route:
+                continue
+            return _probe(route, row, plugin, checkup)
+        return [Diagnosis(check, "fail", f"no enabled row publishes route '{route}', the "
+                          "agent row's default_route")]
+
+
+def _probe(route: str, row: Mapping[str, Any], plugin: type[Plugin],
+           checkup: Checkup) -> list[Diagnosis]:
+    """The checks of ``route``, published by ``row`` (a row of ``plugin``)."""
+    check, where = f"route.{route}", f"(route '{route}', row '{row['id']}')"
+    try:
+        values = validate(plugin.manifest.config_schema or {}, row["config"], row_id=row["id"])
+    except DshError as exc:
+        return [Diagnosis(check, "fail", str(exc))]
+    route_for = getattr(plugin, "route_for", None)
+    if route_for is None:
+        return [Diagnosis(check, "ok", f"route '{route}' (row '{row['id']}', {row['name']}) "
+                          "has no server to reach")]
+    try:
+        probe = route_for(values, env=checkup.env, home=checkup.home, row_id=row["id"])
+        results = asyncio.run(probe.probe())
+    except DshError as exc:
+        return [Diagnosis(check, "fail", str(exc))]
+    return [Diagnosis(f"{check}.{name}", status, f"{message} {where}")
+            for name, status, message in results]

@@ -5,8 +5,8 @@ the wire, so it is checked here before any of it reaches a session: a list of me
 whose roles are ``user``, ``assistant`` or ``tool``, each with a content list of typed
 blocks that role may carry (:mod:`.blocks`), and every assistant tool call answered by a
 tool message before the next non-tool message and by the end. A history a provider would
-refuse is refused now (-32602 naming the message index), not at the child's first model
-request.
+refuse is refused now (InvalidArgumentError naming the message index), not at the child's
+first model request.
 
 Seeded messages are logged as the events a turn would have logged for them
 (``user/message``, ``assistant/message``, ``tool/result``) with ``turn: 0`` and ``step: 0``
@@ -21,23 +21,22 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.errors import JsonRpcError
+from dsh.core.errors import InvalidArgumentError
 
 from dsh_runtime.agent import blocks, events
 from dsh_runtime.agent.session import Session
 
-INVALID_PARAMS = -32602
 ROLES = ("user", "assistant", "tool")
 
 
-def _bad(index: int, what: str) -> JsonRpcError:
-    return JsonRpcError(INVALID_PARAMS, f'"history"[{index}]: {what}')
+def _bad(index: int, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f'"history"[{index}]: {what}')
 
 
 def check_history(value: Any) -> list[dict[str, Any]]:
-    """``value`` as a list of seedable messages (deep copies), or JsonRpcError(-32602)."""
+    """``value`` as a list of seedable messages (deep copies), or InvalidArgumentError."""
     if not isinstance(value, list):
-        raise JsonRpcError(INVALID_PARAMS, '"history" must be an array of messages')
+        raise InvalidArgumentError('"history" must be an array of messages')
     messages: list[dict[str, Any]] = []
     open_calls: set[str] = set()
     for index, message in enumerate(value):
@@ -69,7 +68,7 @@ def check_history(value: Any) -> list[dict[str, Any]]:
             seeded["id"] = events.new_id()
         messages.append(seeded)
     if open_calls:
-        raise JsonRpcError(INVALID_PARAMS, f'"history": tool call {sorted(open_calls)[0]!r} '
+        raise InvalidArgumentError(f'"history": tool call {sorted(open_calls)[0]!r} '
                                            "has no result")
     return messages
 

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dsh.redact import redact
+from dsh.core.redact import redact
 
 from dsh_runtime.agent import events
 from dsh_runtime.tools.confine import Boundary
@@ -133,7 +133,7 @@ class Session:
 
         The message of an ``error`` or ``turn/end`` event is diagnostic text: a credential
         inside a URL it names (a provider's ``user:pass@``, an MCP server's ``?key=``) is
-        masked before the event is stored or sent (:func:`dsh.redact.redact`).
+        masked before the event is stored or sent (:func:`dsh.core.redact.redact`).
         """
         data = _redacted(type, data)
         event = events.event(type, len(self.record.events), data, extra or {})

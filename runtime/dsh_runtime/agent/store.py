@@ -17,11 +17,11 @@ The agent ``acquire``\\ s a session's lease before it creates, restores or loads
 * ``acquire`` is atomic across processes (and hosts, for a shared store): it takes a free
   lease, refreshes one this holder has, and takes over a *stale* one (:func:`stale`: the
   heartbeat is older than the expiry, or the holder ran on this host and its pid is
-  gone); otherwise it raises :class:`~dsh.errors.SessionHeldError` naming the holder.
+  gone); otherwise it raises :class:`~dsh.core.errors.SessionHeldError` naming the holder.
 * ``append`` and ``save`` write only a session this holder leases; a lease lost to
   another runtime makes them raise ``SessionHeldError(lost=True)`` and write nothing.
   ``append`` never replaces a stored seq: a duplicate is
-  :class:`~dsh.errors.DuplicateEventError`.
+  :class:`~dsh.core.errors.DuplicateEventError`.
 * Reading (``load``, ``summaries``, ``history_page``, ``lease``) needs no lease.
 """
 
@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from dsh.errors import DuplicateEventError
+from dsh.core.errors import DuplicateEventError
 
 from dsh_runtime.agent.session import SessionRecord
 

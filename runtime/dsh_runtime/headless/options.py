@@ -1,17 +1,20 @@
-"""The headless runner's own command line, parsed with argparse into :class:`Options`.
+"""The headless runner's own command line, read by click into :class:`Options`.
 
-argparse is told never to print or exit: its errors become :class:`~dsh.errors.UsageError`
-(exit 2, one ``dsh: error: ...`` line from the launcher's single handler), and ``-h`` is
-answered by the application runner from :data:`HELP` before anything starts.
+The parser never prints or exits (:mod:`dsh_runtime.cmdline`): a bad command line is a
+:class:`~dsh.core.errors.UsageError` (exit 2, one ``dsh: error: ...`` line from the
+launcher's single handler), and ``-h`` is answered by the application runner from
+:data:`HELP` before anything starts. Options may come before or after the task's words;
+``--`` ends them, so a word that looks like an option can still be part of the task.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from typing import NoReturn
 
-from dsh.errors import UsageError
+import click
+from dsh.core.errors import UsageError
+
+from dsh_runtime import cmdline
 
 STDIN_TASK = "-"
 APPROVALS = ("auto", "never")
@@ -72,48 +75,46 @@ class Options:
         return self.task == STDIN_TASK
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argparse parser that raises instead of printing usage and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message, hint="dsh --profile headless -h")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dsh --profile headless", add_help=False, allow_abbrev=False)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--session-id", dest="session_id", metavar="ID")
-    parser.add_argument("--approval", metavar="MODE")
-    parser.add_argument("--model", metavar="M")
-    parser.add_argument("--provider", metavar="R")
-    parser.add_argument("--effort", metavar="LEVEL")
-    parser.add_argument("--compact", action="store_true")
-    parser.add_argument("task", nargs="*")
-    return parser
+_COMMAND = cmdline.command("dsh --profile headless", [
+    click.Option(["--json"], is_flag=True),
+    click.Option(["--session-id", "session_id"], metavar="ID"),
+    click.Option(["--approval"], metavar="MODE"),
+    click.Option(["--model"], metavar="M"),
+    click.Option(["--provider"], metavar="R"),
+    click.Option(["--effort"], metavar="LEVEL"),
+    click.Option(["--compact"], is_flag=True),
+    click.Argument(["task"], nargs=-1),
+])
+_HINT = "dsh --profile headless -h"
 
 
 def parse(argv: list[str]) -> Options:
     """Parse the application's argv, or raise :class:`UsageError` saying what is wrong."""
-    ns = _parser().parse_args(argv)
-    if ns.approval == "ask":
+    try:
+        given = cmdline.parse(_COMMAND, argv)
+    except click.NoSuchOption as exc:
+        raise UsageError(f"unrecognized arguments: {exc.option_name}", hint=_HINT) from None
+    except click.BadOptionUsage as exc:
+        raise UsageError(exc.format_message(), hint=_HINT) from None
+    approval = given["approval"]
+    if approval == "ask":
         raise UsageError("--approval ask needs an interactive client; use auto or never")
-    if ns.approval is not None and ns.approval not in APPROVALS:
-        raise UsageError(f"--approval must be auto or never (got {ns.approval!r})")
+    if approval is not None and approval not in APPROVALS:
+        raise UsageError(f"--approval must be auto or never (got {approval!r})")
     for name in ("session_id", "model", "provider", "effort"):
-        value = getattr(ns, name)
+        value = given[name]
         if value is not None and not value.strip():
             raise UsageError(f"--{name.replace('_', '-')} must not be empty")
-    if ns.compact and ns.session_id is None:
+    if given["compact"] and given["session_id"] is None:
         raise UsageError("--compact needs --session-id (a new session has nothing to compact)")
-    words: list[str] = ns.task
+    words = list(given["task"])
     if not words:
-        raise UsageError("no task given (words, or - to read it from stdin)",
-                         hint="dsh --profile headless -h")
+        raise UsageError("no task given (words, or - to read it from stdin)", hint=_HINT)
     if STDIN_TASK in words and len(words) > 1:
         raise UsageError("- reads the task from stdin and cannot be combined with task words")
     task = " ".join(words)
     if not task.strip():
         raise UsageError("the task is empty")
-    return Options(task=task, json=ns.json, session_id=ns.session_id, approval=ns.approval,
-                   model=ns.model, provider=ns.provider, compact=ns.compact,
-                   effort=ns.effort)
+    return Options(task=task, json=given["json"], session_id=given["session_id"],
+                   approval=approval, model=given["model"], provider=given["provider"],
+                   compact=given["compact"], effort=given["effort"])

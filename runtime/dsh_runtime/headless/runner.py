@@ -12,7 +12,7 @@ service and waits for that turn's ``turn/end``:
   (:mod:`dsh_runtime.headless.progress`); with ``--json`` only the failure message.
 * Exit 0 when the turn completed; 1 when it ended in ``error``, ``max-tokens`` or
   ``cancelled`` (the message on stderr); 2 for usage errors, raised as
-  :class:`~dsh.errors.UsageError` for the launcher's one handler. An unknown
+  :class:`~dsh.core.errors.UsageError` for the launcher's one handler. An unknown
   ``--session-id``, route or model is a usage error too: it is a wrong command-line value,
   found before any model call. SIGINT cancels the turn (bounded wait for its ``turn/end``)
   and the application runner exits 130.
@@ -33,9 +33,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import BusyError, DshError, JsonRpcError, UsageError
+from dsh.core import jsonrpc
+from dsh.core.errors import DshError, InvalidArgumentError, SessionBusyError, UsageError
 
 from dsh_runtime.agent import events
 from dsh_runtime.headless.options import HELP, Options, parse
@@ -131,14 +131,14 @@ class HeadlessTask:
         try:
             self._agent.configure(provider=options.provider, model=options.model,
                                   reasoning_effort=options.effort)
-        except JsonRpcError as exc:
+        except InvalidArgumentError as exc:
             raise UsageError(exc.message) from exc
 
     async def _compact(self, session_id: str) -> None:
         """Compact the resumed session before the task; a failure ends the run (exit 1)."""
         try:
             done = await self._agent.compact(session_id)
-        except JsonRpcError as exc:
+        except DshError as exc:
             raise DshError(f"compaction of session {session_id!r} failed: {exc.message}"
                            ) from exc
         if not self._options.json:
@@ -155,12 +155,10 @@ class HeadlessTask:
         self._session_id = session_id
         try:
             await self._agent.resume(session_id)
-        except BusyError as exc:
+        except SessionBusyError as exc:
             raise DshError(f"session {session_id!r} is busy: {exc.message}") from exc
-        except JsonRpcError as exc:
-            if exc.code == jsonrpc.INVALID_PARAMS:
-                raise UsageError(exc.message) from exc
-            raise DshError(exc.message) from exc
+        except InvalidArgumentError as exc:
+            raise UsageError(exc.message) from exc
         return session_id
 
     async def _wait_for_end(self, session_id: str) -> None:

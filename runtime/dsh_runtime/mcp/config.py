@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 TOOL_NAME_MAX = 64

@@ -21,16 +21,16 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from dsh._version import __version__
+from dsh.core.errors import (
+    ClientClosedError,
+    ConnectionClosedError,
+    JsonRpcError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 
 from dsh_runtime.mcp.config import ServerSpec, tool_name
-from dsh_runtime.mcp.session import (
-    ClientSession,
-    ConnectionClosed,
-    McpError,
-    ProtocolError,
-    RequestTimeout,
-    Transport,
-)
+from dsh_runtime.mcp.session import ClientSession, Transport
 from dsh_runtime.mcp.tools import McpTool, SchemaError, parameters
 
 _STDERR_TAIL = 300
@@ -108,19 +108,19 @@ class Connection:
         """``tools/call`` on the open session, bounded by ``call_timeout_s``."""
         session = self._session
         if self.state is not State.READY or session is None:
-            raise ConnectionError(self.failure or f"MCP server '{self.name}' is not connected")
+            raise ClientClosedError(self.failure or f"MCP server '{self.name}' is not connected")
         return await session.call_tool(remote, arguments, self.spec.call_timeout_s)
 
     def describe_call_failure(self, exc: BaseException) -> str:
         """What the model reads when a call raised instead of answering."""
-        if isinstance(exc, RequestTimeout):
+        if isinstance(exc, RequestTimeoutError):
             return (f"MCP server '{self.name}' did not answer within "
                     f"{float(self.spec.call_timeout_s)} s (call_timeout_s)")
-        if isinstance(exc, ConnectionClosed):
+        if isinstance(exc, ConnectionClosedError):
             return f"MCP server '{self.name}' closed the connection during the call"
-        if isinstance(exc, ConnectionError):
+        if isinstance(exc, ClientClosedError):
             return str(exc)
-        if isinstance(exc, McpError):
+        if isinstance(exc, JsonRpcError):
             return f"MCP server '{self.name}' call failed: {exc.message} (code {exc.code})"
         return f"MCP server '{self.name}' call failed: {type(exc).__name__}: {exc}"
 
@@ -213,11 +213,13 @@ class Connection:
             self._report(self, self.failure)
 
     def _explain(self, exc: BaseException, errlog: IO[bytes] | None) -> str:
-        if isinstance(exc, ProtocolError):
+        if isinstance(exc, JsonRpcError):  # an error answer (a ProtocolError too: first)
+            reason = f"{exc.message} (code {exc.code})"
+        elif isinstance(exc, ProtocolError):
             reason = "it wrote output that is not MCP JSON-RPC"
             if "speaks MCP" in str(exc):
                 reason = str(exc)
-        elif isinstance(exc, ConnectionClosed):
+        elif isinstance(exc, ConnectionClosedError):
             reason = "it exited or closed the connection before answering"
         elif isinstance(exc, asyncio.TimeoutError):
             reason = (f"no answer to initialize and tools/list within "
@@ -226,8 +228,6 @@ class Connection:
             reason = f"command not found: {self.spec.command}"
         elif isinstance(exc, OSError) and self.spec.transport == "stdio":
             reason = f"could not run {self.spec.command}: {exc.strerror or exc}"
-        elif isinstance(exc, McpError):
-            reason = f"{exc.message} (code {exc.code})"
         elif isinstance(exc, ValueError) and "environment variable" in str(exc):
             reason = str(exc)
         else:

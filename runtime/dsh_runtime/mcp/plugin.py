@@ -29,12 +29,19 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import JsonRpcError, PluginError
+from dsh.core.errors import InvalidArgumentError, PluginError
 
 from dsh_runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
-from dsh_runtime.plugin import Capability, ContextRequest, Manifest, Plugin, Registrar
+from dsh_runtime.plugin import (
+    Capability,
+    Checkup,
+    ContextRequest,
+    Diagnosis,
+    Manifest,
+    Plugin,
+    Registrar,
+)
 
 if TYPE_CHECKING:
     # Imported where a connection is made: a tree without servers never needs it.
@@ -46,7 +53,7 @@ DISPOSE_BOUND = 4.5
 _NO_TOOLS: Mapping[str, Any] = MappingProxyType({})
 
 
-class McpServerError(RuntimeError):
+class McpServerError(PluginError):
     """What the ``mcp`` context section raises to report server failures as one event."""
 
 
@@ -99,6 +106,35 @@ class McpServers(Plugin):
         self._service = rt.service
         rt.publish("mcp", self)
 
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``--live``: connect to every server the row configures, bounded.
+
+        Each server is started, initialized and asked for its tools, then closed, exactly
+        as a session would (the same connection code), so "reachable" here means a session
+        will get its tools: ``mcp.<row>.<server>``, or ``mcp.<row>`` for the row itself.
+        """
+        if not checkup.live:
+            return []
+        from dsh.core.errors import DshError
+
+        from dsh_runtime.mcp.connection import probe
+        from dsh_runtime.schema import validate
+
+        try:
+            specs = from_row(row_id, validate(CONFIG_SCHEMA, config, row_id=row_id))
+        except DshError as exc:
+            return [Diagnosis(f"mcp.{row_id}", "fail", str(exc))]
+        if not specs:
+            return [Diagnosis(f"mcp.{row_id}", "ok", "no servers configured")]
+        found = []
+        for spec in specs:
+            ok, message = asyncio.run(probe(spec, checkup.env, checkup.cwd))
+            found.append(Diagnosis(f"mcp.{row_id}.{spec.name}", "ok" if ok else "fail",
+                                   message))
+        return found
+
     async def dispose(self) -> None:
         """Stop every server of every session and wait for them, bounded."""
         for record in self._sessions.values():
@@ -114,16 +150,16 @@ class McpServers(Plugin):
     # -- the service -------------------------------------------------------------------
 
     def client_servers(self, raw: Any) -> tuple[ServerSpec, ...]:
-        """A client's ``mcpServers`` checked (JsonRpcError -32602 saying what is wrong)."""
+        """A client's ``mcpServers`` checked (InvalidArgumentError saying what is wrong)."""
         try:
             specs = from_client(raw, self.config)
         except ValueError as exc:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+            raise InvalidArgumentError(str(exc)) from None
         configured = {s.name for s in self._specs}
         for spec in specs:
             if spec.name in configured:
-                raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"mcpServers: server name "
-                                   f"'{spec.name}' is already configured by the profile")
+                raise InvalidArgumentError(f"mcpServers: server name '{spec.name}' is "
+                                           "already configured by the profile")
         return specs
 
     def add_session_servers(self, session_id: str, specs: tuple[ServerSpec, ...],
@@ -220,14 +256,14 @@ def attach_servers(service: Callable[[str], Any], raw: Any) -> Callable[[str, st
     """Check a ``session/new``'s ``mcpServers`` before the session exists.
 
     Returns ``attach(session_id, cwd)`` to call once it does, or None when there are no
-    servers. JsonRpcError -32602 when they are malformed or no ``mcp-servers`` row runs.
+    servers. InvalidArgumentError when they are malformed or no ``mcp-servers`` row runs.
     """
     if raw is None or raw == []:
         return None
     try:
         mcp = service("mcp")
     except PluginError:
-        raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"mcpServers" needs an mcp-servers row in '
-                           "the profile, and none is running") from None
+        raise InvalidArgumentError('"mcpServers" needs an mcp-servers row in the profile, '
+                                   "and none is running") from None
     specs = mcp.client_servers(raw)
     return lambda session_id, cwd: mcp.add_session_servers(session_id, specs, cwd)

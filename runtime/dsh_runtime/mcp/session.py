@@ -7,48 +7,40 @@ on a cold start) and pulls pydantic-core, cryptography, jsonschema and a second 
 into the runtime, most of the frozen runtime wheel's size, for four methods. Messages stay
 plain dicts; :mod:`dsh_runtime.mcp.tools` reads the fields it uses, defensively.
 
+The JSON-RPC is dsh's one peer (:mod:`dsh.core.jsonrpc`): its message builders, its shape
+checks (:func:`~dsh.core.jsonrpc.parse_message`) and its request table
+(:class:`~dsh.core.jsonrpc.PendingRequests`), as the SDK client and the servers use them.
 A transport (:mod:`.stdio`, :mod:`.streamable_http`) moves whole messages; one reader
 task routes answers to their waiting requests, answers the server's own requests
 (``ping``; anything else is "method not found", since dsh offers no sampling, roots or
 elicitation) and drops notifications. When the transport ends, or yields something that
 is not JSON-RPC, every waiting request fails with the reason and :attr:`ended` is set.
+
+Failures are :mod:`dsh.core.errors`: an error answer is :class:`~dsh.core.errors.JsonRpcError`,
+a server that breaks the protocol :class:`~dsh.core.errors.ProtocolError`, one that goes
+away :class:`~dsh.core.errors.ConnectionClosedError`, no answer in time
+:class:`~dsh.core.errors.RequestTimeoutError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
+
+from dsh.core import jsonrpc
+from dsh.core.errors import (
+    ConnectionClosedError,
+    InvalidMessageError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 
 PROTOCOL_VERSION = "2025-11-25"
 """The revision dsh asks for in ``initialize`` (the newest with that handshake)."""
 SUPPORTED_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", PROTOCOL_VERSION})
 """Revisions a server may answer with; their tool listing and calling are the same."""
-
-METHOD_NOT_FOUND = -32601
-
-
-class McpError(Exception):
-    """The server answered a request with a JSON-RPC error."""
-
-    def __init__(self, code: Any, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class ConnectionClosed(ConnectionError):
-    """The server exited or dropped the connection before answering."""
-
-
-class ProtocolError(Exception):
-    """The server sent something that is not an MCP JSON-RPC message."""
-
-
-class RequestTimeout(TimeoutError):
-    """No answer within the request's time bound (the request was cancelled)."""
 
 
 class Transport(Protocol):
@@ -60,7 +52,8 @@ class Transport(Protocol):
         """Connect (spawn the process); raises what stops it."""
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Deliver one message; raises :class:`ConnectionClosed` if the server is gone."""
+        """Deliver one message; raises :class:`ConnectionClosedError` if the server is
+        gone."""
 
     def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The server's messages until it goes away; :class:`ProtocolError` on garbage."""
@@ -79,8 +72,7 @@ class ClientSession:
         self.ended = asyncio.Event()
         self._client_info = client_info
         self._on_end = on_end
-        self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._pending = jsonrpc.PendingRequests()
         self._reader: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -93,7 +85,7 @@ class ClientSession:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        self._end(ConnectionClosed("the session was closed"))
+        self._end(ConnectionClosedError("the session was closed"))
         await self.transport.close()
 
     async def initialize(self) -> dict[str, Any]:
@@ -142,78 +134,64 @@ class ClientSession:
         """Send a request and wait for its answer; on timeout the server is told to stop."""
         if self.failure is not None:
             raise self.failure
-        request_id = next(self._ids)
-        answer = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = answer
+        request_id = self._pending.next_id()
+        answer = self._pending.register(request_id,
+                                        asyncio.get_running_loop().create_future())
         try:
-            await self.transport.send({"jsonrpc": "2.0", "id": request_id, "method": method,
-                                       "params": params})
+            await self.transport.send(jsonrpc.request(request_id, method, params))
             try:
                 return await asyncio.wait_for(asyncio.shield(answer), timeout)
             except asyncio.TimeoutError:
                 with contextlib.suppress(Exception):
                     await self.notify("notifications/cancelled", {
                         "requestId": request_id, "reason": f"no answer within {timeout} s"})
-                raise RequestTimeout(timeout) from None
+                raise RequestTimeoutError(f"no answer to {method} within {timeout} s"
+                                          ) from None
         finally:
-            self._pending.pop(request_id, None)
+            self._pending.discard(request_id)
             if not answer.done():
                 answer.cancel()
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification (no answer)."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.transport.send(message)
+        await self.transport.send(jsonrpc.notification(method, params))
 
     # -- the reader task -------------------------------------------------------------------
 
     async def _read(self) -> None:
-        reason: BaseException = ConnectionClosed(
+        reason: BaseException = ConnectionClosedError(
             "the connection closed (the server exited or dropped it)")
         try:
             async for message in self.transport.messages():
                 await self._route(message)
-        except (ProtocolError, ConnectionClosed) as exc:
+        except (ProtocolError, ConnectionClosedError) as exc:
             reason = exc
         self._end(reason)
 
-    async def _route(self, message: Any) -> None:
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            raise ProtocolError("a message that is not JSON-RPC 2.0")
-        method = message.get("method")
-        if method is None:
-            answer = self._pending.get(message.get("id"))  # type: ignore[arg-type]
-            if answer is None or answer.done():
-                return  # late (timed out or cancelled) or unknown: nobody waits
-            error = message.get("error")
-            if isinstance(error, dict):
-                answer.set_exception(McpError(error.get("code"), str(error.get("message", ""))))
-            elif "result" in message:
-                answer.set_result(message["result"])
-            else:
-                raise ProtocolError("an answer with neither result nor error")
-        elif "id" in message:
+    async def _route(self, raw: Any) -> None:
+        try:
+            message = jsonrpc.parse_message(raw)
+        except InvalidMessageError as exc:
+            raise ProtocolError(f"a message that is not JSON-RPC 2.0 ({exc.message})") from None
+        if isinstance(message, jsonrpc.Response):
+            self._pending.resolve(message)  # a late or unknown answer: nobody waits
+        elif isinstance(message, jsonrpc.Request):
             await self._answer_server(message)
 
-    async def _answer_server(self, message: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
-        if message["method"] == "ping":
-            reply["result"] = {}
+    async def _answer_server(self, request: jsonrpc.Request) -> None:
+        if request.method == "ping":
+            reply = jsonrpc.result(request.id, {})
         else:
-            reply["error"] = {"code": METHOD_NOT_FOUND,
-                              "message": f"dsh does not offer {message['method']}"}
-        with contextlib.suppress(ConnectionClosed):
+            reply = jsonrpc.error(request.id, jsonrpc.METHOD_NOT_FOUND,
+                                  f"dsh does not offer {request.method}")
+        with contextlib.suppress(ConnectionClosedError):
             await self.transport.send(reply)
 
     def _end(self, reason: BaseException) -> None:
         if self.ended.is_set():
             return
         self.failure = reason
-        for answer in self._pending.values():
-            if not answer.done():
-                answer.set_exception(reason)
+        self._pending.fail_all(reason)
         self.ended.set()
         if self._on_end is not None:
             self._on_end()

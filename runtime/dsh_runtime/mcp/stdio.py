@@ -3,21 +3,19 @@
 The child gets the few variables a program needs to run (``HOME``, ``PATH``, ``USER``...,
 as the MCP SDKs pass them) plus the server's own, never the runtime's whole environment:
 credentials meant for dsh's model provider stay in dsh. It starts through
-:mod:`dsh.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
+:mod:`dsh.core.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
 server behind; :meth:`StdioTransport.close` closes its stdin, gives it
 :data:`STDIN_GRACE_S` to leave, then stops its whole process group.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
-from dsh import process
-
-from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
+from dsh.core import jsonrpc, process
+from dsh.core.errors import ConnectionClosedError, ProtocolError
 
 STDIN_GRACE_S = 0.5
 """Seconds a server has to exit after its stdin closes, before SIGTERM (well-behaved
@@ -26,6 +24,7 @@ TERM_GRACE_S = 1.0
 """Seconds after SIGTERM before SIGKILL."""
 MAX_LINE = 64 * 1024 * 1024
 """The longest message line read; a longer one is a protocol error, not unbounded memory."""
+_READ_CHUNK = 256 * 1024
 INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
 """Variables of the runtime's environment every server gets (when set)."""
 
@@ -51,38 +50,35 @@ class StdioTransport:
         self._proc = await process.spawn_async(
             [self._command, *self._args], env=env, cwd=self._cwd, stdin=process.PIPE,
             stdout=process.PIPE,
-            stderr=self._errlog if self._errlog is not None else process.DEVNULL,
-            limit=MAX_LINE)
+            stderr=self._errlog if self._errlog is not None else process.DEVNULL)
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Write one line; :class:`ConnectionClosed` when the server's stdin is gone."""
+        """Write one line; :class:`ConnectionClosedError` when the server's stdin is gone."""
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
-            raise ConnectionClosed("the server's stdin is closed")
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+            raise ConnectionClosedError("the server's stdin is closed")
         try:
-            proc.stdin.write(data.encode("utf-8"))
+            proc.stdin.write(jsonrpc.encode(message))
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError) as exc:
-            raise ConnectionClosed("the server exited") from exc
+            raise ConnectionClosedError("the server exited") from exc
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
-        """Each line the server writes, decoded; ends when its stdout closes."""
+        """Each line the server writes, decoded by the JSON-RPC framing dsh's own peers
+        use (:class:`~dsh.core.jsonrpc.FrameDecoder`, bounded by :data:`MAX_LINE`); ends
+        when its stdout closes. A line that is too long or not a JSON object is a
+        :class:`ProtocolError`."""
         assert self._proc is not None and self._proc.stdout is not None
         stdout = self._proc.stdout
+        decoder = jsonrpc.FrameDecoder(MAX_LINE)
         while True:
-            try:
-                line = await stdout.readline()
-            except ValueError as exc:  # asyncio's LimitOverrunError, re-raised as ValueError
-                raise ProtocolError(f"a line over {MAX_LINE} bytes") from exc
-            if not line:
+            data = await stdout.read(_READ_CHUNK)
+            for item in decoder.feed(data) if data else decoder.finish():
+                if isinstance(item, jsonrpc.FrameFault):
+                    raise ProtocolError(f"a line that is not a JSON-RPC message: {item.error}")
+                yield item.message
+            if not data:
                 return
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except ValueError as exc:
-                raise ProtocolError("a line that is not JSON") from exc
 
     async def close(self) -> None:
         """Close stdin, wait a little, then terminate and kill the server's process group

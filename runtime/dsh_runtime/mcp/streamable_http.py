@@ -24,12 +24,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
-from dsh.redact import redact
-from httpx_sse import EventSource, SSEError
+from dsh.core.errors import ConnectionClosedError, ProtocolError
+from dsh.core.redact import redact
 
-from dsh_runtime.mcp.session import ConnectionClosed, ProtocolError
+from dsh_runtime.sse import SSEDecoder
 
 _SERVER_ERROR = -32000
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message one event of an answer's stream may carry (as on stdio)."""
 _END = object()
 
 
@@ -55,7 +57,7 @@ class StreamableHttpTransport:
     async def send(self, message: dict[str, Any]) -> None:
         """POST ``message``; a request's answer arrives later through :meth:`messages`."""
         if self._closed or self._client is None:
-            raise ConnectionClosed("the connection is closed")
+            raise ConnectionClosedError("the connection is closed")
         if "method" in message and "id" in message:
             task = asyncio.create_task(self._exchange(message), name="dsh-mcp-post")
             self._posts.add(task)
@@ -66,11 +68,11 @@ class StreamableHttpTransport:
                                                headers=self._request_headers())
             await response.aread()
         except httpx.HTTPError as exc:
-            raise ConnectionClosed(f"cannot reach {self._shown}: {_describe(exc)}") from exc
+            raise ConnectionClosedError(f"cannot reach {self._shown}: {_describe(exc)}") from exc
         if response.status_code == 404 and self._session_id is not None:
             self._lost()
         if response.status_code >= 400:
-            raise ConnectionClosed(f"{self._shown} answered HTTP {response.status_code}")
+            raise ConnectionClosedError(f"{self._shown} answered HTTP {response.status_code}")
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The server's messages, from every POST's answer, until the connection ends."""
@@ -125,18 +127,22 @@ class StreamableHttpTransport:
                         f"an answer of content type {kind or 'none'!r}"))
         except httpx.HTTPError as exc:
             self._fail(request_id, f"cannot reach {self._shown}: {_describe(exc)}")
-        except (ValueError, SSEError) as exc:
+        except (ValueError, ProtocolError) as exc:
             self._inbox.put_nowait(ProtocolError(f"an answer that is not JSON-RPC ({exc})"))
 
     async def _read_events(self, response: httpx.Response, request_id: Any) -> None:
-        async for event in EventSource(response).aiter_sse():
-            if event.event != "message" or not event.data:
-                continue  # other event types, and the spec's priming events
-            message = json.loads(event.data)
-            self._deliver(message)
-            if isinstance(message, dict) and message.get("id") == request_id \
-                    and "method" not in message:
-                return
+        """The answer's event stream, through the runtime's SSE decoder (:mod:`dsh_runtime.sse`)
+        with the stdio transport's bound on one message."""
+        events = SSEDecoder(max_event_bytes=MAX_MESSAGE_BYTES)
+        async for data in response.aiter_bytes():
+            for event in events.feed(data):
+                if event.event != "message" or not event.data:
+                    continue  # other event types, and the spec's priming events
+                message = json.loads(event.data)
+                self._deliver(message)
+                if isinstance(message, dict) and message.get("id") == request_id \
+                        and "method" not in message:
+                    return
         self._fail(request_id, "the server ended the answer's event stream before answering")
 
     def _deliver(self, payload: Any) -> None:
@@ -149,7 +155,7 @@ class StreamableHttpTransport:
                                 "error": {"code": _SERVER_ERROR, "message": message}})
 
     def _lost(self) -> None:
-        self._inbox.put_nowait(ConnectionClosed("the server no longer knows this session"))
+        self._inbox.put_nowait(ConnectionClosedError("the server no longer knows this session"))
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"accept": "application/json, text/event-stream"}

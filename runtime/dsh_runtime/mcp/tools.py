@@ -20,13 +20,15 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from dsh.core.errors import ProtocolError
+
 from dsh_runtime.tools.base import Image, ToolContext, ToolResult
 
 _NOTE_ROOM = 160  # room kept for the truncation note, so text + note fit the cap
 _TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 
 
-class SchemaError(ValueError):
+class SchemaError(ProtocolError):
     """A tool's input schema the argument checker cannot use; says where."""
 
 

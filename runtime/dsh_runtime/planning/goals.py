@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh._version import __version__
-from dsh.errors import PluginError
+from dsh.core.errors import PluginError
 
 from dsh_runtime.planning.goalstore import (
     ACTIONS,

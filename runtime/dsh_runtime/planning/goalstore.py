@@ -20,6 +20,8 @@ import sqlite3
 import time
 from typing import Any, NamedTuple, Protocol
 
+from dsh.core.errors import InvalidArgumentError
+
 from dsh_runtime.sessions.workspaces import transaction
 
 ACTIVE, BLOCKED, COMPLETED, ABANDONED = "active", "blocked", "completed", "abandoned"
@@ -29,7 +31,7 @@ MAX_OBJECTIVE_CHARS = 4000
 MAX_REASON_CHARS = 2000
 
 
-class GoalError(Exception):
+class GoalError(InvalidArgumentError):
     """A goal request the model must fix; the message is written for the model."""
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dsh.core.errors import InvalidArgumentError
+
 DEFAULT = "default"
 PLAN = "plan"
 
@@ -25,7 +27,7 @@ MODES: Mapping[str, tuple[str, str]] = {
 """Mode id → (name, description), in the order clients show them."""
 
 
-class UnknownModeError(ValueError):
+class UnknownModeError(InvalidArgumentError):
     """A mode id that is not one of :data:`MODES`; the message lists the known ones."""
 
 

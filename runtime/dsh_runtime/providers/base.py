@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, NamedTuple, Protocol
 
-from dsh.errors import DshError
+from dsh.core.errors import DshError
 
 FinishReason = Literal["stop", "length", "tool-calls"]
 

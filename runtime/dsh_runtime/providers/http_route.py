@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from dsh._version import __version__
-from dsh.errors import ConfigError, PluginError
-from dsh.redact import redact as redact_url
+from dsh.core.errors import ConfigError, PluginError
+from dsh.core.redact import redact as redact_url
 
 from dsh_runtime.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (
@@ -70,7 +70,7 @@ from dsh_runtime.providers.pricing import PriceTable, estimated
 if TYPE_CHECKING:
     import httpx
 
-    from dsh_runtime.providers.sse import ServerSentEvent, SSEDecoder
+    from dsh_runtime.sse import ServerSentEvent, SSEDecoder
 
 ERROR_BODY_LIMIT = 64 * 1024
 """Bytes of an error response read for its message; the rest is never downloaded."""
@@ -383,7 +383,7 @@ class HttpRoute:
         """One HTTP exchange. Raises :class:`_Retry` only while nothing has been yielded."""
         import httpx
 
-        from dsh_runtime.providers.sse import SSEDecoder
+        from dsh_runtime.sse import SSEDecoder
 
         decoder = self.decoder()
         yielded = False
@@ -440,7 +440,7 @@ class HttpRoute:
             yield chunk
 
     def _decode(self, events: SSEDecoder, decoder: Decoder, data: bytes) -> list[Chunk]:
-        from dsh_runtime.providers.sse import SSEError
+        from dsh_runtime.sse import SSEError
 
         chunks: list[Chunk] = []
         if decoder.done:
@@ -688,6 +688,13 @@ class HttpProviderPlugin(Plugin):
         """The key and base-URL variables this row's route reads (see :func:`route_env`)."""
         route = config.get("route", cls.defaults["route"])
         return route_env(config, cls.defaults).as_env(f"route '{route}'")
+
+    @classmethod
+    def published_route(cls, config: Any) -> str | None:
+        """The route a row with ``config`` (raw: not validated) publishes."""
+        route = config.get("route", cls.defaults["route"]) if isinstance(config, Mapping) \
+            else None
+        return route if isinstance(route, str) else None
 
     @classmethod
     def route_for(cls, config: Mapping[str, Any], *, env: Mapping[str, str], home: str,

@@ -60,7 +60,7 @@ from dsh_runtime.providers.base import (
 from dsh_runtime.providers.http_route import error_message
 
 if TYPE_CHECKING:
-    from dsh_runtime.providers.sse import ServerSentEvent
+    from dsh_runtime.sse import ServerSentEvent
 
 DONE = "[DONE]"
 

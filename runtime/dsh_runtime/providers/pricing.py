@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.providers.base import ModelRequest, Usage
 

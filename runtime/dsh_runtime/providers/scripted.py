@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh._version import __version__
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.providers.base import (
@@ -286,6 +286,12 @@ class ScriptedProvider(Plugin):
             "additionalProperties": False,
         },
     )
+
+    @classmethod
+    def published_route(cls, config: Any) -> str | None:
+        """The route a row with ``config`` (raw: not validated) publishes."""
+        route = config.get("route", "scripted") if isinstance(config, Mapping) else None
+        return route if isinstance(route, str) else None
 
     def apply(self, reg: Registrar) -> None:
         """Declare the route's service."""

@@ -38,9 +38,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import BusyError, DshError, JsonRpcError, PluginError, UsageError
+from dsh.core import jsonrpc
+from dsh.core.errors import DshError, JsonRpcError, PluginError, SessionBusyError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers import validation
@@ -317,8 +317,7 @@ class AcpProtocol:
         connect = self._mcp(servers)
         attached = self._sessions.get(session_id)
         if attached is not None and attached.prompt is not None:
-            raise BusyError(f"session busy: '{session_id}' is running a prompt",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a prompt")
         await self._agent.resume(session_id)
         if self._agent.get_cwd(session_id) != cwd:
             self._agent.set_cwd(session_id, cwd)
@@ -345,10 +344,7 @@ class AcpProtocol:
         modes = self._modes()
         if modes is None:
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this agent offers no session modes")
-        try:
-            modes.set(session_id, mode_id)
-        except ValueError as exc:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+        modes.set(session_id, mode_id)  # an unknown mode: InvalidArgumentError (-32602)
         return {}
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],
@@ -382,8 +378,7 @@ class AcpProtocol:
         attached = self._attached(session_id)
         blocks = prompt_blocks(p.get("prompt"))
         if attached.prompt is not None:
-            raise BusyError(f"session busy: '{session_id}' is running a prompt",
-                            {"retryable": True})
+            raise SessionBusyError(f"session busy: '{session_id}' is running a prompt")
         pending = _Prompt(asyncio.get_running_loop().create_future())
         attached.prompt = pending
         try:

@@ -31,8 +31,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError
+from dsh.core import jsonrpc
+from dsh.core.errors import JsonRpcError
 
 TOOL_KINDS: Mapping[str, str] = {
     "read_file": "read",

@@ -1,7 +1,7 @@
 """A JSON-RPC 2.0 peer over a stdio transport, reusable by every stdio protocol.
 
 It knows the wire, not the application: a method table, notifications out, requests out
-(server to client) matched by :class:`dsh.jsonrpc.PendingRequests`, and the standard error
+(server to client) matched by :class:`dsh.core.jsonrpc.PendingRequests`, and the standard error
 answers. Applications (the SDK server, later ACP) register handlers and never see a frame.
 
 Each incoming request runs as its own task, so a slow handler never delays a fast one and
@@ -17,8 +17,9 @@ How failures leave, so that one bad line never costs the connection:
     lone surrogate        in the id or method: -32600, id null; in params: -32602
                           (such a string cannot be encoded back, nor stored)
     unknown method        -32601
-    handler raised        JsonRpcError -> its code; DshError -> its rpc_code;
-                          anything else -> -32603 "internal error" (traceback on stderr)
+    handler raised        a DshError -> its answer in :mod:`dsh_runtime.servers.errors`
+                          (the one table); anything else -> -32603 "internal error"
+                          (traceback on stderr)
 """
 
 from __future__ import annotations
@@ -28,20 +29,19 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import (
+from dsh.core import jsonrpc
+from dsh.core.errors import (
     DshError,
     FrameTooLargeError,
     InvalidMessageError,
-    JsonRpcError,
     ProtocolError,
 )
-from dsh.redact import redact
 
+from dsh_runtime.servers.errors import to_wire
 from dsh_runtime.servers.validation import lone_surrogate
 from dsh_runtime.stdio import StdioTransport
 
-log = logging.getLogger("dsh.jsonrpc")
+log = logging.getLogger("dsh.core.jsonrpc")
 
 # Serving ends within drain_timeout + these (seconds), so the runtime's 5 s disposal bound
 # still has room after a stuck client or handler.
@@ -214,12 +214,8 @@ class JsonRpcPeer:
         else:
             try:
                 reply = jsonrpc.result(request.id, await handler(request.params))
-            except JsonRpcError as exc:
-                error = exc.to_wire()
-                error["message"] = redact(error["message"])  # no credential inside a URL
-                reply = {"jsonrpc": "2.0", "id": request.id, "error": error}
             except DshError as exc:
-                reply = jsonrpc.error(request.id, exc.rpc_code, redact(str(exc)))
+                reply = {"jsonrpc": "2.0", "id": request.id, "error": to_wire(exc)}
             except asyncio.CancelledError:
                 reply = jsonrpc.error(
                     request.id, jsonrpc.REQUEST_CANCELLED, "request cancelled: server closing"

@@ -4,8 +4,9 @@ The SDK server (JSON-RPC on stdio) and the web server (HTTP) expose the same ope
 the ``agent`` service: sessions, prompt, cancel, history, tools, effective config, status.
 What each operation checks and which agent call it makes lives here once, so the two
 servers cannot drift apart; a server only turns its wire input into these arguments and
-the results (or the :class:`~dsh.errors.JsonRpcError` raised for bad arguments, code
--32602) into its wire output.
+the results into its wire output, and what they raise (:mod:`dsh.core.errors`: a bad
+argument is :class:`~dsh.core.errors.InvalidArgumentError`) into its error answers
+through the one table, :mod:`dsh_runtime.servers.errors`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError, PluginError
+from dsh.core.errors import InvalidArgumentError, PluginError
 
 from dsh_runtime.agent.store import event_bytes
 from dsh_runtime.layerfiles import LayerFingerprint
@@ -131,8 +131,8 @@ class Operations:
         return self.agent.list_sessions()
 
     def live_events(self, session_id: str) -> list[dict[str, Any]]:
-        """Every event of a session live in this runtime (-32602 otherwise): what an event
-        stream replays before it goes live, one event per frame."""
+        """Every event of a session live in this runtime (SessionNotFoundError otherwise):
+        what an event stream replays before it goes live, one event per frame."""
         return self.agent.history(session_id)
 
     def history(self, session_id: str, window: Mapping[str, Any], *,
@@ -170,7 +170,7 @@ class Operations:
     def mode(self, session_id: str) -> dict[str, Any]:
         """``{mode, availableModes}`` of a live session."""
         modes = self._modes()
-        self.agent.get_cwd(session_id)  # unknown session: -32602
+        self.agent.get_cwd(session_id)  # unknown session: SessionNotFoundError
         return {"mode": modes.get(session_id), "availableModes": modes.state(session_id)[
             "availableModes"]}
 
@@ -179,10 +179,7 @@ class Operations:
         modes = self._modes()
         self.agent.get_cwd(session_id)
         before = modes.get(session_id)
-        try:
-            mode = modes.set(session_id, mode)
-        except ValueError as exc:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+        mode = modes.set(session_id, mode)  # an unknown mode: InvalidArgumentError
         if mode != before:
             # In the session's log like the agent's own switch, so a replay shows it too.
             self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})
@@ -191,8 +188,8 @@ class Operations:
     def _modes(self) -> Any:
         modes = self.view.modes()
         if modes is None:
-            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this profile has no session modes "
-                               "(add a tools-plan row)", {"code": "no-modes"})
+            raise InvalidArgumentError("this profile has no session modes (add a tools-plan "
+                                       "row)", code="no-modes")
         return modes
 
     def status(self, state: str) -> dict[str, Any]:

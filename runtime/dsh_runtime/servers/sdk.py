@@ -17,9 +17,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from dsh import jsonrpc
 from dsh._version import __version__
-from dsh.errors import DshError, JsonRpcError, PluginError, UsageError
+from dsh.core import jsonrpc
+from dsh.core.errors import DshError, JsonRpcError, PluginError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
 from dsh_runtime.servers import validation

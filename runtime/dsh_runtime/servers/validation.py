@@ -1,7 +1,8 @@
 """Checking what a client sends, once, for the SDK, ACP and web servers.
 
-Input that is not what it claims is refused where it enters, with -32602 (HTTP 400 on the
-web API) and a message naming the field, before the agent sees it: a value that passed
+Input that is not what it claims is refused where it enters, with an
+:class:`~dsh.core.errors.InvalidArgumentError` (-32602, HTTP 400 on the web API) and a
+message naming the field, before the agent sees it: a value that passed
 here and failed later would be an internal error (-32603), an event that cannot be
 stored or sent, or a turn that dies. What is checked:
 
@@ -25,8 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError
+from dsh.core.errors import InvalidArgumentError
 
 from dsh_runtime.agent import blocks
 
@@ -40,9 +40,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CURSOR = re.compile(r"[0-9]{1,18}\Z")
 
 
-def invalid(message: str) -> JsonRpcError:
-    """The -32602 error every check raises."""
-    return JsonRpcError(jsonrpc.INVALID_PARAMS, message)
+def invalid(message: str) -> InvalidArgumentError:
+    """The error every check raises."""
+    return InvalidArgumentError(message)
 
 
 def lone_surrogate(value: Any, where: str = "params") -> str | None:

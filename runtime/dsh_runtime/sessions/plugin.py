@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh._version import __version__
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, RuntimeContext
 from dsh_runtime.sessions.sqlite_store import SqliteSessionStore

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from dsh.errors import PluginError
+from dsh.core.errors import PluginError
 
 VERSION = 3
 

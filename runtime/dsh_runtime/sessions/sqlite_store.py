@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsh.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
+from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
 
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale

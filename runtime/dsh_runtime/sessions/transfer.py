@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
-from dsh.errors import ConfigError, DshError, DuplicateEventError
+from dsh.core.errors import ConfigError, DshError, DuplicateEventError
 
 FORMAT = "dsh-sessions"
 VERSION = 1

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dsh.process import pid_alive
+from dsh.core.process import pid_alive
 
 PidAlive = Callable[[int], bool]
-"""Whether a holder's process still runs (:func:`dsh.process.pid_alive` by default)."""
+"""Whether a holder's process still runs (:func:`dsh.core.process.pid_alive` by default)."""
 
 
 def root(home: str | os.PathLike[str]) -> Path:

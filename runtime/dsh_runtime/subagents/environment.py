@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dsh_runtime.envpolicy import is_secret
 
 ENVIRONMENT = "environment"
-"""An :class:`~dsh.envsnapshot.EnvSnapshot` origin: the launch's own environment."""
+"""An :class:`~dsh.core.launch.EnvSnapshot` origin: the launch's own environment."""
 
 
 def scrubbed(name: str, declared: Iterable[str] = ()) -> bool:

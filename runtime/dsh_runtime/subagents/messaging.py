@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dsh.errors import DshError
+from dsh.core.errors import DshError
 
 from dsh_runtime.subagents.child import Child, Status
 from dsh_runtime.subagents.registry import Registry, clip

@@ -25,6 +25,8 @@ import itertools
 import logging
 from collections.abc import Callable
 
+from dsh.core.errors import DshError
+
 from dsh_runtime.subagents.child import LIVE, Child, Status
 
 logger = logging.getLogger("dsh.subagent")
@@ -42,7 +44,7 @@ Changed = Callable[[Child], None]
 """``changed(child)``: a live child's status changed (running, idle, failed)."""
 
 
-class LimitReached(Exception):
+class LimitReached(DshError):
     """No room for another sub-agent; the message is written for the model."""
 
 

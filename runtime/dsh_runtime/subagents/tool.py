@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh._version import __version__
-from dsh.errors import DshError
+from dsh.core.errors import DshError
 
 from dsh_runtime.hooks import HookEvent
 from dsh_runtime.plugin import (
@@ -354,7 +354,7 @@ class SubagentPlugin(Plugin):
         os.replace(staging, home / "patch.yml")
 
     def _client_config(self, cwd: str, env: Mapping[str, str], home: Path) -> Any:
-        from dsh.carriers import running_frozen
+        from dsh.core.carriers import running_frozen
         from dsh.sdk import ClientConfig
 
         config, rt = self.config, self._rt

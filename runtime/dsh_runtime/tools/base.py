@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError, InvalidArgumentError
 
 from dsh_runtime.schema import validate
 
@@ -132,7 +132,7 @@ class ToolCall(NamedTuple):
     outside: tuple[str, ...] = ()
 
 
-class ArgumentError(ValueError):
+class ArgumentError(InvalidArgumentError):
     """The model's arguments do not fit the tool; the message is written for the model."""
 
 

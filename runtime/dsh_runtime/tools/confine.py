@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError, InvalidArgumentError
 
 from dsh_runtime.tools import safeopen
 from dsh_runtime.tools.base import ToolResult
@@ -46,7 +46,7 @@ NAME_MAX = 255
 """Bytes of one path component."""
 
 
-class PathError(ValueError):
+class PathError(InvalidArgumentError):
     """A path argument a tool cannot use; the message is written for the model."""
 
 

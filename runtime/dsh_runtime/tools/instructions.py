@@ -3,8 +3,9 @@
 Its ``instructions`` context section is asked at the start of every turn, so a session
 that moved to another folder, or a file edited since, is picked up on the next turn; the
 agent resends the section only when its text changed. Which files apply and how they are
-capped is :mod:`dsh.instructions` (shared with ``dsh doctor``). Reading happens in a
-worker thread, so a slow filesystem costs the turn's context budget, never the event loop.
+capped is :mod:`dsh_runtime.agentdocs.instructions` (shared with ``dsh doctor``). Reading
+happens in a worker thread, so a slow filesystem costs the turn's context budget, never the
+event loop.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from dsh import instructions
 from dsh._version import __version__
 
+from dsh_runtime.agentdocs import instructions
 from dsh_runtime.plugin import (
     Capability,
+    Checkup,
     ContextRequest,
+    Diagnosis,
     Manifest,
     Plugin,
     Registrar,
@@ -65,6 +68,34 @@ class InstructionsContext(Plugin):
         """New caps apply from the next turn."""
         self.config = config
         return True
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``agents-md.<path>``: each ``AGENTS.md`` a session in the doctor's working
+        directory would be shown (warn when cut or skipped), or one ``agents-md``."""
+        from dsh.core.errors import DshError
+
+        from dsh_runtime.schema import validate
+
+        try:
+            config = validate(cls.manifest.config_schema or {}, config, row_id=row_id)
+        except DshError as exc:
+            return [Diagnosis("agents-md", "fail", str(exc))]
+        found = []
+        for item in instructions.load(checkup.home, checkup.cwd,
+                                      max_file_bytes=config["max_file_bytes"],
+                                      max_total_bytes=config["max_total_bytes"]):
+            check = f"agents-md.{checkup.shown(item.path)}"
+            if item.problem is not None:
+                found.append(Diagnosis(check, "warn", f"skipped: {item.problem}"))
+            elif item.truncated:
+                found.append(Diagnosis(check, "warn", f"{item.scope}: {item.shown} of "
+                                       f"{item.size} bytes shown ({item.cap} cap)"))
+            else:
+                found.append(Diagnosis(check, "ok", f"{item.scope}: {item.size} bytes"))
+        return found or [Diagnosis("agents-md", "ok", "none in $DSH_HOME nor from $CWD up "
+                                   "to the project root")]
 
     async def section(self, request: ContextRequest) -> str | None:
         """This turn's text: every applicable ``AGENTS.md`` for the session's directory."""

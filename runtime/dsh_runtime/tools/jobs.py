@@ -22,7 +22,7 @@ the job id at once; the model then reads the job with these tools. The table's r
   until one of those moments too: the job is the group, not just its shell. Cancelling a
   turn does not stop its jobs: they belong to the session.
 
-Processes start and stop through :mod:`dsh.process`, with the row's resource limits.
+Processes start and stop through :mod:`dsh.core.process`, with the row's resource limits.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dsh import process
-from dsh.limits import Limits
+from dsh.core import process
+from dsh.core.limits import Limits
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 

@@ -28,6 +28,8 @@ import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from dsh.core.errors import InvalidArgumentError
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -35,7 +37,7 @@ SCHEMES = ("http", "https")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
-class BlockedURL(ValueError):
+class BlockedURL(InvalidArgumentError):
     """The URL may not be fetched; the message is written for the model."""
 
 

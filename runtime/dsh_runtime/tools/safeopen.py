@@ -56,6 +56,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
+from dsh.core.errors import InvalidArgumentError
+
 O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -94,7 +96,7 @@ class Anchor(NamedTuple):
     exact: bool = False
 
 
-class BeneathError(Exception):
+class BeneathError(InvalidArgumentError):
     """A resolution refused for the boundary's sake; ``path`` is the relative path asked."""
 
     def __init__(self, message: str, path: str) -> None:

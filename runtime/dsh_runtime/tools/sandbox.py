@@ -59,8 +59,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dsh import process
-from dsh.errors import ConfigError
+from dsh.core import process
+from dsh.core.errors import ConfigError, DshError
 
 from dsh_runtime.envpolicy import scrubbed
 from dsh_runtime.tools import seatbelt
@@ -106,7 +106,7 @@ _PROBE_TIMEOUT = 10.0
 """Seconds the one trial run of bwrap may take before it counts as unusable."""
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(DshError):
     """A required sandbox cannot run; the message is written for the model."""
 
 
@@ -270,7 +270,7 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     before bwrap starts). Returns ``argv`` unchanged when the mode is off, or when
     bubblewrap is unusable and not required; raises :class:`SandboxUnavailable` when it
     is unusable and required. (Tying the command to the runtime and its resource limits
-    are :mod:`dsh.process`'s, for sandboxed and unsandboxed commands alike.)
+    are :mod:`dsh.core.process`'s, for sandboxed and unsandboxed commands alike.)
     """
     if policy.mode == OFF:
         return list(argv)

@@ -36,11 +36,11 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from dsh import process
 from dsh._version import __version__
+from dsh.core import process
 
 from dsh_runtime.envpolicy import scrubbed
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh_runtime.plugin import Capability, Checkup, Diagnosis, Manifest, Plugin, Registrar
 from dsh_runtime.tools import confine, safeopen
 from dsh_runtime.tools.base import ToolContext, ToolResult
 
@@ -354,3 +354,16 @@ class SearchTools(Plugin):
         """A new backend or limit applies to the next call."""
         self.config = config
         return True
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``tools.grep``: which backend the grep tool uses on this machine."""
+        preference = config.get("backend", "auto")
+        kind = choose_backend(preference if preference in BACKENDS else "auto").kind
+        message = {"companion": "ripgrep (the runtime's companion)",
+                   "path": "ripgrep (on PATH)"}.get(kind, "python (as configured)"
+                                                     if preference == "python" else
+                                                     "python fallback (no ripgrep found; "
+                                                     "slower on large trees)")
+        return [Diagnosis("tools.grep", "ok", message)]

@@ -26,8 +26,8 @@ it (the working directory when absent) against the session's workspace root, so 
 workspace policy it runs unasked inside the root, as the original ran ``bash`` without
 asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
 granted roots) writable, whatever the working directory.
-Every command starts through :mod:`dsh.process` (its own group, tied to the runtime, with
-the row's resource ``limits``: :mod:`dsh.limits`), the one place processes are started
+Every command starts through :mod:`dsh.core.process` (its own group, tied to the runtime, with
+the row's resource ``limits``: :mod:`dsh.core.limits`), the one place processes are started
 and stopped.
 """
 
@@ -42,15 +42,23 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsh import process
 from dsh._version import __version__
-from dsh.limits import SCHEMA as LIMITS_SCHEMA
-from dsh.limits import Limits
+from dsh.core import process
+from dsh.core.limits import SCHEMA as LIMITS_SCHEMA
+from dsh.core.limits import Limits
 
 from dsh_runtime.envpolicy import SCHEMA as ENV_SCHEMA
 from dsh_runtime.envpolicy import EnvPolicy
 from dsh_runtime.hooks import HookEvent
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
+from dsh_runtime.plugin import (
+    Capability,
+    Checkup,
+    Diagnosis,
+    Manifest,
+    Plugin,
+    Registrar,
+    RuntimeContext,
+)
 from dsh_runtime.tools import confine
 from dsh_runtime.tools.base import ToolContext, ToolResult
 from dsh_runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
@@ -405,3 +413,63 @@ class ShellTools(Plugin):
         EnvPolicy.from_config(config.get("env"), row_id=self.row_id)
         self.config = config
         return True
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``sandbox.<row>``: the sandbox policy and whether this platform's sandbox really
+        runs here (bubblewrap on Linux, Seatbelt on macOS; Windows has none), with the
+        shell commands run in; ``limits.<row>``: how the resource limits are enforced here.
+
+        An unusable sandbox is a warning when commands then run unsandboxed (each result
+        says so), and a failure when the row requires it, since every command would be
+        refused. A cgroup bounds a command's processes and memory together (ok); rlimits
+        bound each process alone, and root ignores the process limit (warn then); none
+        is a warning.
+        """
+        from dsh.core.errors import DshError
+        from dsh.core.process import enforcement
+
+        from dsh_runtime.schema import validate
+        from dsh_runtime.tools.sandbox import kind, probe
+
+        sandbox, limits_id = f"sandbox.{row_id}", f"limits.{row_id}"
+        try:
+            config = validate(cls.manifest.config_schema or {}, config, row_id=row_id)
+            policy = Policy.from_config(config["sandbox"], row_id=row_id)
+        except DshError as exc:
+            return [Diagnosis(sandbox, "fail", str(exc))]
+        found: list[Diagnosis] = []
+        try:
+            limits = Limits.from_config(config.get("limits"), row_id=row_id)
+        except DshError as exc:
+            found.append(Diagnosis(limits_id, "fail", str(exc)))
+        else:
+            enforced = enforcement(limits)
+            root = hasattr(os, "getuid") and os.getuid() == 0
+            if enforced.how == "none" or (enforced.how == "rlimits" and root
+                                          and limits.processes):
+                extra = (" (running as root, which RLIMIT_NPROC does not bound: processes "
+                         "are not limited)" if enforced.how == "rlimits" else "")
+                found.append(Diagnosis(limits_id, "warn",
+                                       f"{enforced.how}: {enforced.detail}{extra}"))
+            else:
+                found.append(Diagnosis(limits_id, "ok", f"{enforced.how}: {enforced.detail}"))
+        shell = {"posix": "bash -c", "powershell": "PowerShell",
+                 "cmd": "cmd /c"}[shell_family(config.get("shell") or "")]
+        if policy.mode == "off":
+            found.append(Diagnosis(sandbox, "ok", f"off: commands run unsandboxed, as "
+                                   f"configured ({shell})"))
+            return found
+        trial = probe(policy)
+        if trial.usable:
+            name = {"bubblewrap": "bubblewrap", "seatbelt": "Seatbelt (sandbox-exec)"}[kind()]
+            found.append(Diagnosis(sandbox, "ok", f"{policy.describe()}; {name} works here "
+                                   f"({shell})"))
+        elif policy.required:
+            found.append(Diagnosis(sandbox, "fail", f"{policy.describe()}, but {trial.reason}: "
+                                   "every command will be refused"))
+        else:
+            found.append(Diagnosis(sandbox, "warn", f"{policy.describe()}, but {trial.reason}: "
+                                   "commands run unsandboxed"))
+        return found

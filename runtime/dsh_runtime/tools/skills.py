@@ -1,9 +1,10 @@
 """The ``tools-skills`` row: skills listed to the model, and the ``skill`` tool that loads one.
 
 Skills come from two kinds of source. Folders with a ``SKILL.md`` in the home, the profile
-and the project's ``.dsh/skills`` (:mod:`dsh.skills`, shared with ``dsh doctor``), and
-skills plugins register with ``reg.skill`` (``rt.skills``). Files override plugins of the
-same name, as later places override earlier ones: the most specific source wins.
+and the project's ``.dsh/skills`` (:mod:`dsh_runtime.agentdocs.skills`, shared with
+``dsh doctor``), and skills plugins register with ``reg.skill`` (``rt.skills``). Files
+override plugins of the same name, as later places override earlier ones: the most
+specific source wins.
 
 The ``skills`` context section (name and description of each usable skill) is asked every
 turn for the session's current directory, so a skill added or edited meanwhile shows up on
@@ -18,12 +19,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from dsh import skills
 from dsh._version import __version__
 
+from dsh_runtime.agentdocs import skills
 from dsh_runtime.plugin import (
     Capability,
+    Checkup,
     ContextRequest,
+    Diagnosis,
     Manifest,
     Plugin,
     Registrar,
@@ -118,6 +121,28 @@ class SkillsTools(Plugin):
     async def start(self, rt: RuntimeContext) -> None:
         """Remember the home, profile and plugin skills the search reads."""
         self._rt = rt
+
+    @classmethod
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``skill.<name>``: each skill folder a session in the doctor's working directory
+        would list (warn when malformed; what it overrides named), ``skills.<folder>``
+        for a folder skipped, or one ``skills``."""
+        found = skills.discover(checkup.home, checkup.profile, checkup.cwd)
+        checks = []
+        for name, entry in found.skills.items():
+            where = checkup.shown(entry.path) + "".join(
+                f" (overrides {checkup.shown(p)})" for p in entry.overrides)
+            if entry.problem is not None:
+                checks.append(Diagnosis(f"skill.{name}", "warn", f"{where}: {entry.problem}"))
+            else:
+                checks.append(Diagnosis(f"skill.{name}", "ok", f"{where}: {entry.description}"))
+        if not found.skills:
+            checks.append(Diagnosis("skills", "ok", "none in $DSH_HOME/skills, the profile's "
+                                    "skills nor the project's .dsh/skills"))
+        for folder, problem in found.notes:
+            checks.append(Diagnosis(f"skills.{checkup.shown(folder)}", "warn", problem))
+        return checks
 
     async def available(self, cwd: str) -> dict[str, Available]:
         """Every skill for a session in ``cwd`` by name (sorted), malformed ones included."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh._version import __version__
-from dsh.errors import ConfigError
+from dsh.core.errors import ConfigError
 
 from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
 from dsh_runtime.tools.web_fetch import WebFetch

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urljoin
 
 from dsh._version import __version__
-from dsh.redact import redact
+from dsh.core.redact import redact
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dsh._version import __version__
-from dsh.redact import redact
+from dsh.core.redact import redact
 
 from dsh_runtime.tools.base import ToolContext, ToolResult
 

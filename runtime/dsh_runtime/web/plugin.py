@@ -1,25 +1,17 @@
 """The ``web-server`` plugin: the ``web`` application's ``main`` command.
 
 ``dsh web [--host HOST] [--port PORT]`` serves the HTTP API of :mod:`dsh_runtime.web.routes`
-and its page until SIGTERM/SIGINT. Only the command line parsing and the help live here,
-so loading the plugin (``-h``, ``--dump-config``, doctor) never imports Starlette or
-uvicorn; :mod:`dsh_runtime.web.server` does, when ``main`` runs.
+and its page until SIGTERM/SIGINT. Only the help lives here, so loading the plugin
+(``-h``, ``--dump-config``, doctor) never imports Starlette or uvicorn; the options
+(:mod:`dsh_runtime.web.options`) and :mod:`dsh_runtime.web.server` are imported when
+``main`` runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
 from dsh._version import __version__
-from dsh.errors import ConfigError, UsageError
 
 from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
-
-LOOPBACK = "127.0.0.1"
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
-DEFAULT_APPROVAL_TIMEOUT_S = 300.0
 
 HELP = """\
 usage: dsh web [-h] [--host HOST] [--port PORT]
@@ -58,64 +50,6 @@ SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
 """
 
 
-@dataclass(frozen=True)
-class WebOptions:
-    """Where to listen and the limits, from the row config and the command line."""
-
-    host: str
-    port: int
-    explicit_host: bool
-    max_body_bytes: int
-    approval_timeout_s: float
-
-
-def parse(argv: Sequence[str], config: Mapping[str, Any]) -> WebOptions:
-    """The command line over the row config; a bad value is a UsageError (exit 2).
-
-    A non-loopback host in the row config is refused: only an explicit ``--host`` may
-    widen the listener, so a stray patch can never expose the agent.
-    """
-    host: str | None = None
-    port: str | None = None
-    args = list(argv)
-    while args:
-        arg = args.pop(0)
-        name, eq, value = arg.partition("=")
-        if name not in ("--host", "--port"):
-            raise UsageError(f"dsh web: unknown argument {arg!r} (see dsh web -h)")
-        if not eq:
-            if not args:
-                raise UsageError(f"dsh web: {name} needs a value")
-            value = args.pop(0)
-        if name == "--host":
-            host = value
-        else:
-            port = value
-    if host is not None and not host:
-        raise UsageError("dsh web: --host must not be empty")
-    configured = str(config.get("host", LOOPBACK))
-    if host is None and configured != LOOPBACK:
-        raise ConfigError(f"web-server config host {configured!r}: only 127.0.0.1 may be "
-                          "configured; pass --host explicitly to listen elsewhere")
-    return WebOptions(
-        host=host or LOOPBACK,
-        port=_port(port) if port is not None else int(config.get("port", 0)),
-        explicit_host=host is not None,
-        max_body_bytes=int(config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
-        approval_timeout_s=float(config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S)),
-    )
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise UsageError(f"dsh web: --port must be an integer 0..65535 (got {text!r})")
-    return port
-
-
 class WebServer(Plugin):
     """Registers ``main``, which serves the HTTP API and page until a signal."""
 
@@ -143,6 +77,8 @@ class WebServer(Plugin):
 
     async def _main(self, rt: RuntimeContext, argv: list[str]) -> int:
         """Parse (usage errors before any I/O), then serve until cancelled by a signal."""
+        from dsh_runtime.web.options import parse
+
         options = parse(argv, self.config)
         from dsh_runtime.web.server import serve
 

@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh import jsonrpc
-from dsh.errors import JsonRpcError
+from dsh.core.errors import DshError, SessionNotFoundError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from dsh_runtime.servers import validation
+from dsh_runtime.servers.errors import http_status
 from dsh_runtime.servers.operations import Operations
 from dsh_runtime.web.approvals import DECISIONS, ApprovalBroker
 from dsh_runtime.web.guard import Guard, problem_body
@@ -48,13 +48,6 @@ class Problem(Exception):
         self.message = message
 
 
-_BY_RPC_CODE = {
-    jsonrpc.INVALID_PARAMS: (400, "invalid-params"),
-    -32001: (429, "busy"),
-    jsonrpc.INTERNAL_ERROR: (503, "unavailable"),
-}
-
-
 def _problem_response(exc: Problem) -> Response:
     headers = {"retry-after": "1"} if exc.status == 429 else None
     return Response(problem_body(exc.code, exc.message), exc.status,
@@ -65,14 +58,14 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def _api(fn: Endpoint) -> Endpoint:
-    """Turn :class:`Problem` and the agent's JSON-RPC errors into error answers."""
+    """Turn :class:`Problem` and dsh's errors into error answers (the servers' one table,
+    :mod:`dsh_runtime.servers.errors`, with its HTTP statuses)."""
 
     async def endpoint(request: Request) -> Response:
         try:
             return await fn(request)
-        except JsonRpcError as exc:
-            status, code = _BY_RPC_CODE.get(exc.code, (500, "internal"))
-            return _problem_response(Problem(status, code, exc.message))
+        except DshError as exc:
+            return _problem_response(Problem(*http_status(exc)))
         except Problem as exc:
             return _problem_response(exc)
 
@@ -132,7 +125,7 @@ class WebApi:
         self._known(session_id)
         try:
             return self.ops.live_events(session_id)
-        except JsonRpcError:
+        except SessionNotFoundError:
             await self.ops.resume(session_id)
             return self.ops.live_events(session_id)
 

@@ -26,13 +26,13 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
-from dsh.errors import UsageError
+from dsh.core.errors import UsageError
 
 from dsh_runtime.plugin import RuntimeContext
 from dsh_runtime.servers.operations import Operations, RuntimeView
 from dsh_runtime.web.approvals import ApprovalBroker
 from dsh_runtime.web.guard import allowed_hosts
-from dsh_runtime.web.plugin import LOOPBACK, WebOptions
+from dsh_runtime.web.options import LOOPBACK, WebOptions
 from dsh_runtime.web.routes import STATIC_TYPES, WebApi
 from dsh_runtime.web.streams import EventHub
 

@@ -82,7 +82,7 @@ def describe(dsn: str) -> str:
     port = found.get("port", "")
     where = f"{host}:{port}" if port and "," not in host else host
     # The user goes after the URL, not in it: a user name inside a URL is masked by
-    # dsh.redact wherever messages go (it may be a token elsewhere), which would hide it.
+    # dsh.core.redact wherever messages go (it may be a token elsewhere), which would hide it.
     return (f"postgresql://{where}/{found.get('dbname', '')}"
             + (f" as {user}" if user else ""))
 

@@ -4,14 +4,14 @@ One connection per runtime (autocommit; a transaction is opened where statements
 together), used from the runtime's loop thread like the SQLite store's. :meth:`Link.run`
 is the only way statements reach it: a driver error that leaves the connection closed or
 broken (the server stopped, the network went away) marks the link *down* and becomes
-:class:`~dsh.errors.StoreUnavailableError`; while down every call fails that way at once,
+:class:`~dsh.core.errors.StoreUnavailableError`; while down every call fails that way at once,
 without touching the network, until :meth:`Link.adopt` hands it a new connection (the
 plugin reconnects in a worker thread, so a slow connect never stalls the loop).
 
 Errors leave as dsh errors with the DSN's password scrubbed (:mod:`.dsn`) and without the
 driver's exception chained, since its text or a traceback could quote the DSN: a refused
-password or unknown database is :class:`~dsh.errors.ConfigError` (exit 2, bad setup), an
-unreachable server :class:`~dsh.errors.PluginError` (exit 1).
+password or unknown database is :class:`~dsh.core.errors.ConfigError` (exit 2, bad setup), an
+unreachable server :class:`~dsh.core.errors.PluginError` (exit 1).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dsh.distribution import POSTGRES_EXTRA, install_hint
-from dsh.errors import ConfigError, DshError, PluginError, StoreUnavailableError
+from dsh.core.distribution import POSTGRES_EXTRA, install_hint
+from dsh.core.errors import ConfigError, DshError, PluginError, StoreUnavailableError
 
 from dsh_runtime.sessions.postgres import dsn as dsn_mod
 

@@ -25,10 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from dsh._version import __version__
-from dsh.distribution import POSTGRES_EXTRA, install_hint
-from dsh.errors import ConfigError, DshError, StoreUnavailableError
+from dsh.core.distribution import POSTGRES_EXTRA, install_hint
+from dsh.core.errors import ConfigError, DshError, StoreUnavailableError
 
-from dsh_runtime.plugin import Capability, Diagnosis, Manifest, Plugin, RuntimeContext
+from dsh_runtime.plugin import (
+    Capability,
+    Checkup,
+    Diagnosis,
+    Manifest,
+    Plugin,
+    RuntimeContext,
+)
 from dsh_runtime.sessions.plugin import EXPIRY_S, HEARTBEAT_S, lease_timing
 
 logger = logging.getLogger("dsh.sessions")
@@ -154,45 +161,54 @@ class SessionsPostgres(Plugin):
                      lease_expiry_ms=int(float(config.get("lease_expiry_s", EXPIRY_S)) * 1000))
 
     @classmethod
-    def diagnose(cls, row_id: str, config: Mapping[str, Any], *, home: str,
-                 env: Mapping[str, str]) -> list[Diagnosis]:
-        """Reachable (server version), schema version against this dsh's, lease table
-        readable (leases held, how many stale): each a check, nothing written."""
+    def diagnose(cls, row_id: str, config: Mapping[str, Any],
+                 checkup: Checkup) -> list[Diagnosis]:
+        """``--live``: reachable (server version), schema version against this dsh's, lease
+        table readable (leases held, how many stale): each a check ``plugin.<row id>.*``,
+        nothing written."""
+        if not checkup.live:
+            return []
+        from dsh_runtime.schema import validate
         from dsh_runtime.sessions.postgres import schema
 
+        check = f"plugin.{row_id}"
+        try:
+            config = validate(cls.manifest.config_schema or {}, config, row_id=row_id)
+        except DshError as exc:
+            return [Diagnosis(f"{check}.config", "fail", str(exc))]
         try:
             link = _link(config)
             conn = link.connect()
         except DshError as exc:
-            return [Diagnosis("reachable", "fail", str(exc))]
+            return [Diagnosis(f"{check}.reachable", "fail", str(exc))]
         name = str(config.get("schema", DEFAULT_SCHEMA))
         try:
             version = conn.execute("SHOW server_version").fetchone()[0]
-            checks = [Diagnosis("reachable", "ok",
+            checks = [Diagnosis(f"{check}.reachable", "ok",
                                 f"{link.where} answers (PostgreSQL {version.split()[0]})")]
             found = schema.found_version(conn, name)
             if found is None:
-                checks.append(Diagnosis("schema", "warn", f"schema {name!r} not created yet "
-                                        "(the first runtime creates it)"))
+                checks.append(Diagnosis(f"{check}.schema", "warn", f"schema {name!r} not "
+                                        "created yet (the first runtime creates it)"))
                 return checks
             if found > schema.VERSION:
-                checks.append(Diagnosis("schema", "fail", f"schema {name!r} has version "
+                checks.append(Diagnosis(f"{check}.schema", "fail", f"schema {name!r} has version "
                                         f"{found}, newer than this dsh supports "
                                         f"({schema.VERSION}): upgrade dsh on this host"))
                 return checks
             state = "current" if found == schema.VERSION else "migrated at the next start"
-            checks.append(Diagnosis("schema", "ok", f"schema {name!r} at version {found} "
+            checks.append(Diagnosis(f"{check}.schema", "ok", f"schema {name!r} at version {found} "
                                     f"(this dsh: {schema.VERSION}, {state})"))
             expiry_ms = int(float(config.get("lease_expiry_s", EXPIRY_S)) * 1000)
             held, old = conn.execute(
                 f"SELECT count(*), count(*) FILTER (WHERE heartbeat_at < "
                 f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %s) FROM "
                 f"{schema.quoted(name)}.session_leases", (expiry_ms,)).fetchone()
-            checks.append(Diagnosis("leases", "ok", f"lease table readable: {held} held, "
+            checks.append(Diagnosis(f"{check}.leases", "ok", f"lease table readable: {held} held, "
                                     f"{old} expired (taken over at next use)"))
             return checks
         except Exception as exc:
-            return [Diagnosis("reachable", "fail", str(link.error(exc)))]
+            return [Diagnosis(f"{check}.reachable", "fail", str(link.error(exc)))]
         finally:
             conn.close()
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsh.errors import ConfigError, PluginError
+from dsh.core.errors import ConfigError, PluginError
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 

@@ -16,10 +16,10 @@ differs is how each rule holds across hosts:
   holder stored. Each append is its own transaction (one event, the batch a client is
   sent); ``save``, an import and a spool replay write their batch in one transaction.
   The key ``(session_id, seq)`` refuses a second event at a seq
-  (:class:`~dsh.errors.DuplicateEventError`).
+  (:class:`~dsh.core.errors.DuplicateEventError`).
 * **The database going away** (:mod:`.link`): an event that cannot be stored is written
   to the home's spool (:mod:`.spool`) before it is sent, and the append raises
-  :class:`~dsh.errors.StoreUnavailableError` (``spooled``), on which the agent ends the
+  :class:`~dsh.core.errors.StoreUnavailableError` (``spooled``), on which the agent ends the
   running turn with an error. Once the plugin has a connection again, :meth:`recover`
   writes the spool under this runtime's leases.
 * **Workspaces** are paths on one host, so their reference counts stay in the home's
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from dsh.errors import DuplicateEventError, SessionHeldError, StoreUnavailableError
+from dsh.core.errors import DuplicateEventError, SessionHeldError, StoreUnavailableError
 
 from dsh_runtime.agent.session import SessionRecord
 from dsh_runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale

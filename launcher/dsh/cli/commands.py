@@ -1,0 +1,335 @@
+"""The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``,
+``sessions``), built with click.
+
+They run under :func:`dsh.cli.main.main`'s single error handler: click's own usage errors are
+turned into :class:`~dsh.core.errors.UsageError` here, so every failure leaves the same way.
+With ``--json`` a failure is still exactly one JSON document on stdout (``ok: false``).
+Help texts are given as ``help=``, never read from docstrings: the frozen runtime's
+bytecode is compiled without docstrings (``wheels/hatch_build.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsh.cli import machine
+from dsh.cli.argv import Invocation
+from dsh.core.errors import DshError, UsageError
+from dsh.core.home import resolve_home
+
+
+def _emit(command: str, profile: str | None, as_json: bool, data: Any,
+          render: Any) -> None:
+    document = machine.envelope(command, profile, data=data)
+    sys.stdout.write(machine.dumps(document) if as_json else render(data))
+
+
+def _fail_json(command: str, profile: str | None, exc: DshError) -> None:
+    error = {"code": exc.exit_code, "type": type(exc).__name__, "message": str(exc)}
+    sys.stdout.write(machine.dumps(machine.envelope(command, profile, error=error)))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             help="dsh launcher subcommands.")
+@click.pass_context
+def group(ctx: click.Context) -> None:
+    pass
+
+
+_home_option = click.option("--home", "home", default=None, help="The dsh home.")
+
+
+@group.command(help="What this installation is: version, carriers, profiles.")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def info(inv: Invocation, home: str | None, as_json: bool) -> None:
+    from dsh.cli import info as info_mod
+
+    explicit = home or inv.home
+    home_path = resolve_home(explicit)
+    try:
+        data = info_mod.collect(home_path, explicit)
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json("info", None, exc)
+        sys.exit(exc.exit_code)
+    _emit("info", None, as_json, data, info_mod.render)
+
+
+@group.command(help="Check the home and a profile; exit 1 when a check fails.")
+@_home_option
+@click.option("--profile", "profile", default="sdk", show_default=True)
+@click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
+@click.option("--live", is_flag=True,
+              help="Also boot the runtime, reach the default model route (key, server, "
+                   "model listed) and every MCP server.")
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+           live: bool, strict: bool, as_json: bool) -> None:
+    from dsh.cli import doctor as doctor_mod
+
+    if as_json and strict:
+        raise UsageError("--strict is for people; with --json, read each check's status")
+    home_path = resolve_home(home or inv.home)
+    runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict)
+    data = runner.run(live=live)
+    _emit("doctor", profile, as_json, data, doctor_mod.render)
+    if data["failed"]:
+        sys.exit(1)
+
+
+@group.group(help="Profiles of the home and the shipped templates.")
+def profile() -> None:
+    pass
+
+
+@profile.command("list", help="List every profile with its bundles and reload policy.")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
+    from dsh.cli import info as info_mod
+
+    home_path = resolve_home(home or inv.home)
+    rows = info_mod.collect(home_path, home or inv.home)["profiles"]
+
+    def render(data: dict[str, Any]) -> str:
+        return "".join(
+            f"{r['id']}\tERROR {r['error']}\n" if "error" in r
+            else f"{r['id']}\t{r['patchReload']}\t{', '.join(r['bundles'])}\n"
+            for r in data["profiles"]
+        )
+
+    _emit("profile list", None, as_json, {"profiles": rows}, render)
+
+
+@group.group(help="Each profile's own plugin environment (profiles/NAME/plugins), and new "
+                   "plugin packages.")
+@click.option("--profile", "profile_name", default=None,
+              help="The profile to change or list (every command but `new`).")
+@_home_option
+@click.pass_context
+def plugin(ctx: click.Context, profile_name: str | None, home: str | None) -> None:
+    from dsh.core.carriers import running_frozen
+
+    if running_frozen():
+        # pip installs for a Python interpreter, which the frozen runtime is not; the
+        # freeze leaves out the lock and TOML-editing libraries this command needs.
+        raise UsageError("dsh plugin needs the python carrier (it installs with pip): run "
+                         "it with the `dsh` launcher, not the frozen dsh-runtime")
+    inv: Invocation = ctx.obj
+    ctx.obj = _PluginArgs(resolve_home(home or inv.home), profile_name)
+
+
+class _PluginArgs:
+    """The ``plugin`` group's options, handed to its commands."""
+
+    def __init__(self, home: Path, profile: str | None) -> None:
+        self.home = home
+        self.profile = profile
+
+    def manager(self, command: str) -> Any:
+        """The profile's plugin manager; a command without ``--profile`` is bad input."""
+        from dsh.cli.plugins import PluginManager
+        from dsh.config.profiles import validate_name
+
+        if self.profile is None:
+            raise UsageError(f"dsh plugin {command} needs a profile: dsh plugin --profile "
+                             f"NAME {command} ...")
+        return PluginManager(self.home, validate_name(self.profile))
+
+
+def _show_bundles(profile: Any) -> None:
+    sys.stdout.write(f"bundles: {', '.join(profile.bundles)}\n")
+
+
+@plugin.command("add", help="Install requirements (names or local paths) into the profile; "
+                "a new profile starts from a shipped template.")
+@click.argument("specs", nargs=-1, required=True)
+@click.option("--from", "template", default=None, metavar="TEMPLATE",
+              help="The shipped template a new profile starts from (default: headless).")
+@click.option("--no-bundle", "plain", is_flag=True,
+              help="Accept a package without a dsh.bundles entry point (a plain library).")
+@click.pass_obj
+def plugin_add(args: _PluginArgs, specs: tuple[str, ...], template: str | None,
+               plain: bool) -> None:
+    manager = args.manager("add")
+    _show_bundles(manager.add(list(specs), Path.cwd(), template=template, plain=plain))
+
+
+@plugin.command("remove",
+                help="Remove requirements (by requirement text, path or distribution name).")
+@click.argument("names", nargs=-1, required=True)
+@click.pass_obj
+def plugin_remove(args: _PluginArgs, names: tuple[str, ...]) -> None:
+    _show_bundles(args.manager("remove").remove(list(names), Path.cwd()))
+
+
+@plugin.command("sync", help="Reinstall exactly the requirements recorded in profile.toml.")
+@click.pass_obj
+def plugin_sync(args: _PluginArgs) -> None:
+    _show_bundles(args.manager("sync").sync())
+
+
+@plugin.command("order", help="Rewrite the profile's bundle order.")
+@click.argument("bundles", nargs=-1, required=True)
+@click.pass_obj
+def plugin_order(args: _PluginArgs, bundles: tuple[str, ...]) -> None:
+    _show_bundles(args.manager("order").order(list(bundles)))
+
+
+@plugin.command("list", help="Requirements, installed versions and bundles (writes nothing).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def plugin_list(args: _PluginArgs, as_json: bool) -> None:
+    try:
+        manager = args.manager("list")
+        data = manager.describe()
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json("plugin list", args.profile, exc)
+        sys.exit(exc.exit_code)
+
+    def render(d: dict[str, Any]) -> str:
+        lines = [f"bundles: {', '.join(d['bundles'])}"]
+        for r in d["requirements"]:
+            state = f"{r['distribution']} {r['version']}" if r["installed"] else "not installed"
+            extra = f" (bundles: {', '.join(r['bundles'])})" if r["bundles"] else ""
+            lines.append(f"{r['requirement']}\t{state}{extra}")
+        return "\n".join(lines) + "\n"
+
+    _emit("plugin list", manager.name, as_json, data, render)
+
+
+@plugin.command("new", help="Write a new plugin package NAME (one tool, its bundle, a test) "
+                "to start from; see docs/plugins.md.")
+@click.argument("name")
+@click.option("--dir", "where", default=".", show_default=True,
+              help="The folder to create NAME in.")
+@click.option("--backend", type=click.Choice(["setuptools", "hatchling"]),
+              default="setuptools", show_default=True, help="The package's build backend.")
+@click.pass_obj
+def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
+    from dsh.cli import scaffold
+
+    if args.profile is not None:
+        raise UsageError("dsh plugin new writes a package and takes no --profile; add it to "
+                         f"a profile afterwards: dsh plugin --profile {args.profile} add "
+                         f"./{name}")
+    folder = scaffold.create(name, Path(where), backend=backend)
+    shown = str(folder) if Path(where).is_absolute() else os.path.join(
+        ".", os.path.relpath(folder))
+    sys.stdout.write(f"created {shown}/ (plugin {name}, {backend})\n"
+                     f"next: cd {shown} && pip install -e '.[test]' && python -m pytest\n"
+                     f"      dsh plugin --profile mine add {shown}\n")
+
+
+@group.command(help="Trust a project folder (default: the current one): its own .env may "
+                    "then set provider base URLs, proxies, CA bundles and DSH_POSTGRES_DSN "
+                    "as they are now (dsh otherwise ignores them there; a later change needs "
+                    "dsh trust again). Recorded in $DSH_HOME/trusted.toml.")
+@click.argument("path", required=False)
+@click.option("--list", "show", is_flag=True, help="List the trusted folders.")
+@click.option("--remove", "remove", metavar="PATH", default=None,
+              help="Stop trusting PATH.")
+@_home_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
+          home: str | None, as_json: bool) -> None:
+    from dsh.config import trust as trust_mod
+
+    if sum((show, remove is not None, path is not None)) > 1:
+        raise UsageError("give one of PATH, --list or --remove PATH")
+    home_path = resolve_home(home or inv.home)
+    if show:
+        data: dict[str, Any] = {"folders": trust_mod.folders(home_path)}
+        _emit("trust", None, as_json, data,
+              lambda d: "".join(f"{f}\n" for f in d["folders"]))
+        return
+    if remove is not None:
+        trust_mod.remove(home_path, Path(remove))
+        data = {"folder": os.path.realpath(remove), "trusted": False}
+        _emit("trust", None, as_json, data, lambda d: f"no longer trusted: {d['folder']}\n")
+        return
+    folder = Path(path) if path is not None else Path.cwd()
+    change = trust_mod.add(home_path, folder)
+    data = {"folder": os.path.realpath(folder), "trusted": True, "change": change}
+    words = {"added": "trusted", "updated": "trusted (its .env's routing settings as they "
+             "are now)", "unchanged": "already trusted"}
+    _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
+
+
+@group.group(help="Move a profile's sessions between stores (SQLite, PostgreSQL) as JSON "
+                  "Lines.")
+def sessions() -> None:
+    pass
+
+
+_profile_option = click.option("--profile", "profile", default="sdk", show_default=True,
+                               help="The profile whose sessions row is used.")
+_patch_option = click.option("--patch", "patches", multiple=True,
+                             help="Extra patch layers, in order (e.g. the PostgreSQL one).")
+
+
+@sessions.command("export", help="Write every session (or each --session) with its events "
+                                 "and goals.")
+@_home_option
+@_profile_option
+@_patch_option
+@click.option("--session", "session_ids", multiple=True, help="Only this session (repeatable).")
+@click.option("-o", "--output", default="-", show_default=True,
+              help="The file to write ('-': stdout); replaced only once complete.")
+@click.pass_obj
+def sessions_export(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                    session_ids: tuple[str, ...], output: str) -> None:
+    from dsh.cli.sessionio import export_sessions
+
+    summary = export_sessions(resolve_home(home or inv.home), profile, list(patches),
+                              Path.cwd(), output, list(session_ids))
+    sys.stderr.write(summary + "\n")
+
+
+@sessions.command("import", help="Read an export into the profile's store; exit 1 when a "
+                                 "session is refused (held, or its log differs).")
+@_home_option
+@_profile_option
+@_patch_option
+@click.argument("source", default="-")
+@click.pass_obj
+def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                    source: str) -> None:
+    from dsh.cli.sessionio import import_sessions
+
+    summary, complete = import_sessions(resolve_home(home or inv.home), profile, list(patches),
+                                        Path.cwd(), source)
+    sys.stdout.write(summary)
+    if not complete:
+        sys.exit(1)
+
+
+def run_subcommand(inv: Invocation) -> int:
+    """Run ``inv.subcommand`` with its arguments; click errors become UsageError."""
+    try:
+        group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
+                   standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        return 0
+    except click.UsageError as exc:
+        raise UsageError(exc.format_message()) from exc
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort as exc:
+        raise KeyboardInterrupt from exc
+    return 0
