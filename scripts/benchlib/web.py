@@ -147,8 +147,15 @@ def _web_first_delta(environ: dict[str, str], tmp: str, rounds: int) -> list[flo
             if status != 202:
                 raise RuntimeError(f"POST prompt answered {status}")
             stream.close()
-            while any(s["status"] != "idle"  # let the turn finish before the next
+            # The rest of the turn is not timed: cancel it (the offline script's second
+            # step asks to change the working directory, which the web profile holds for
+            # an approval nobody here gives) and wait until the session is idle again.
+            web.call(control, "POST", f"/api/sessions/{session}/cancel", {})
+            deadline = time.monotonic() + 30
+            while any(s["status"] != "idle"
                       for s in web.call(control, "GET", "/api/sessions")[1]["sessions"]):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("a cancelled turn was not idle within 30 s")
                 time.sleep(0.01)
         control.close()
     finally:
