@@ -86,6 +86,22 @@ def test_missing_manifest_still_finds_the_host_executable(
     assert found["version_or_none"] is None
 
 
+@pytest.mark.skipif(not hasattr(os, "uname"), reason="Windows names its host through platform")
+def test_finding_the_runtime_reads_no_manifest_and_loads_no_hashing(
+        make_payload: Callable[..., Path], names: tuple[str, str]) -> None:
+    """Every SDK client's start runs this lookup: one stat, no 130 KB manifest read, no
+    OpenSSL (hashlib) and no platform module."""
+    site = make_payload({names[0]: b"exe"})
+    (site / "dsh_runtime_bin" / "runtime.json").write_text("not json")  # read: it raises
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(site)
+    code = ("import json, sys, dsh_runtime_bin as b; path = str(b.runtime_path()); "
+            "print(json.dumps([path, sorted({'hashlib', 'platform'} & set(sys.modules))]))")
+    done = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == [str(site / "dsh_runtime_bin" / names[0]), []]
+
+
 def test_missing_companion_lists_path_and_known_companions(
         make_payload: Callable[..., Path], names: tuple[str, str]) -> None:
     exe, rg = names

@@ -7,14 +7,15 @@ build hook (``wheels/hatch_build.py``) loads this module by path to name and has
 the same way, so the writer and the reader of the manifest cannot drift apart.
 
 Only the standard library is used: SDK clients import this to find their runtime, and an
-import must never cost more than reading one small JSON file.
+import must never cost more than reading one small JSON file. ``hashlib`` (which loads
+OpenSSL) and ``platform`` cost several milliseconds of every client's start, so they are
+imported only by what needs them: hashing, and naming a Windows host.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,20 @@ def package_dir() -> Path:
 
 
 def host_platform_key() -> str:
-    """This machine's runtime platform key, e.g. ``linux-x64`` (may be one not shipped)."""
-    system = _SYSTEMS.get(platform.system().lower(), platform.system().lower())
-    machine = _MACHINES.get(platform.machine().lower(), platform.machine().lower())
+    """This machine's runtime platform key, e.g. ``linux-x64`` (may be one not shipped).
+
+    On POSIX ``os.uname()`` gives what ``platform.system()``/``machine()`` would (they
+    read it), without importing ``platform``.
+    """
+    if hasattr(os, "uname"):
+        names = os.uname()
+        system_name, machine_name = names.sysname.lower(), names.machine.lower()
+    else:
+        import platform
+
+        system_name, machine_name = platform.system().lower(), platform.machine().lower()
+    system = _SYSTEMS.get(system_name, system_name)
+    machine = _MACHINES.get(machine_name, machine_name)
     return f"{system}-{machine}"
 
 
@@ -68,6 +80,8 @@ def companion_name(key: str, name: str) -> str:
 
 def file_sha256(path: Path) -> str:
     """Hex sha256 of a file, read in chunks (the runtime's largest library is ~6 MB)."""
+    import hashlib
+
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
@@ -107,22 +121,25 @@ def manifest() -> dict[str, Any]:
 def locate_runtime(root: Path) -> Path:
     """The executable in payload folder ``root``; the lookup behind :func:`runtime_path`.
 
-    The manifest's name comes first; the host's own name is also tried, so a wheel whose
-    manifest was lost still runs, and the error lists both names when neither exists.
+    The host's own name comes first: it is what this platform's wheel ships, and finding
+    it costs one ``stat`` on every client's start, where the manifest lists every payload
+    file (a 130 KB read). The manifest's name is tried next (a wheel of another platform
+    run under emulation), and the error lists both names when neither exists.
     """
-    names: list[str] = []
+    host = root / executable_name(host_platform_key())
+    if host.is_file():
+        return host
+    candidates = [host]
     note = None
     try:
-        names.append(str(read_manifest(root)["executable"]))
+        named = root / str(read_manifest(root)["executable"])
     except (RuntimeMissingError, ManifestError, KeyError) as exc:
         note = f"manifest unusable: {exc}"
-    host_name = executable_name(host_platform_key())
-    if host_name not in names:
-        names.append(host_name)
-    candidates = [root / name for name in names]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
+    else:
+        if named.is_file():
+            return named
+        if named != host:
+            candidates.insert(0, named)
     raise RuntimeMissingError("the dsh runtime executable", candidates, note)
 
 
