@@ -167,11 +167,12 @@ START_TO_READY = Metric(
     about="DshClient over the published DeepSeek Harness client (deepseek-harness-sdk), "
           "the same steps for both: build the client, spawn this install's dsh runtime "
           "(`--profile sdk` + the offline patch), initialize answered. DshClient finds the "
-          "runtime by its own lookup (`python -m dsh`), the Harness client is given the "
-          "`dsh` console script as its dsh_bin (the same code; the script starts about as "
-          "fast). Median of per-pair ratios, the clients interleaved in fresh interpreters "
-          "that imported their SDK first. Details: DshClient given that same script as "
-          "its dsh_bin, and closing.",
+          "runtime by its own lookup (the frozen executable where dsh-runtime-bin is "
+          "installed, else `python -m dsh`; `runtime` in the details); the Harness client "
+          "is given that executable, or for the python carrier the `dsh` console script "
+          "(the same code, starting about as fast), as its dsh_bin. Median of per-pair "
+          "ratios, the clients interleaved in fresh interpreters that imported their SDK "
+          "first. Details: DshClient given that same dsh_bin, and closing.",
     changes="The client's own work before and around the spawn (runtime lookup, path "
             "checks, its event-loop thread, how the child is forked), not the runtime's "
             "boot, which both wait for alike. A runtime the client did not locate itself "
@@ -192,22 +193,27 @@ READY_LADDER = Metric(
 @benchmark("sdk_start_to_ready", START_TO_READY, READY_LADDER, anchors=True)
 def sdk_start_to_ready(opts: Options) -> list[Result]:
     """DshClient and the DeepSeek Harness client, same runtime, spawn to initialize."""
-    dsh_bin = shutil.which("dsh", path=str(Path(sys.executable).parent))
+    from dsh.sdk import ClientConfig
+    from dsh.sdk._locate import locate
+
     harness_python = sys.executable if _has_module("deepseek_harness") else (
         opts.anchors.python if opts.anchors is not None else None)
     runs = opts.reps(21, 9)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = installed_environ(tmp)
+        # The runtime DshClient's own lookup chooses here, given to the Harness client.
+        runtime = locate(ClientConfig(), environ)
+        dsh_bin = runtime.path if runtime.carrier == "exe" else \
+            shutil.which("dsh", path=str(Path(sys.executable).parent))
         patch = str(OFFLINE_PATCH)
         sides: dict[str, tuple[str, str, list[str]]] = {
-            # DshClient's own lookup: the python carrier (sys.executable -m dsh)
             "dsh": (sys.executable, _DSH_CLIENT, ["sdk", patch, ""]),
         }
         if dsh_bin is not None and harness_python is not None:
             sides["deepseek-harness-sdk"] = (harness_python, _HARNESS_CLIENT,
                                              ["sdk", patch, dsh_bin])
-            # the same script given to DshClient: kernel-tied (a full fork)
-            sides["dsh given the dsh script"] = (sys.executable, _DSH_CLIENT,
+            # the same dsh_bin given to DshClient: kernel-tied (a full fork)
+            sides["dsh given the same dsh_bin"] = (sys.executable, _DSH_CLIENT,
                                                  ["sdk", patch, dsh_bin])
         baseline = PythonPass(environ, tmp)
         for python, code, args in sides.values():  # seeds the profile, writes bytecode
@@ -228,7 +234,7 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
                   "without its runtime; or run with --with-anchors)")
         return [START_TO_READY.skip(reason), ladder]
     theirs = samples["deepseek-harness-sdk"]
-    scripted = samples["dsh given the dsh script"]
+    scripted = samples["dsh given the same dsh_bin"]
 
     def paired(a: list[dict[str, float]], key: str = "ready") -> float:
         return round(statistics.median(x[key] / y[key] for x, y in zip(a, theirs,
@@ -237,10 +243,11 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
     return [
         START_TO_READY.measure(
             paired(ours), runs=runs, python_pass_ms=baseline.median_ms,
+            runtime=f"{runtime.carrier} ({runtime.source})",
             dsh_ready_ms=median_ms([s["ready"] for s in ours]),
             harness_ready_ms=median_ms([s["ready"] for s in theirs]),
-            dsh_given_script_ready_ms=median_ms([s["ready"] for s in scripted]),
-            dsh_given_script_ratio=paired(scripted),
+            dsh_given_bin_ready_ms=median_ms([s["ready"] for s in scripted]),
+            dsh_given_bin_ratio=paired(scripted),
             dsh_close_ms=median_ms([s["close"] for s in ours]),
             harness_close_ms=median_ms([s["close"] for s in theirs]),
             close_ratio=paired(ours, "close"),
