@@ -29,6 +29,7 @@ One ``pip wheel wheels/`` (or cibuildwheel) runs the whole build for the host pl
 5. ripgrep: the pinned ``ripgrep`` wheel's ``rg``, checked against its recorded sha256,
    becomes the companion ``<executable>-rg``;
 6. manifest: ``runtime.json`` records version, platform, source and every file's sha256;
+   ``VERSION`` holds the version alone, for the check every client start makes;
 7. the payload must be exactly the expected file set, and the wheel is tagged
    ``py3-none-<platform>`` (a ``none-any`` runtime wheel would install anywhere and run
    nowhere, so it is refused).
@@ -344,7 +345,7 @@ def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iter
                        or PurePosixPath(path).name.split(".")[0] in EXCLUDED_LIBRARIES)
     if forbidden:
         raise BuildError(f"the frozen tree holds excluded modules: {', '.join(forbidden[:8])}")
-    return frozen | set(companions) | set(package) | {"runtime.json"}
+    return frozen | set(companions) | set(package) | {"runtime.json", payload_lib.VERSION_NAME}
 
 
 def _excluded_module(path: str, excluded: Collection[str]) -> bool:
@@ -470,6 +471,8 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                          payload / companion, strip=key.startswith("linux-"))
 
         package = package_sources(HERE / PACKAGE)
+        (payload / payload_lib.VERSION_NAME).write_text(f"{self.metadata.version}\n",
+                                                        encoding="utf-8")
         files = {rel: payload / rel for rel in sorted(relative_files(payload))}
         files.update({rel: HERE / PACKAGE / rel for rel in package})
         document = {

@@ -81,6 +81,7 @@ def make_payload(tmp_path: Path, payload_lib: ModuleType) -> Callable[..., Path]
             (package / relative).write_bytes(data)
         if manifest:
             key = key or payload_lib.host_platform_key()
+            (package / payload_lib.VERSION_NAME).write_text("9.8.7\n")
             recorded = {p.relative_to(package).as_posix(): p for p in package.rglob("*")
                         if p.is_file()}
             (package / "runtime.json").write_text(json.dumps({

@@ -83,7 +83,7 @@ class TestPayload:
     def test_exact_set_passes(self, hook: ModuleType) -> None:
         frozen = frozen_tree()
         wanted = expected(hook, frozen)
-        assert {"runtime.json", "dsh-runtime-linux-x64-rg", "__init__.py"} <= wanted
+        assert {"runtime.json", "VERSION", "dsh-runtime-linux-x64-rg", "__init__.py"} <= wanted
         hook.check_payload(set(wanted), wanted)
 
     def test_missing_file_fails_naming_it(self, hook: ModuleType) -> None:

@@ -129,4 +129,24 @@ def test_corrupt_manifest(make_payload: Callable[..., Path], names: tuple[str, s
     found = probe(site)
     assert found["verify"]["type"] == "ManifestError"
     assert "'files' must map each path to its sha256" in found["verify"]["message"]
+    # The version is its own file (read on every client start without the manifest).
+    assert found["version"] == "9.8.7"
+
+
+@pytest.mark.parametrize(("content", "error"), [(None, "the runtime version file not found"),
+                                                ("\n", "VERSION: empty")])
+def test_a_missing_or_empty_version_file_is_no_version(
+        make_payload: Callable[..., Path], names: tuple[str, str], content: str | None,
+        error: str) -> None:
+    site = make_payload({names[0]: b"exe"})
+    version_file = site / "dsh_runtime_bin" / "VERSION"
+    if content is None:
+        version_file.unlink()
+    else:
+        version_file.write_text(content)
+    found = probe(site)
+    # ``__version__`` says why as an AttributeError, so getattr(..., None) answers None.
+    assert found["version"]["type"] == "AttributeError"
+    assert error in found["version"]["message"]
     assert found["version_or_none"] is None
+    assert found["runtime"] == str(site / "dsh_runtime_bin" / names[0])

@@ -22,6 +22,10 @@ from typing import Any
 
 MANIFEST_NAME = "runtime.json"
 MANIFEST_FORMAT = 1
+VERSION_NAME = "VERSION"
+"""The runtime's version alone, beside the manifest (which records it too, and hashes this
+file): every SDK client's start compares it with its own ``dsh`` before spawning, and the
+manifest's parse would cost that start a millisecond or more."""
 
 _MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 _SYSTEMS = {"linux": "linux", "darwin": "macos", "windows": "win"}
@@ -189,5 +193,19 @@ def verify() -> list[str]:
 
 
 def version() -> str:
-    """The version the runtime was built as (the ``dsh`` version it is pinned to)."""
-    return str(manifest()["version"])
+    """The version the runtime was built as (the ``dsh`` version it is pinned to), read
+    from :data:`VERSION_NAME`.
+
+    Raises :class:`RuntimeMissingError` when that file is absent, :class:`ManifestError`
+    when it is unreadable or empty.
+    """
+    path = package_dir() / VERSION_NAME
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise RuntimeMissingError("the runtime version file", [path]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: unreadable: {exc}") from exc
+    if not text:
+        raise ManifestError(f"{path}: empty")
+    return text
