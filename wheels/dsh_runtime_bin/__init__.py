@@ -3,8 +3,8 @@
 This distribution (``dsh-runtime-bin``) adds no console script: ``dsh`` from the pure
 ``dsh-harness`` distribution stays the one launcher (it hands over to this executable
 when the python runtime is not installed), and SDK clients find the frozen executable
-through :func:`runtime_path`. ``__version__`` is read from ``runtime.json`` on first use,
-so importing this package never touches more than its own folder.
+through :func:`runtime_path`. ``__version__`` is read from the ``VERSION`` file on first
+use, so importing this package never touches more than its own folder.
 """
 
 from __future__ import annotations
