@@ -45,6 +45,9 @@ PLATFORM_NEEDS: dict[str, tuple[str, str]] = {
     "tools/test_confine.py": ("posix", "symlinks and file modes"),
 }
 _HERE = Path(__file__).resolve().parent
+# Helpers and stand-ins shared across suites (``tests/fixtures``) import by their names.
+if str(_HERE / "fixtures") not in sys.path:
+    sys.path.insert(0, str(_HERE / "fixtures"))
 
 
 def _platform_has(need: str) -> bool:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proctable import pids_with
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFLINE = ROOT / "examples" / "offline" / "patch.yml"
@@ -114,20 +115,6 @@ def drive(tmp_path: Path, dsh_home: Path, patch: Path, prompt: str,
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def named(marker: str) -> list[int]:
-    """Live processes whose command line holds ``marker`` (Linux ``/proc``)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 def closed_cleanly(out: dict[str, Any]) -> None:
     assert out["state"] == "closed", out
     assert out["exit_code"] == 0, out  # ended by its own shutdown path, not killed
@@ -167,7 +154,7 @@ def test_jobs_tool_starts_reads_and_kills_a_job_without_posix_names(
     assert "job-1" in results["after"] and "killed" in results["after"], results
     assert out["stop_reason"] == "completed", out
     closed_cleanly(out)
-    assert named(marker) == []
+    assert pids_with(marker) == []
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None,
@@ -186,7 +173,7 @@ def test_mcp_stdio_server_is_started_called_and_stopped_without_posix_names(
     assert out["stop_reason"] == "completed", out
     closed_cleanly(out)
     if sys.platform.startswith("linux"):
-        assert named(str(MCP_SERVER)) == [], "the MCP server outlived the runtime"
+        assert pids_with(str(MCP_SERVER)) == [], "the MCP server outlived the runtime"
 
 
 def test_the_strip_really_takes_the_names_away() -> None:

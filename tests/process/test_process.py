@@ -18,32 +18,10 @@ from pathlib import Path
 
 import pytest
 from dsh.core import process
+from proctable import argv0, pids_with
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 LINUX = sys.platform.startswith("linux")
-
-
-def running(token: str) -> list[int]:
-    """Pids whose command line holds ``token`` (Linux ``/proc``)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def argv0(pid: int) -> bytes | None:
-    """The first word of ``pid``'s command line (None: gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0", 1)[0]
-    except OSError:
-        return None
 
 
 def eventually(check, what: str, bound: float = 5.0) -> None:
@@ -57,7 +35,7 @@ def eventually(check, what: str, bound: float = 5.0) -> None:
 def token() -> str:
     name = f"dsh-process-test-{os.getpid()}-{os.urandom(4).hex()}"
     yield name
-    for pid in running(name):
+    for pid in pids_with(name):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -74,14 +52,14 @@ def test_run_timeout_kills_the_whole_group(token: str) -> None:
     done = process.run(["bash", "-c", f"(exec -a {token}-a sleep 30) & exec -a {token}-b sleep 30"],
                        timeout=0.5)
     assert done.timed_out
-    eventually(lambda: not running(token), "no process of the group left")
+    eventually(lambda: not pids_with(token), "no process of the group left")
 
 
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
 def test_a_finished_command_leaves_nothing_running(token: str) -> None:
     done = process.run(["bash", "-c", f"(exec -a {token} sleep 30) & echo started"], text=True)
     assert done.stdout == "started\n"
-    eventually(lambda: not running(token), "what the command left in its group is killed")
+    eventually(lambda: not pids_with(token), "what the command left in its group is killed")
 
 
 def test_stop_terminates_then_kills_after_the_grace() -> None:
@@ -119,7 +97,7 @@ def test_async_stop_reaches_the_whole_group_and_survives_cancellation(token: str
         return child.returncode
 
     assert asyncio.run(scenario()) is not None
-    eventually(lambda: not running(token), "the group is gone")
+    eventually(lambda: not pids_with(token), "the group is gone")
 
 
 def test_async_exited_answers_while_a_grandchild_holds_the_pipe() -> None:
@@ -180,7 +158,7 @@ def test_a_child_dies_with_a_killed_parent(tmp_path: Path, token: str) -> None:
         eventually(lambda: argv0(pid) == token.encode(), "the child running")
         parent.kill()
         parent.wait()
-        eventually(lambda: not running(token), "the child killed with its parent")
+        eventually(lambda: not pids_with(token), "the child killed with its parent")
     finally:
         parent.kill()
         parent.wait()
@@ -202,7 +180,7 @@ def test_kill_children_is_the_last_line(token: str) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=30)
     assert done.stdout.split() == [str(-signal.SIGKILL)] * 2, done.stderr
-    assert not running(token)
+    assert not pids_with(token)
 
 
 def test_pid_alive() -> None:

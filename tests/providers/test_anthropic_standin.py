@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.sdk import ClientConfig, DshClient
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from anthropic_standin import AnthropicStandIn, sign
+from dsh.sdk import ClientConfig, DshClient
 
 KEY = "sk-ant-standin-9a8b7c6d5e4f"
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]

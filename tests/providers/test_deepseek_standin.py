@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from dsh.sdk import ClientConfig, DshClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from deepseek_standin import PASS_BACK, DeepSeekStandIn
 from runtimeproc import dsh_script

@@ -7,17 +7,14 @@ and usable for the next prompt.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deepseek_standin import DeepSeekStandIn
 from dsh.core.errors import JsonRpcError
 from dsh.sdk import ClientConfig, DshClient, RunResult
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from deepseek_standin import DeepSeekStandIn
 from standin_http import tokens
 
 KEY = "sk-standin-77aa88bb99cc00dd"

@@ -40,6 +40,7 @@ from faultkit import (
     scripted_patch,
     stored_events,
 )
+from proctable import pids_with
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")]
@@ -163,20 +164,6 @@ def test_kill_loses_no_event_and_the_session_resumes(point: str, dsh_home: Path,
     figure("seq gaps after resume", 0)
 
 
-def _running(token: str) -> list[int]:
-    """Pids whose command line holds ``token``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_killed_runtime_leaves_no_unsandboxed_tool_running(dsh_home: Path,
                                                              tmp_path: Path) -> None:
@@ -191,12 +178,12 @@ def test_a_killed_runtime_leaves_no_unsandboxed_tool_running(dsh_home: Path,
     def started(event: dict[str, Any]) -> bool:
         if event["type"] != "tool/call":
             return False
-        eventually(lambda: bool(_running(token)), "the tool command running")
+        eventually(lambda: bool(pids_with(token)), "the tool command running")
         return True
 
     try:
         asyncio.run(_doomed_run(config, started))
-        eventually(lambda: not _running(token), "no tool command left", bound=3.0)
+        eventually(lambda: not pids_with(token), "no tool command left", bound=3.0)
     finally:
-        for pid in _running(token):
+        for pid in pids_with(token):
             os.kill(pid, signal.SIGKILL)

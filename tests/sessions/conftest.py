@@ -17,11 +17,7 @@ if _PROTOCOL not in sys.path:
 
 # -- PostgreSQL: one throwaway cluster for the session, a fresh schema for each test ------
 
-_FIXTURES = str(Path(__file__).resolve().parents[1] / "fixtures")
-if _FIXTURES not in sys.path:
-    sys.path.insert(0, _FIXTURES)
-
-import pgcluster  # noqa: E402
+import pgcluster  # noqa: E402  (tests/fixtures, on the path from tests/conftest.py)
 
 _SCHEMAS = itertools.count(1)
 

@@ -25,6 +25,7 @@ from dsh.core.limits import Limits
 from dsh.core.process import enforcement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from proctable import pids_with
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux limits")
@@ -39,19 +40,6 @@ def bounded_here(limits: Limits) -> bool:
     found = enforcement(limits)
     return found.how.startswith(("cgroup", "systemd")) or (
         found.how == "rlimits" and os.getuid() != 0)
-
-
-def with_token(token: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
 
 
 class Watchdog:
@@ -74,7 +62,7 @@ class Watchdog:
         self.kill_all()
 
     def kill_all(self) -> None:
-        for pid in with_token(self.token):
+        for pid in pids_with(self.token):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -82,7 +70,7 @@ class Watchdog:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            count = len(with_token(self.token))
+            count = len(pids_with(self.token))
             self.most = max(self.most, count)
             if count > BOMB_CAP:
                 self.tripped = True
@@ -149,7 +137,7 @@ def test_a_fork_bomb_and_a_memory_bomb_stay_inside_their_command(tmp_path: Path,
     assert "[Command timed out after 4 seconds" in texts[0], texts[0]
     assert "allocated" not in texts[1] and "exit code 0]" not in texts[1], texts[1]
     assert texts[2].endswith("still fine\n[Command finished with exit code 0]"), texts[2]
-    assert not with_token(token), "the bomb outlived its command"
+    assert not pids_with(token), "the bomb outlived its command"
 
 
 def test_per_process_rlimits_hold_without_a_cgroup(tmp_path: Path) -> None:
