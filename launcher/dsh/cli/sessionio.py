@@ -15,13 +15,12 @@ The format and the rules (leases, idempotence) are :mod:`dsh_runtime.sessions.tr
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsh.core.atomicfile import replaced
 from dsh.core.errors import ConfigError
 
 SERVICE = "sessions"
@@ -75,15 +74,8 @@ def export_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
             counts = export(store, sys.stdout, session_ids)
         else:
             target = Path(output)
-            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-                    counts = export(store, out, session_ids)
-                os.replace(temp, target)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+            with replaced(target, prefix=f".{target.name}.", text=True) as out:
+                counts = export(store, out, session_ids)
     return (f"exported {counts.sessions} sessions ({counts.events} events, {counts.goals} "
             f"goals) from {label}")
 

@@ -45,7 +45,6 @@ import functools
 import importlib.util
 import os
 import pickle
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,6 +53,7 @@ from typing import Any, TypeVar
 from dsh.config.patchfile import PatchLayer, parse_layer, read_layer_text
 from dsh.config.profiles import Profile, parse_profile_text, read_profile_text
 from dsh.config.tags import PathRef
+from dsh.core.atomicfile import replaced
 
 FORMAT = 2
 """Bump when the stored structure changes in a way the code stamp would not notice."""
@@ -117,16 +117,9 @@ class LayerCache:
         header, content = stored
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(header)
-                    pickle.dump(content, out, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, entry)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            with replaced(entry, prefix=".tmp-") as out:
+                out.write(header)
+                pickle.dump(content, out, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError:
             return False  # a read-only or full home: the next launch parses again
         return True

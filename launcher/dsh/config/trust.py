@@ -31,12 +31,12 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, routing_settings
 from dsh.config.tomltext import parse_toml
+from dsh.core.atomicfile import replaced
 from dsh.core.errors import ConfigError, UsageError
 
 TRUST_FILE = "trusted.toml"
@@ -142,17 +142,8 @@ def _write(home: Path, recorded: Mapping[str, Mapping[str, str]]) -> None:
     except UnicodeEncodeError as exc:
         raise UsageError("a trusted folder's path must be valid UTF-8") from exc
     try:
-        fd, staging = tempfile.mkstemp(dir=home, prefix=".trusted.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(staging, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(staging)
-            raise
+        with replaced(path, prefix=".trusted.", suffix=".tmp", durable=True) as f:
+            f.write(data)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
