@@ -176,10 +176,10 @@ class Boundary(NamedTuple):
         for path in self.protected:
             if is_inside(path, real) and not self._exempt(path, real):
                 return path
-        ids = _ids(self.protected)
+        ids = safeopen.file_ids(self.protected)
         if not ids:
             return None
-        root = _ids((self.root,))
+        root = safeopen.file_ids((self.root,))
         below_root = False
         for ancestor in _ancestors(real):
             try:
@@ -237,17 +237,6 @@ class Boundary(NamedTuple):
     def allowing(self, reals: Iterable[str]) -> Boundary:
         """This boundary with ``reals`` approved for the running call."""
         return self._replace(allowed=(*self.allowed, *reals))
-
-
-def _ids(paths: Iterable[str]) -> dict[tuple[int, int], str]:
-    found = {}
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        found[(st.st_dev, st.st_ino)] = path
-    return found
 
 
 def _ancestors(path: str) -> Iterable[str]:

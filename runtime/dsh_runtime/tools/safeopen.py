@@ -53,7 +53,7 @@ import os
 import stat
 import sys
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from dsh.core.errors import InvalidArgumentError
@@ -215,8 +215,9 @@ def _split(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
-def _ids(paths: Sequence[str]) -> dict[tuple[int, int], str]:
-    """Each existing path by its ``(st_dev, st_ino)``."""
+def file_ids(paths: Iterable[str]) -> dict[tuple[int, int], str]:
+    """Each existing path by its ``(st_dev, st_ino)``: how a walk (and the boundary)
+    knows a protected directory whatever name reaches it."""
     found = {}
     for path in paths:
         try:
@@ -245,7 +246,7 @@ def _open_anchor(anchor: Anchor, rel: str) -> tuple[int, dict[tuple[int, int], s
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise EscapeError(f"{anchor.path} is no longer a directory", rel) from None
         raise
-    forbid = _ids(anchor.forbid) if anchor.forbid else {}
+    forbid = file_ids(anchor.forbid) if anchor.forbid else {}
     if forbid:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) in forbid:
@@ -598,7 +599,7 @@ def walk(anchor: Anchor, rel: str = ".") -> Iterator[
         return
     fd = open_dir(anchor, rel)
     try:
-        ids = _ids(anchor.forbid)
+        ids = file_ids(anchor.forbid)
         for top, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
             # fwalk lists a link to a directory among dirs (it only declines to enter it).
             kept, links, plain = [], [], []
