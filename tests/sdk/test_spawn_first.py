@@ -1,11 +1,13 @@
 """Spawn first: a blocking client's runtime is started before its event loop exists, so
 it boots while the loop is made (``dsh.sdk._launch.HeadStart``, ``dsh.sdk._sync``).
 
-On POSIX the runtime is spawned through ``dsh.core.process.spawn`` on the client's loop thread
-before the loop runs, and the loop then adopts its pipes
-(``dsh.sdk._transport._AdoptedProcess``). Where a loop cannot adopt pipes (Windows'
-proactor), asyncio spawns it; that branch is run here too, with ``SPAWNS_FIRST`` off,
-against the same fake runtime.
+On POSIX the runtime is spawned through ``dsh.core.process.spawn`` before the loop runs,
+and the loop then adopts its pipes (``dsh.sdk._transport._AdoptedProcess``). A runtime
+the client located itself watches the client's process, so the caller's own thread
+spawns it before the loop thread even starts; any other executable is tied by the
+kernel to its spawning thread, so the loop thread spawns it. Where a loop cannot adopt
+pipes (Windows' proactor), asyncio spawns it; that branch is run here too, with
+``SPAWNS_FIRST`` off, against the same fake runtime.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, ConfigError, DshClient, _launch
-from sdkkit import assert_gone, children, eventually
+from sdkkit import OFFLINE_PATCH, assert_gone, children, eventually
 
 PROBE = textwrap.dedent("""\
     import json, sys, threading
@@ -33,22 +35,29 @@ PROBE = textwrap.dedent("""\
                          "loop": aio is not None and aio._get_running_loop() is not None})
     sys.addaudithook(audit)
     from dsh.sdk import ClientConfig, DshClient
-    config = ClientConfig(dsh_bin=sys.argv[1], dsh_home=sys.argv[2])
+    config = ClientConfig(**json.loads(sys.argv[1]))
     with DshClient(config) as client:
         tools = client.tools()
-    print(json.dumps({"spawns": seen, "tools": len(tools), "exit_code": client.exit_code}))
+    print(json.dumps({"spawns": seen, "tools": len(tools), "exit_code": client.exit_code,
+                      "runtime": client.runtime.path}))
     """)
+
+
+def _spawns(config: dict[str, object], cwd: Path) -> dict[str, object]:
+    """Run a DshClient with ``config`` in a fresh interpreter: each Popen it made (argv[0],
+    thread, whether a loop ran), its runtime's path and its tool count."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(config)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(os.name != "posix", reason="asyncio spawns the runtime off POSIX")
 def test_the_runtime_is_spawned_on_the_loop_thread_before_the_loop_runs(
         tmp_path: Path, dsh_home: Path, fake: Callable[..., ClientConfig]) -> None:
     config = fake("ok")
-    done = subprocess.run([sys.executable, "-c", PROBE, str(config.dsh_bin), str(dsh_home)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _spawns({"dsh_bin": str(config.dsh_bin), "dsh_home": str(dsh_home)}, tmp_path)
     runtime = [s for s in out["spawns"] if s["argv0"].endswith(config.dsh_bin.name)
                or "setpriv" in s["argv0"]]
     # The loop thread, which lives as long as the client (the parent-death tie is the
@@ -57,6 +66,20 @@ def test_the_runtime_is_spawned_on_the_loop_thread_before_the_loop_runs(
                         "loop": False}], out["spawns"]
     assert out["tools"] > 0 and out["exit_code"] == 0
 
+
+
+@pytest.mark.skipif(os.name != "posix", reason="asyncio spawns the runtime off POSIX")
+def test_a_located_runtime_is_spawned_by_the_caller_before_the_loop_thread_starts(
+        tmp_path: Path, dsh_home: Path, carrier: str) -> None:
+    """The runtime the client found itself watches the client's process (no thread tie),
+    so start() spawns it at once on the caller's thread: no thread start before it."""
+    out = _spawns({"carrier": carrier, "profile": "sdk-minimal", "patches": [str(OFFLINE_PATCH)],
+                   "dsh_home": str(dsh_home)}, tmp_path)
+    runtime = [s for s in out["spawns"] if s["argv0"] == out["runtime"]]
+    assert runtime == [{"argv0": out["runtime"], "thread": "MainThread", "loop": False}], \
+        out["spawns"]
+    assert not any("setpriv" in s["argv0"] for s in out["spawns"])
+    assert out["tools"] > 0 and out["exit_code"] == 0
 
 def test_asyncio_spawned_runtime_behaves_alike(
         monkeypatch: pytest.MonkeyPatch, fake: Callable[..., ClientConfig]) -> None:

@@ -84,6 +84,28 @@ def test_missing_runtime_lists_every_place_searched() -> None:
     assert client.pid is None
 
 
+@pytest.mark.parametrize("wheel", ["absent", "broken"])
+def test_the_wheel_rung_tells_absent_from_broken(tmp_path: Path, wheel: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup imports ``dsh_runtime_bin`` outright: a package that is not there is
+    "not installed", one that is there but cannot import what it needs is "installed but
+    unusable" (naming what is missing), and neither stops at an ImportError."""
+    for name in [m for m in sys.modules if m.split(".")[0] == "dsh_runtime_bin"]:
+        monkeypatch.delitem(sys.modules, name)
+    if wheel == "absent":
+        monkeypatch.setitem(sys.modules, "dsh_runtime_bin", None)
+    else:
+        package = tmp_path / "site" / "dsh_runtime_bin"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("import dsh_no_such_module_here\n")
+        monkeypatch.syspath_prepend(str(package.parent))
+    with pytest.raises(RuntimeNotFoundError) as caught:
+        locate(ClientConfig(carrier="exe"), {"PATH": os.defpath})
+    expected = {"absent": "dsh_runtime_bin: not installed (",
+                "broken": "dsh_runtime_bin: installed but unusable (No module named "
+                          "'dsh_no_such_module_here')"}[wheel]
+    assert expected in str(caught.value)
+
 @pytest.mark.parametrize("kind", ["missing", "not-executable", "directory"])
 def test_unusable_explicit_dsh_bin_is_an_error_not_a_fallback(tmp_path: Path,
                                                                kind: str) -> None:

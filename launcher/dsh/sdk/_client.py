@@ -269,6 +269,7 @@ class AsyncDshClient:
         context, config = self._context, self.config
         if head is None:
             head = HeadStart(config, os.environ)
+            head.spawn()
         try:
             context.runtime = head.runtime
             if head.spec is None:

@@ -15,8 +15,10 @@ parent-death signal on Linux (``tie`` of :func:`dsh.core.process.spawn`) and, ev
 at stdin EOF.
 
 :class:`HeadStart` is the part of a start that needs no event loop: the runtime found, its
-launch checked and, on POSIX, the process spawned. A blocking client runs it on its loop
-thread before it makes the loop, so the runtime boots meanwhile.
+launch checked and, on POSIX, the process spawned. A blocking client spawns before it
+makes its loop thread and loop, so the runtime boots meanwhile: on the caller's own thread
+when the runtime watches this process (nothing ties it to a thread), else on the loop
+thread, which lives as long as the client as the kernel's tie needs.
 """
 
 from __future__ import annotations
@@ -143,8 +145,9 @@ def spawn_runtime(spec: LaunchSpec) -> Child:
     """Start the runtime with three pipes through :mod:`dsh.core.process`, on this thread.
 
     On Linux a runtime not watching its parent is tied to the spawning *thread* by the
-    kernel's parent-death signal, so this runs on the thread that lives as long as the
-    client: its event-loop thread. :class:`SpawnError` when the OS refuses to run it.
+    kernel's parent-death signal, so such a runtime (:attr:`HeadStart.tied`) is spawned
+    on a thread that lives as long as the client. :class:`SpawnError` when the OS refuses
+    to run it.
     """
     try:
         return spawn(spec.argv, cwd=spec.cwd, env=spec.env, stdin=PIPE, stdout=PIPE,
@@ -162,8 +165,8 @@ def spawn_error(spec: LaunchSpec, exc: OSError) -> SpawnError:
 
 
 class HeadStart:
-    """What a start does before it needs an event loop: locate the runtime, check its
-    launch (:func:`launch_spec`) and, where :data:`SPAWNS_FIRST`, spawn it.
+    """What a start does before it needs an event loop: locate the runtime and check its
+    launch (:func:`launch_spec`); then :meth:`spawn` it where :data:`SPAWNS_FIRST`.
 
     Never raises a :class:`DshError`: it is kept in ``error`` for the client to annotate
     with its stage and raise from ``start()``, as it would any other startup error.
@@ -176,12 +179,29 @@ class HeadStart:
         self.spec: LaunchSpec | None = None
         self.error: DshError | None = None
         self._child: Child | None = None
+        self._spawned = False
         try:
             env = child_environment(config, environ)
             self.runtime = locate(config, env)
             self.spec = launch_spec(config, self.runtime, env)
-            if SPAWNS_FIRST:
-                self._child = spawn_runtime(self.spec)
+        except DshError as exc:
+            self.error = exc
+
+    @property
+    def tied(self) -> bool:
+        """Whether the runtime will be tied to its spawning thread by the kernel's
+        parent-death signal (it does not watch this process itself): it must then be
+        spawned on a thread that lives as long as the client."""
+        return self.spec is not None and not self.spec.watches_parent
+
+    def spawn(self) -> None:
+        """Spawn the runtime, once, where :data:`SPAWNS_FIRST` and the launch checked out;
+        elsewhere asyncio spawns it later. A refusal by the OS is kept in ``error``."""
+        if not SPAWNS_FIRST or self._spawned or self.spec is None or self.error is not None:
+            return
+        self._spawned = True
+        try:
+            self._child = spawn_runtime(self.spec)
         except DshError as exc:
             self.error = exc
 

@@ -112,13 +112,18 @@ def _explicit(source: str, raw: str, environ: Mapping[str, str],
 
 
 def _from_wheel(searched: list[str]) -> RuntimeInfo | None:
-    if importlib.util.find_spec(WHEEL_MODULE) is None:
-        searched.append(f"{WHEEL_MODULE}: not installed ({WHEEL_HINT})")
-        return None
+    # Imported outright, not looked up first: every client's start runs this, and a
+    # find_spec before the import searches sys.path twice.
     try:
         import dsh_runtime_bin  # type: ignore[import-not-found]
 
         raw = os.fspath(dsh_runtime_bin.runtime_path())
+    except ModuleNotFoundError as exc:
+        if exc.name == WHEEL_MODULE:
+            searched.append(f"{WHEEL_MODULE}: not installed ({WHEEL_HINT})")
+        else:  # the package is there; something it imports is not
+            searched.append(f"{WHEEL_MODULE}: installed but unusable ({exc})")
+        return None
     except (ImportError, AttributeError, OSError, ValueError) as exc:
         searched.append(f"{WHEEL_MODULE}: installed but unusable ({exc})")
         return None

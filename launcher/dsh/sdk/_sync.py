@@ -6,9 +6,11 @@ protocol (the async one), and calls from several threads interleave on the loop 
 of queueing behind a lock as they would with a thread per call. Interrupting a wait
 (Ctrl-C) cancels the coroutine on the loop.
 
-The thread and the loop exist from :meth:`DshClient.start`. The thread first does what
-needs no loop (:class:`~._launch.HeadStart`: find the runtime, check the launch, spawn it
-on POSIX), then makes the loop while the runtime boots.
+The thread and the loop exist from :meth:`DshClient.start`, which first does what needs
+no loop (:class:`~._launch.HeadStart`: find the runtime, check the launch) and on POSIX
+spawns the runtime before the thread starts; only a runtime the kernel ties to its
+spawning thread is spawned by the loop thread instead. The loop is then made while the
+runtime boots.
 
 The thread and the runtime are released by :meth:`DshClient.close`; a client dropped
 without it is collected and its finalizer kills the runtime's process group and stops the
@@ -55,20 +57,20 @@ SyncApprovalCallback = Callable[[ApprovalRequest], Decision]
 class _LoopThread:
     """An event loop running on its own daemon thread until :meth:`stop`.
 
-    Before the loop exists the thread makes the client's :class:`HeadStart`: the runtime
-    is spawned on this thread, which lives as long as the client (the kernel's
-    parent-death signal is tied to the spawning thread), and boots while the loop is
-    made. :meth:`ready` waits for both.
+    It is given the client's :class:`HeadStart` and owns it until :meth:`ready` hands it
+    back: a runtime not spawned yet (one the kernel ties to its spawning thread, which
+    this thread outlives no less than the client) is spawned here before the loop is
+    made, and boots meanwhile. :meth:`ready` waits for both.
     """
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, head: HeadStart) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._head: HeadStart | None = None
         self._failure: BaseException | None = None
         self._stopped = False
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, args=(config,),
+        self.thread = threading.Thread(target=self._serve, args=(head,),
                                        name="dsh-sdk-loop", daemon=True)
         self.thread.start()
 
@@ -121,10 +123,9 @@ class _LoopThread:
         if not self.on_loop_thread():
             self.thread.join()
 
-    def _serve(self, config: ClientConfig) -> None:
-        head: HeadStart | None = None
+    def _serve(self, head: HeadStart) -> None:
         try:
-            head = HeadStart(config, os.environ)
+            head.spawn()  # spawned already unless tied to this thread (or off POSIX)
             # asyncio and the async client load here, not at ``from dsh.sdk import
             # DshClient``: they cost more than the rest of the SDK's import together,
             # and here they overlap the runtime's boot (on POSIX it was just spawned).
@@ -134,8 +135,7 @@ class _LoopThread:
 
             loop = asyncio.new_event_loop()
         except BaseException as exc:
-            if head is not None:
-                head.discard()
+            head.discard()
             self._failure = exc
             self._ready.set()
             return
@@ -238,9 +238,15 @@ class DshClient:
             return
         if self._engine is not None:
             raise not_usable(ClientState.STARTING, "start")
-        engine = self._engine = _LoopThread(self._config)
         head: HeadStart | None = None
         try:
+            head = HeadStart(self._config, os.environ)
+            if not head.tied:  # it watches this process: any thread may spawn it, now
+                head.spawn()
+            engine = self._engine = _LoopThread(head)
+            # The thread's until ready() hands it back: the thread discards it itself
+            # when it fails, or is stopped before it is ready.
+            head = None
             head = engine.ready()
             from dsh.sdk._client import AsyncDshClient  # the loop thread imported it
 
