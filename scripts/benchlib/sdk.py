@@ -173,13 +173,14 @@ START_TO_READY = Metric(
           "(the same code, starting about as fast), as its dsh_bin. Median of per-pair "
           "ratios, the clients interleaved in fresh interpreters that imported their SDK "
           "first. Details: DshClient given that same dsh_bin, and closing.",
-    changes="The client's own work before and around the spawn (runtime lookup, path "
-            "checks, its event-loop thread, how the child is forked), not the runtime's "
-            "boot, which both wait for alike. A runtime the client did not locate itself "
-            "(an explicit dsh_bin) is tied to it by the kernel's parent-death signal, a "
-            "full fork: that detail reads a few percent slower. DshClient's answer is read "
-            "on its loop thread, the Harness client's on its caller's thread after a queue "
-            "hand-off (~0.1 ms).")
+    changes="The client's own work before the spawn (runtime lookup, path checks) and "
+            "around it (its event-loop thread and asyncio loading while the runtime "
+            "boots), not the runtime's boot, which both wait for alike. A runtime the "
+            "client did not locate itself (an explicit dsh_bin) is spawned by the loop "
+            "thread, behind `setpriv --pdeathsig` (the kernel's parent-death signal, one "
+            "more exec): that detail reads a few percent slower. DshClient's answer is "
+            "read on its loop thread, the Harness client's on its caller's thread after a "
+            "queue hand-off (~0.1 ms).")
 READY_LADDER = Metric(
     "sdk_ready_ladder", "ms", "<", 5,
     about="What DshClient.start() does beyond spawn to initialize answered: the tool "
