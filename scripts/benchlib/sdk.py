@@ -122,11 +122,22 @@ def sdk_import(opts: Options) -> Result:
 # then time the same steps: build the client, spawn the runtime, send initialize, its
 # answer (``ready``); then close (``close``). DshClient's answer is the moment its
 # ``handshake`` rung is logged on the ``dsh.sdk`` logger; ``start`` is when start()
-# returned, after the tool listing of its readiness ladder.
+# returned, after the tool listing of its readiness ladder. ``spawn`` is when the client
+# asked for the process: the interpreter's own ``subprocess.Popen`` audit event, which
+# both clients' spawns raise, so the wait splits into the client's work before the spawn
+# and the rest.
+_SPAWN_MARK = """
+def _audit(event, args):
+    if event == "subprocess.Popen" and "spawn" not in marks:
+        marks["spawn"] = time.perf_counter()
+sys.addaudithook(_audit)
+"""
+
 _DSH_CLIENT = """
 import json, logging, os, sys, time
 from dsh.sdk import ClientConfig, DshClient
 marks = {}
+""" + _SPAWN_MARK + """
 class Mark(logging.Handler):
     def emit(self, record):
         if record.args and record.args[0] == "handshake":
@@ -144,12 +155,15 @@ client.start()
 t1 = time.perf_counter()
 client.close()
 t2 = time.perf_counter()
-print(json.dumps({"ready": marks["handshake"] - t0, "start": t1 - t0, "close": t2 - t1}))
+print(json.dumps({"ready": marks["handshake"] - t0, "start": t1 - t0, "close": t2 - t1,
+                  "spawn": marks["spawn"] - t0}))
 """
 
 _HARNESS_CLIENT = """
 import json, os, sys, time
 import deepseek_harness
+marks = {}
+""" + _SPAWN_MARK + """
 profile, patch, dsh_bin = sys.argv[1:4]
 config = deepseek_harness.HarnessConfig(dsh_bin=dsh_bin, profile=profile, patches=(patch,))
 t0 = time.perf_counter()
@@ -159,7 +173,7 @@ client.initialize(cwd=os.getcwd(), provider="scripted", model="scripted")
 t1 = time.perf_counter()
 client.close()
 t2 = time.perf_counter()
-print(json.dumps({"ready": t1 - t0, "close": t2 - t1}))
+print(json.dumps({"ready": t1 - t0, "close": t2 - t1, "spawn": marks["spawn"] - t0}))
 """
 
 START_TO_READY = Metric(
@@ -172,7 +186,9 @@ START_TO_READY = Metric(
           "is given that executable, or for the python carrier the `dsh` console script "
           "(the same code, starting about as fast), as its dsh_bin. Median of per-pair "
           "ratios, the clients interleaved in fresh interpreters that imported their SDK "
-          "first. Details: DshClient given that same dsh_bin, and closing.",
+          "first. Details: each client's work before its spawn (to its `subprocess.Popen` "
+          "audit event) and from there to the answer; DshClient given that same dsh_bin; "
+          "closing.",
     changes="The client's own work before the spawn (runtime lookup, path checks) and "
             "around it (its event-loop thread and asyncio loading while the runtime "
             "boots), not the runtime's boot, which both wait for alike. A runtime the "
@@ -199,7 +215,9 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
 
     harness_python = sys.executable if _has_module("deepseek_harness") else (
         opts.anchors.python if opts.anchors is not None else None)
-    runs = opts.reps(21, 9)
+    # The clients differ by about a millisecond of a 100+ ms wait in which the runtime's
+    # boot varies by several: 41 pairs, so the median ratio is not decided by that noise.
+    runs = opts.reps(41, 9)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = installed_environ(tmp)
         # The runtime DshClient's own lookup chooses here, given to the Harness client.
@@ -247,6 +265,10 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
             runtime=f"{runtime.carrier} ({runtime.source})",
             dsh_ready_ms=median_ms([s["ready"] for s in ours]),
             harness_ready_ms=median_ms([s["ready"] for s in theirs]),
+            dsh_to_spawn_ms=median_ms([s["spawn"] for s in ours]),
+            harness_to_spawn_ms=median_ms([s["spawn"] for s in theirs]),
+            dsh_spawn_to_ready_ms=median_ms([s["ready"] - s["spawn"] for s in ours]),
+            harness_spawn_to_ready_ms=median_ms([s["ready"] - s["spawn"] for s in theirs]),
             dsh_given_bin_ready_ms=median_ms([s["ready"] for s in scripted]),
             dsh_given_bin_ratio=paired(scripted),
             dsh_close_ms=median_ms([s["close"] for s in ours]),
