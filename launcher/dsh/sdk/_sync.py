@@ -58,9 +58,9 @@ class _LoopThread:
     """An event loop running on its own daemon thread until :meth:`stop`.
 
     It is given the client's :class:`HeadStart` and owns it until :meth:`ready` hands it
-    back: a runtime not spawned yet (one the kernel ties to its spawning thread, which
-    this thread outlives no less than the client) is spawned here before the loop is
-    made, and boots meanwhile. :meth:`ready` waits for both.
+    back. A runtime not spawned yet (one the kernel ties to its spawning thread: this
+    thread lives as long as the client) is spawned here before the loop is made, and
+    boots meanwhile. :meth:`ready` waits for both.
     """
 
     def __init__(self, head: HeadStart) -> None:
