@@ -216,7 +216,8 @@ def sdk_start_to_ready(opts: Options) -> list[Result]:
     harness_python = sys.executable if _has_module("deepseek_harness") else (
         opts.anchors.python if opts.anchors is not None else None)
     # The clients differ by about a millisecond of a 100+ ms wait in which the runtime's
-    # boot varies by several: 41 pairs, so the median ratio is not decided by that noise.
+    # boot varies by several: 41 pairs, so that noise moves the median ratio less (it
+    # still moves it by about 1% from run to run).
     runs = opts.reps(41, 9)
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         environ = installed_environ(tmp)
