@@ -60,6 +60,14 @@ class LaunchSpec:
     home: str
     watches_parent: bool = False
 
+    @property
+    def tie(self) -> str | None:
+        """The parent-death signal the kernel sends it (``tie`` of
+        :func:`dsh.core.process.spawn`): none when it watches this process itself. A tied
+        runtime is tied to its spawning *thread*, so that thread must live as long as the
+        client."""
+        return None if self.watches_parent else TIE_TERM
+
 
 def child_environment(config: ClientConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The runtime's environment: the caller's (unless ``config.inherit_env`` is off),
@@ -151,7 +159,7 @@ def spawn_runtime(spec: LaunchSpec) -> Child:
     """
     try:
         return spawn(spec.argv, cwd=spec.cwd, env=spec.env, stdin=PIPE, stdout=PIPE,
-                     stderr=PIPE, tie=None if spec.watches_parent else TIE_TERM)
+                     stderr=PIPE, tie=spec.tie)
     except OSError as exc:
         raise spawn_error(spec, exc) from exc
 
@@ -192,7 +200,7 @@ class HeadStart:
         """Whether the runtime will be tied to its spawning thread by the kernel's
         parent-death signal (it does not watch this process itself): it must then be
         spawned on a thread that lives as long as the client."""
-        return self.spec is not None and not self.spec.watches_parent
+        return self.spec is not None and self.spec.tie is not None
 
     def spawn(self) -> None:
         """Spawn the runtime, once, where :data:`SPAWNS_FIRST` and the launch checked out;

@@ -43,7 +43,7 @@ from typing import Any, Protocol, cast
 
 from dsh.core.errors import InvalidMessageError, ProtocolError
 from dsh.core.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
-from dsh.core.process import TIE_TERM, Child, Group, spawn_protocol
+from dsh.core.process import Child, Group, spawn_protocol
 from dsh.sdk._launch import LaunchSpec, spawn_error
 
 STDERR_TAIL_LINES = 200
@@ -118,7 +118,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         try:
             process._group = await spawn_protocol(
                 lambda: process, spec.argv, cwd=spec.cwd, env=spec.env,
-                tie=None if spec.watches_parent else TIE_TERM)
+                tie=spec.tie)
         except OSError as exc:
             raise spawn_error(spec, exc) from exc
         return process
