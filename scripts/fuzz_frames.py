@@ -40,6 +40,7 @@ def _summary(items: list[Any]) -> list[tuple[Any, ...]]:
 def test_one_input(data: bytes) -> None:
     """One fuzzer run: see the module docstring for what counts as a crash."""
     import atheris
+
     from dsh.core.jsonrpc import FrameDecoder
 
     provider = atheris.FuzzedDataProvider(data)

@@ -83,7 +83,7 @@ print(json.dumps({"carrier": runtime.carrier, "source": runtime.source,
 """
 
 
-class SmokeFailure(Exception):
+class SmokeError(Exception):
     """A smoke check failed; the message names the check and what was seen."""
 
 
@@ -94,7 +94,7 @@ def run(argv: Sequence[str | Path], *, env: Mapping[str, str], cwd: Path,
                           capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-        raise SmokeFailure(f"{check}: exit {proc.returncode}: "
+        raise SmokeError(f"{check}: exit {proc.returncode}: "
                            f"{' '.join(map(str, argv))}\n{tail}")
     return proc
 
@@ -123,7 +123,7 @@ def only_wheel(folder: Path, prefix: str) -> Path:
     """The single wheel named ``prefix*`` in ``folder``."""
     found = sorted(folder.glob(f"{prefix}*.whl"))
     if len(found) != 1:
-        raise SmokeFailure(f"expected one {prefix}*.whl in {folder}, found {len(found)}")
+        raise SmokeError(f"expected one {prefix}*.whl in {folder}, found {len(found)}")
     return found[0]
 
 
@@ -169,11 +169,11 @@ def frozen_features(exe: Path, env: Mapping[str, str], work: Path, images: Path)
     for ext, fmt in formats.items():
         kinds = [block["type"] for block in results.get(ext, {}).get("content", [])]
         if kinds != ["text", "image"]:
-            raise SmokeFailure(f"frozen read_image of a {fmt}: {results.get(ext)}")
+            raise SmokeError(f"frozen read_image of a {fmt}: {results.get(ext)}")
     if servers:
         blocks = results.get("mcp", {}).get("content", [])
         if [b.get("text") for b in blocks] != ["5"]:
-            raise SmokeFailure(f"frozen MCP call: {results.get('mcp')}")
+            raise SmokeError(f"frozen MCP call: {results.get('mcp')}")
 
 
 def slim_install(python: Path, venv_bin: Path, *, env: Mapping[str, str], cwd: Path,
@@ -186,21 +186,21 @@ def slim_install(python: Path, venv_bin: Path, *, env: Mapping[str, str], cwd: P
     names = sorted(p["name"].lower().replace("_", "-") for p in listed
                    if p["name"].lower() not in ("pip", "setuptools", "wheel"))
     if names != ["dsh-harness", "dsh-runtime-bin"]:
-        raise SmokeFailure(f"dsh-harness[runtime] installed more than itself and the "
+        raise SmokeError(f"dsh-harness[runtime] installed more than itself and the "
                            f"runtime wheel: {names}")
     dsh = venv_bin / ("dsh.exe" if os.name == "nt" else "dsh")
     info = json.loads(run([dsh, "info", "--json"], env=env, cwd=cwd,
                           check="dsh info (slim install: handed to the exe)").stdout)
     current = [c["id"] for c in info["data"]["carriers"] if c["current"]]
     if current != ["exe"]:
-        raise SmokeFailure(f"slim install: dsh info ran on {current}, not the exe carrier")
+        raise SmokeError(f"slim install: dsh info ran on {current}, not the exe carrier")
     answer = None
     if (example / "patch.yml").is_file():
         answer = run([dsh, "--profile", "headless", "--patch", example / "patch.yml",
                       "Where am I working?"], env=env, cwd=cwd,
                      check="headless run (slim install: handed to the exe)").stdout.strip()
         if not answer:
-            raise SmokeFailure("slim install: the headless run printed no answer")
+            raise SmokeError("slim install: the headless run printed no answer")
     return {"installed": names, "carrier": current[0], "headless_answered": bool(answer)}
 
 
@@ -221,7 +221,7 @@ def same_output(exe: Path, python_argv: Sequence[str | Path], args: Sequence[str
     frozen = run([exe, *args], env=closed_env, cwd=cwd, check=f"{check} (exe)").stdout
     python = run([*python_argv, *args], env=env, cwd=cwd, check=f"{check} (python)").stdout
     if frozen != python:
-        raise SmokeFailure(f"{check}: the exe and python carriers print different output:\n"
+        raise SmokeError(f"{check}: the exe and python carriers print different output:\n"
                            f"--- exe\n{frozen[:2000]}\n--- python\n{python[:2000]}")
     return frozen
 
@@ -234,7 +234,7 @@ def doctor_checks(argv: Sequence[str | Path], template: str, *, env: Mapping[str
     try:
         checks = json.loads(proc.stdout)["data"]["checks"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise SmokeFailure(f"doctor --profile {template}: no JSON document "
+        raise SmokeError(f"doctor --profile {template}: no JSON document "
                            f"({exc}): {proc.stderr.strip()[-500:]}") from exc
     return proc.returncode, {c["id"]: c["status"] for c in checks
                              if c["id"].startswith(DOCTOR_PREFIXES)}
@@ -296,16 +296,16 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "'version': b.__version__, 'manifest': b.manifest()['platform']}))")],
         env=env, cwd=cwd, check="dsh_runtime_bin API").stdout)
     if located["failed"]:
-        raise SmokeFailure(f"verify(): files fail their sha256: {located['failed']}")
+        raise SmokeError(f"verify(): files fail their sha256: {located['failed']}")
     exe, rg = Path(located["exe"]), Path(located["rg"])
     if venv not in exe.parents:
-        raise SmokeFailure(f"runtime_path() is outside the venv: {exe}")
+        raise SmokeError(f"runtime_path() is outside the venv: {exe}")
     closed_env = {**env, "PYTHONPATH": str(poison(tmp / "poison"))}
 
     version = same_output(exe, [python, "-m", "dsh"], ["--version"], env=env,
                           closed_env=closed_env, cwd=cwd, check="--version")
     if version.strip() != f"dsh {located['version']}":
-        raise SmokeFailure(f"--version says {version.strip()!r}, the wheel is "
+        raise SmokeError(f"--version says {version.strip()!r}, the wheel is "
                            f"{located['version']}")
     script = venv_bin / ("dsh.exe" if os.name == "nt" else "dsh")
     same_output(exe, [script], ["--version"], env=env, closed_env=closed_env,
@@ -317,11 +317,11 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         frozen = doctor_checks([exe], template, env=closed_env, cwd=cwd)
         in_python = doctor_checks([python, "-m", "dsh"], template, env=env, cwd=cwd)
         if frozen != in_python:
-            raise SmokeFailure(f"doctor --profile {template}: the carriers disagree:\n"
+            raise SmokeError(f"doctor --profile {template}: the carriers disagree:\n"
                                f"exe {frozen}\npython {in_python}")
     rg_version = run([rg, "--version"], env=env, cwd=cwd, check="ripgrep companion").stdout
     if not rg_version.startswith("ripgrep "):
-        raise SmokeFailure(f"ripgrep companion printed {rg_version[:200]!r}")
+        raise SmokeError(f"ripgrep companion printed {rg_version[:200]!r}")
 
     frozen_features(exe, closed_env, tmp / "features",
                     args.dsh_wheel_from / "tests/fixtures/images")
@@ -336,7 +336,7 @@ def smoke(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                              timeout=300).stdout.strip().splitlines()[-1])
         if (sdk["carrier"], sdk["source"]) != ("exe", "dsh_runtime_bin") or \
                 sdk["stop_reason"] != "completed" or not sdk["final_text"]:
-            raise SmokeFailure(f"SDK session over the exe carrier: {sdk}")
+            raise SmokeError(f"SDK session over the exe carrier: {sdk}")
 
     unpacked = exe.parent
     return {
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         result = smoke(args, tmp)
-    except (SmokeFailure, subprocess.TimeoutExpired) as exc:
+    except (SmokeError, subprocess.TimeoutExpired) as exc:
         print(f"smoke: FAIL: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -89,7 +89,7 @@ ALLOWLIST: tuple[Allow, ...] = (
     Allow("launcher", ("console-script",), "pyproject.toml",
           "the one launcher, declared once by the pure distribution",
           name="dsh", target="dsh.cli.main:main"),
-    Allow("launcher", ("main-module",), "launcher/dsh/__main__.py",
+    Allow("launcher", ("main-module",), "src/dsh/__main__.py",
           "`python -m dsh`, the python carrier of the same dsh entry point"),
     Allow("freeze-entry", ("main-guard",), "wheels/*entry.py",
           "PyInstaller entry script: freezes the dsh entry point, accepts exactly its argv"),
@@ -117,7 +117,7 @@ ALLOWLIST: tuple[Allow, ...] = (
 
 # Paths where nothing may start an application, whatever the allowlist says.
 FORBIDDEN_ZONES: tuple[tuple[str, str], ...] = (
-    ("runtime/**",
+    ("src/dsh/runtime/**",
      "the runtime is never an application by itself; it runs only under the dsh launcher"),
     ("wheels/**/dsh_runtime_bin/**",
      "the runtime wheel adds no launcher of its own; its executable takes the dsh command line"),

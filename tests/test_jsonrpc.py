@@ -12,6 +12,9 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dsh.core import jsonrpc
 from dsh.core.errors import (
     DshError,
@@ -32,9 +35,7 @@ from dsh.core.jsonrpc import (
     encode,
     parse_message,
 )
-from dsh_runtime.servers.errors import code_of
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from dsh.runtime.servers.errors import code_of
 
 # -- helpers and strategies --------------------------------------------------------------
 

@@ -65,7 +65,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PACKAGE = "dsh_runtime_bin"
 SUPPORT_DIR = "_internal"
-SOURCE_PATHS = ("launcher", "runtime", "profiles", "wheels", "pyproject.toml")
+SOURCE_PATHS = ("src", "profiles", "wheels", "pyproject.toml")
+# The runtime's old import paths, which installed plugins may still use for one release
+# (src/dsh_runtime): nothing imports them by name, so each is a hidden import.
+COMPAT_MODULES = ("dsh_runtime.plugin", "dsh_runtime.tools.base")
 
 #: Modules that serve developing Python, never running dsh: keeping them out of the
 #: analysis keeps their code, data and native libraries out of the wheel.
@@ -92,7 +95,7 @@ EXCLUDED_MODULES = (
     # which the 15 MB runtime wheel has no room for. The row's plugin class stays (it
     # refuses); the store it would open, never run frozen, goes too (45 kB).
     "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool",
-    *(f"dsh_runtime.sessions.postgres.{name}" for name in (
+    *(f"dsh.runtime.sessions.postgres.{name}" for name in (
         "store", "link", "goals", "spool", "statements", "schema", "dsn")),
     # Reached only through imports that fall back when they fail (decimal uses _decimal,
     # shutil/tarfile/zipfile go without bz2 and lzma, warnings without tracemalloc) or
@@ -108,7 +111,7 @@ EXCLUDED_MODULES = (
     # httpx command line;
     # itsdangerous: Starlette's sessions; uvloop, zuvloop, httptools, zttp, websockets,
     # wsproto, gunicorn: the web server passes uvicorn http=H11Protocol, ws="none"
-    # (runtime/dsh_runtime/web/server.py) and runs no workers. 178 kB of the wheel.
+    # (src/dsh/runtime/web/server.py) and runs no workers. 178 kB of the wheel.
     "anyio._backends._trio", "httpcore._backends.trio", "bs4.builder._html5lib",
     "bs4.builder._lxml", "dotenv.ipython", "encodings.bz2_codec", "httpcore._async.http2",
     "httpcore._sync.http2", "httpcore._async.socks_proxy", "httpcore._sync.socks_proxy",
@@ -295,10 +298,10 @@ def pyinstaller_argv(*, name: str, entry: Path, repo: Path, work: Path, hidden: 
         "--name", name, "--contents-directory", SUPPORT_DIR,
         "--distpath", str(work / "dist"), "--workpath", str(work / "build"),
         "--specpath", str(work),
-        "--paths", str(repo / "launcher"), "--paths", str(repo / "runtime"),
+        "--paths", str(repo / "src"),
         "--add-data", f"{repo / 'profiles'}{os.pathsep}dsh/_profiles",
         "--add-data",  # the web page (read with importlib.resources)
-        f"{repo / 'runtime/dsh_runtime/web/static'}{os.pathsep}dsh_runtime/web/static",
+        f"{repo / 'src/dsh/runtime/web/static'}{os.pathsep}dsh/runtime/web/static",
     ]
     for module in hidden:
         argv += ["--hidden-import", module]
@@ -314,7 +317,7 @@ def import_audit_argv(python: Path, support: Path, repo: Path,
     """The command line of ``import_audit.py`` over the frozen ``support`` folder, run by
     the freeze venv's ``python`` with the repository's source folders searched first."""
     argv = [str(python), str(repo / "wheels/import_audit.py"), "--support", str(support)]
-    for folder in ("launcher", "runtime", "wheels"):
+    for folder in ("src", "wheels"):
         argv += ["--path", str(repo / folder)]
     for module in excluded:
         argv += ["--exclude", module]
@@ -333,7 +336,7 @@ def expected_payload(*, executable: str, companions: Iterable[str], frozen: Iter
     """
     frozen = set(frozen)
     required = {executable, f"{SUPPORT_DIR}/dsh/__init__.pyc",
-                f"{SUPPORT_DIR}/dsh_runtime/__init__.pyc"} | {
+                f"{SUPPORT_DIR}/dsh/runtime/__init__.pyc"} | {
         f"{SUPPORT_DIR}/dsh/_profiles/{path}" for path in profiles}
     missing = sorted(required - frozen)
     if missing:
@@ -449,7 +452,8 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
         python = self.freeze_venv(work / "venv", pillow_from_source=key.startswith("linux-"))
         self.app.display_info(f"dsh-runtime-bin: freezing {executable} with {python}")
-        modules = builtin_plugin_modules(REPO / "runtime/dsh_runtime/builtin_plugins.py")
+        modules = [*builtin_plugin_modules(REPO / "src/dsh/runtime/kernel/builtin_plugins.py"),
+                   *COMPAT_MODULES]
         self.check_importable(python, modules)
         excluded = excluded_modules(key)
         run([str(python), "-m", "PyInstaller",
@@ -530,9 +534,9 @@ class RuntimeBinBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def check_importable(self, python: Path, modules: list[str]) -> None:
         """Every BUILTIN_PLUGINS module imports in the freeze venv, or the build stops."""
-        paths = [str(REPO / "launcher"), str(REPO / "runtime")]
-        code = ("import importlib, sys; sys.path[:0] = sys.argv[1:3]; "
-                "[importlib.import_module(m) for m in sys.argv[3:]]")
+        paths = [str(REPO / "src")]
+        code = ("import importlib, sys; sys.path[:0] = sys.argv[1:2]; "
+                "[importlib.import_module(m) for m in sys.argv[2:]]")
         run([str(python), "-c", code, *paths, *modules],
             "importing the BUILTIN_PLUGINS modules", clean_env())
 

@@ -1,7 +1,7 @@
 """The publish gate: exactly the four expected runtime wheels, or nothing is published.
 
 The expected names come from ``platforms.json`` (one ``wheel_tag`` per platform) and the
-version in ``launcher/dsh/_version.py``; a missing platform, a second build of one, or a
+version in ``src/dsh/_version.py``; a missing platform, a second build of one, or a
 wheel with an unearned tag (``linux_x86_64``, ``none-any``) fails, naming each file.
 
     python wheels/publish_gate.py DIST_DIR
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: publish_gate.py DIST_DIR", file=sys.stderr)
         return 2
     platforms = json.loads((HERE / "platforms.json").read_text(encoding="utf-8"))["platforms"]
-    expected = expected_wheels(dsh_version(HERE.parent / "launcher/dsh/_version.py"), platforms)
+    expected = expected_wheels(dsh_version(HERE.parent / "src/dsh/_version.py"), platforms)
     found = {path.name for path in Path(args[0]).rglob("*.whl")}
     problems = gate_problems(found, expected)
     for problem in problems:

@@ -56,7 +56,7 @@ def _timed_model(model: Any) -> list[float]:
 
 async def _agent_session(tmp: str, script: str, sessions: bool, runs: int) -> list[float]:
     """Per-step overhead (seconds) of ``runs`` sessions of AGENT_STEPS tool-calling steps."""
-    from dsh_runtime.kernel import Kernel
+    from dsh.runtime.kernel.kernel import Kernel
 
     kernel = Kernel(agent_rows(script, sessions), profile="bench", home=tmp, cwd=tmp, env={})
     kernel.load()

@@ -20,7 +20,7 @@ MCP_CALLS = 50
 
 async def _tool_call_times(tmp: str, script: str, calls: int) -> dict[str, list[float]]:
     """Seconds from each ``tool/call`` event to its ``tool/result``, by tool name."""
-    from dsh_runtime.kernel import Kernel
+    from dsh.runtime.kernel.kernel import Kernel
 
     server = {"name": "bench", "command": sys.executable,
               "args": [str(FIXTURES / "mcp_test_server.py")]}

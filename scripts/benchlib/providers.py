@@ -60,7 +60,7 @@ def _standin(module: str, entries: list[dict[str, Any]]) -> Iterator[str]:
 
 
 def _route(plugin: Any, config: dict[str, Any]) -> Any:
-    from dsh_runtime.schema import validate
+    from dsh.runtime.kernel.schema import validate
 
     values = validate(plugin.manifest.config_schema, {"api_key": KEY, "max_retries": 0,
                                                       **config}, row_id="bench")
@@ -108,7 +108,7 @@ def _metric(name: str, fmt: str, module: str) -> Metric:
 
 def _row(metric: Metric, plugin: Callable[[], Any], module: str, config: dict[str, Any],
          entry: dict[str, Any], opts: Options) -> Result:
-    from dsh_runtime.providers.base import ModelRequest
+    from dsh.runtime.providers.base import ModelRequest
 
     reps = opts.reps(15, 4)
     request = ModelRequest("bench", config["default_model"], (
@@ -133,7 +133,7 @@ ANTHROPIC = _metric("provider_chunk_overhead_anthropic", "Anthropic Messages",
 @benchmark("provider_chunk_overhead_openai", OPENAI)
 def provider_chunk_overhead_openai(opts: Options) -> Result:
     """Chat-completions route (DeepSeek stand-in): dsh's cost per streamed event."""
-    from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
+    from dsh.runtime.providers.openai_compat import OpenAICompatibleProvider
 
     entry = {"reasoning": "r" * ANSWER_CHARS, "content": "c" * ANSWER_CHARS}
     return _row(OPENAI, lambda: OpenAICompatibleProvider, "deepseek_standin",
@@ -144,7 +144,7 @@ def provider_chunk_overhead_openai(opts: Options) -> Result:
 @benchmark("provider_chunk_overhead_anthropic", ANTHROPIC)
 def provider_chunk_overhead_anthropic(opts: Options) -> Result:
     """Anthropic Messages route (Anthropic stand-in): dsh's cost per streamed event."""
-    from dsh_runtime.providers.anthropic import AnthropicProvider
+    from dsh.runtime.providers.anthropic import AnthropicProvider
 
     entry = {"thinking": "r" * ANSWER_CHARS, "text": "c" * ANSWER_CHARS}
     return _row(ANTHROPIC, lambda: AnthropicProvider, "anthropic_standin",

@@ -41,8 +41,8 @@ DB_SCALING = Metric(
 @benchmark("sessions_db_scaling", DB_SCALING)
 def sessions_db_scaling(opts: Options) -> Result:
     """Session appends and resumes as the database fills; growth from 10% to 100%."""
-    from dsh_runtime.agent.session import SessionRecord
-    from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+    from dsh.runtime.agent.session import SessionRecord
+    from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
     count = opts.reps(1000, 200)
     per_session = 100
@@ -105,7 +105,7 @@ LEASE = Metric(
 def session_lease_acquire(opts: Options) -> Result:
     """Median ms of taking a free session lease in a store of 1,000 leased sessions."""
     from dsh.core.errors import SessionHeldError
-    from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+    from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
     runs = opts.reps(400, 80)
     dead_pid = 2 ** 22 + 1  # above any pid this kernel hands out by default
@@ -206,9 +206,9 @@ def _cluster() -> Iterator[Any]:
 
 
 def _open_stores(tmp: str, dsn: str) -> dict[str, Any]:
-    from dsh_runtime.sessions.postgres.link import Link
-    from dsh_runtime.sessions.postgres.store import PostgresSessionStore
-    from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+    from dsh.runtime.sessions.postgres.link import Link
+    from dsh.runtime.sessions.postgres.store import PostgresSessionStore
+    from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
     link = Link(dsn)
     link.adopt(link.connect())
@@ -227,9 +227,8 @@ def _grow(store: Any, session: str, size: int, have: int) -> None:
 def _store_rows(opts: Options, size: int, append_row: Metric, resume_row: Metric,
                 lease_row: Metric | None) -> list[Result]:
     """Append, resume (and lease) at a log of ``size`` events, both stores interleaved."""
-    from dsh_runtime.agent.session import SessionRecord
-
     from benchlib.procs import balanced
+    from dsh.runtime.agent.session import SessionRecord
 
     appends = opts.reps(PG_APPENDS, 60)
     loads = opts.reps(7, 3)

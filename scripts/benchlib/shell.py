@@ -19,8 +19,8 @@ SANDBOX = Metric(
 @benchmark("shell_sandbox_start", SANDBOX)
 def shell_sandbox_start(opts: Options) -> Result:
     """``true`` through the shell tool's argv, in the workspace-write sandbox and plain."""
-    from dsh_runtime.tools.sandbox import Policy, probe
-    from dsh_runtime.tools.shell import command_argv
+    from dsh.runtime.tools.sandbox import Policy, probe
+    from dsh.runtime.tools.shell import command_argv
 
     sandbox = {"mode": "workspace-write", "network": False, "required": False}
     found = probe(Policy.from_config(sandbox))

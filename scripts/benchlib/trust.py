@@ -1,6 +1,6 @@
 """The trust boundary: what the race-free open of the file tools costs against a plain one.
 
-``safe_open`` times :func:`dsh_runtime.tools.safeopen.open_regular` as the file tools
+``safe_open`` times :func:`dsh.runtime.tools.safeopen.open_regular` as the file tools
 use it (from the workspace root's fd, ``openat2(RESOLVE_BENEATH)`` where the kernel has
 it, the regular-file check, blocking mode restored, then close) on a file four components
 below the root; ``safe_open_walk`` the same through the ``O_NOFOLLOW`` component walk
@@ -46,7 +46,7 @@ def _per_call_us(fn: Callable[[], None], calls: int) -> float:
 
 
 def _measure(metric: Metric, opts: Options, *, openat2: bool) -> Result:
-    from dsh_runtime.tools import safeopen
+    from dsh.runtime.tools import safeopen
 
     if openat2 and not safeopen.openat2_available():
         return metric.skip("this kernel has no openat2 (the walk is measured by "

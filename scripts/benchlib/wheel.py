@@ -14,7 +14,7 @@ from benchlib.carrier import ROOT, RuntimeWheel
 from benchlib.registry import Metric, Options, Result, benchmark
 from benchlib.runtime import no_anchors
 
-_PURE_PARTS = ("launcher/dsh", "runtime/dsh_runtime", "profiles")
+_PURE_PARTS = ("launcher/dsh", "src/dsh/runtime", "profiles")
 
 
 def _no_wheel(wheel: RuntimeWheel | None) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from dsh.core.errors import JsonRpcError
-from dsh_runtime.servers.acp_mapping import (
+from dsh.runtime.servers.acp_mapping import (
     UpdateMapper,
     prompt_blocks,
     stop_reason,

@@ -1,7 +1,7 @@
 """Test kit for the agent slice: a real kernel on real rows, and fixture plugins.
 
 Rows name the fixture plugins as ``agentkit:Name`` (pytest puts this folder on
-``sys.path``). :class:`Booted` starts a :class:`~dsh_runtime.kernel.Kernel` on rows, gives
+``sys.path``). :class:`Booted` starts a :class:`~dsh.runtime.kernel.kernel.Kernel` on rows, gives
 the published ``agent`` and records every notification, so tests read what a protocol
 server would forward. Waits are bounded only to turn a bug into a failure instead of a
 hang; no test asserts how long anything took.
@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsh_runtime.kernel import Kernel
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
-from dsh_runtime.tools.base import Image, ToolContext, ToolResult
+from dsh.runtime.kernel.kernel import Kernel
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
+from dsh.runtime.tools.base import Image, ToolContext, ToolResult
 
 GUARD = 10.0
 """Seconds before a wait is declared hung (a failure, never a measurement)."""

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
+
 from dsh.core.errors import DshError, SessionBusyError
-from dsh_runtime.servers.errors import code_of
+from dsh.runtime.servers.errors import code_of
 
 SLOW = {"text": "slow", "delay_ms": 3_600_000}
 FIXTURE_TOOLS = {"id": "fixture-tools", "name": "agentkit:FixtureTools"}

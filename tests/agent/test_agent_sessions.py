@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from agentkit import Booted, rows, text, write_script
+
 from dsh.core.errors import InvalidArgumentError, SessionBusyError, SessionNotFoundError
-from dsh_runtime.agent.service import Agent, AgentConfig
-from dsh_runtime.agent.store import MemorySessionStore
-from dsh_runtime.servers.errors import code_of
+from dsh.runtime.agent.service import Agent, AgentConfig
+from dsh.runtime.agent.store import MemorySessionStore
+from dsh.runtime.servers.errors import code_of
 
 
 def test_configure_resolves_defaults_and_rejects_unknown_routes(tmp_path: Path) -> None:

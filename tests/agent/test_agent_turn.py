@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agentkit import JOURNAL, Booted, rows, text, write_script
+
 from dsh.core.errors import InvalidArgumentError
 
 TOOL_TURN = [

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from dsh_runtime.agent.assembly import Assembly
-from dsh_runtime.providers.base import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+
+from dsh.runtime.agent.assembly import Assembly
+from dsh.runtime.providers.base import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 
 
 def test_fragments_join_by_index_in_arrival_order() -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from agentkit import JOURNAL, Booted, rows, text, write_script
+
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
 from dsh.sdk import AsyncDshClient, ClientConfig
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
 
 REQUESTS: list[list[dict[str, Any]]] = []
 LONG_PROMPT = "Please look at this long description. " * 10  # ~380 chars

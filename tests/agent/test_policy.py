@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from agentkit import NoteTool, Untyped
-from dsh_runtime.guardrails import Decision
-from dsh_runtime.policy import PolicyGuardrail, decide
-from dsh_runtime.tools import confine
-from dsh_runtime.tools.base import ToolCall
-from dsh_runtime.tools.confine import Boundary
-from dsh_runtime.tools.working_directory import WorkingDirectory
+
+from dsh.runtime.kernel.guardrails import Decision
+from dsh.runtime.tools import confine
+from dsh.runtime.tools.base import ToolCall
+from dsh.runtime.tools.confine import Boundary
+from dsh.runtime.tools.policy import PolicyGuardrail, decide
+from dsh.runtime.tools.working_directory import WorkingDirectory
 
 
 def call(tool: Any, can_ask: bool = False, **arguments: Any) -> ToolCall:

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from agentkit import write_script
+
 from dsh.core.errors import ConfigError
-from dsh_runtime.kernel import Kernel
-from dsh_runtime.providers.base import (
+from dsh.runtime.kernel.kernel import Kernel
+from dsh.runtime.providers.base import (
     Finish,
     ModelError,
     ModelRequest,
@@ -20,7 +21,7 @@ from dsh_runtime.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from dsh_runtime.providers.scripted import ScriptedModel, load_script
+from dsh.runtime.providers.scripted import ScriptedModel, load_script
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "offline" / "script.yml"
 

@@ -8,16 +8,17 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
-from dsh_runtime.loader import resolve
-from dsh_runtime.tools.base import ArgumentError, ToolContext, check_arguments, parse_arguments
-from dsh_runtime.tools.working_directory import WorkingDirectory
+
+from dsh.runtime.kernel.builtin_plugins import BUILTIN_PLUGINS
+from dsh.runtime.kernel.loader import resolve
+from dsh.runtime.tools.base import ArgumentError, ToolContext, check_arguments, parse_arguments
+from dsh.runtime.tools.working_directory import WorkingDirectory
 
 MINE = {
-    "agent-core": "dsh_runtime.agent.plugin:AgentCore",
-    "llm-scripted": "dsh_runtime.providers.scripted:ScriptedProvider",
-    "tool-working-directory": "dsh_runtime.tools.working_directory:WorkingDirectoryTool",
-    "guardrail-policy": "dsh_runtime.policy:PolicyGuardrail",
+    "agent-core": "dsh.runtime.agent.plugin:AgentCore",
+    "llm-scripted": "dsh.runtime.providers.scripted:ScriptedProvider",
+    "tool-working-directory": "dsh.runtime.tools.working_directory:WorkingDirectoryTool",
+    "guardrail-policy": "dsh.runtime.tools.policy:PolicyGuardrail",
 }
 
 

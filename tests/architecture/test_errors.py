@@ -17,19 +17,17 @@ from functools import cache
 from pathlib import Path
 
 import dsh
-import dsh_runtime
 from dsh.core.errors import DshError
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*(ROOT / "launcher" / "dsh").rglob("*.py"),
-                  *(ROOT / "runtime" / "dsh_runtime").rglob("*.py")])
+SOURCES = sorted((ROOT / "src").rglob("*.py"))
 # Modules that need an optional driver to import; their exceptions are checked by source.
-OPTIONAL = ("dsh_runtime.sessions.postgres.",)
+OPTIONAL = ("dsh.runtime.sessions.postgres.",)
 
 
 def exception_classes() -> list[type[BaseException]]:
     found = []
-    for package in (dsh, dsh_runtime):
+    for package in (dsh,):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if info.name.startswith(OPTIONAL) or info.name.endswith("__main__"):
                 continue
@@ -74,9 +72,9 @@ def test_the_check_sees_a_crossing_class() -> None:
     """The control: a class outside the tree that another module names is found."""
     from dsh.config import yamlreader
 
-    class Crossing(Exception):
+    class CrossingError(Exception):
         pass
 
-    Crossing.__module__ = yamlreader.__name__
-    Crossing.__name__ = "ProfileNotFoundError"  # named by every module that raises it
-    assert named_elsewhere(Crossing)
+    CrossingError.__module__ = yamlreader.__name__
+    CrossingError.__name__ = "ProfileNotFoundError"  # named by every module that raises it
+    assert named_elsewhere(CrossingError)

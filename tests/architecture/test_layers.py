@@ -20,14 +20,14 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("dsh", "dsh_runtime")
+PACKAGES = ("dsh",)
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` on ``tree`` (its pyproject.toml, its packages first on the path),
     without a cache folder: nothing is written into the tree."""
     env = {"PATH": "/usr/bin:/bin",
-           "PYTHONPATH": f"{tree / 'launcher'}:{tree / 'runtime'}"}
+           "PYTHONPATH": str(tree / 'src')}
     return subprocess.run(
         [sys.executable, "-c", "import sys; from importlinter.cli import "
          "lint_imports_command; sys.exit(lint_imports_command())", "--no-cache"],
@@ -44,10 +44,10 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     shutil.copy(ROOT / "pyproject.toml", tree)
-    for package in ("launcher", "runtime"):
+    for package in ("src",):
         shutil.copytree(ROOT / package, tree / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    redact = tree / "launcher" / "dsh" / "core" / "redact.py"
+    redact = tree / "src" / "dsh" / "core" / "redact.py"
     redact.write_text(redact.read_text(encoding="utf-8")
                       + "\n\ndef _upward() -> None:\n    from dsh.config import profiles  # noqa\n",
                       encoding="utf-8")

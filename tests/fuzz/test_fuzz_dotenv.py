@@ -22,10 +22,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsh.config.envfile import EnvFile, read_env_file
-from dsh.core.errors import EnvFileError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+from dsh.config.envfile import EnvFile, read_env_file
+from dsh.core.errors import EnvFileError
 
 MARK = "vAlUe"  # in every generated value; never a name, never printed
 BOOTSTRAP = re.compile(r"^(PATH|PYTHON.*|DSH_.*|LD_.*|DYLD_.*)$")

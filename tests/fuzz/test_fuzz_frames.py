@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
 from dsh.core import jsonrpc
 from dsh.core.errors import InvalidMessageError
 from dsh.core.jsonrpc import Frame, FrameDecoder, FrameFault
-from hypothesis import HealthCheck, given, reject, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess

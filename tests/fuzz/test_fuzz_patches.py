@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from dsh.config.compose import ComposedTree, compose
 from dsh.config.patchfile import PatchLayer, parse_layer
 from dsh.core.errors import ConfigError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 TAGS = {"__T0__": "!env API_KEY", "__T1__": "!env [PORT, 1]", "__T2__": "!home x",
         "__T3__": "!path rel", "__T4__": "!env", "__T5__": "!env [A]", "__T6__": "!bogus x",

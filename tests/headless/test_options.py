@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from dsh.core.errors import UsageError
-from dsh_runtime.headless.options import Options, parse
+from dsh.runtime.headless.options import Options, parse
 
 
 def test_words_are_joined_and_options_read() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_runtime.headless.progress import WIDTH, Progress
+from dsh.runtime.headless.progress import WIDTH, Progress
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dsh_runtime.headless.runner import _approver
+from dsh.runtime.headless.runner import _approver
 
 
 def test_auto_allows_and_never_denies_every_guarded_call() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from dsh._version import __version__
 
 ROOT = Path(__file__).resolve().parents[2]

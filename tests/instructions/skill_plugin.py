@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
 
 
 class SkillPlugin(Plugin):

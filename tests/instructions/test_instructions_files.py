@@ -1,6 +1,7 @@
 """Which ``AGENTS.md`` files apply to a working directory, and the caps on what is shown.
 
-Real files in the test's temp folders; :mod:`dsh_runtime.agentdocs.instructions` is called directly.
+Real files in the test's temp folders; :mod:`dsh.runtime.tools.agentdocs.instructions` is
+called directly.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from dsh_runtime.agentdocs import instructions
+
+from dsh.runtime.tools.agentdocs import instructions
 
 
 @pytest.fixture

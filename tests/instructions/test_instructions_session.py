@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.config.profiles import seed_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))

@@ -1,6 +1,6 @@
 """Skills on disk: front matter, places and overrides, malformed files named with a reason.
 
-Real folders under the test's home and a temp project; :mod:`dsh_runtime.agentdocs.skills`
+Real folders under the test's home and a temp project; :mod:`dsh.runtime.tools.agentdocs.skills`
 called directly.
 """
 
@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from dsh_runtime.agentdocs import skills
+
+from dsh.runtime.tools.agentdocs import skills
 
 
 def skill(place: Path, name: str, text: str) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from dsh.config.patchfile import (
     ASSIGN_KEYS,
     REPLACE_KEYS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dsh.cli.argv import Invocation, misplaced, near_flag, parse
 from dsh.core.errors import UsageError
 

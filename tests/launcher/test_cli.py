@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.config import profiles, shipped
 
 from .test_profiles import install_bundle

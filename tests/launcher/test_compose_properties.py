@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dsh.config.compose import ComposedTree, compose
-from dsh.config.patchfile import PatchLayer, parse_layer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from dsh.config.compose import ComposedTree, compose
+from dsh.config.patchfile import PatchLayer, parse_layer
 
 TAGS = {
     "__TAG0__": "!env API_KEY",

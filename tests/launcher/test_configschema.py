@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
 from dsh.config import shipped
 from dsh.config.configschema import config_schema
 from dsh.config.patchfile import parse_layer

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, read_env_file
 from dsh.config.envsnapshot import snapshot
 from dsh.config.resolve import prepare, resolve

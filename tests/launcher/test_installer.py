@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dsh.cli.installer import build_backend, cause
 
 BUILD_DEPS_OFFLINE = """\

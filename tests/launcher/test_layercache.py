@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from dsh.config.layercache import MAX_ENTRIES, LayerCache
 from dsh.config.patchfile import parse_layer
 from dsh.config.profiles import Profile

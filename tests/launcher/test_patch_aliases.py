@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from dsh.config.patchfile import parse_layer
 from dsh.config.yamlreader import MAX_ALIAS_NODES
 from dsh.core.errors import PatchError

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from dsh.config.patchfile import PatchLayer, load_layer, parse_layer
 from dsh.config.tags import EnvRef, HomeRef, PathRef
 from dsh.core.errors import PatchError

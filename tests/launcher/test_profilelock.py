@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from dsh.cli.profilelock import ProfileLock, lock_path
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from dsh.config import profiles, shipped
 from dsh.config.bundles import find_bundle
 from dsh.config.profiles import Profile

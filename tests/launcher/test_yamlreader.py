@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from dsh.config import patchfile
 from dsh.config.shipped import shipped_root
 from dsh.config.yamlreader import read
 from dsh.core.errors import PatchError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.launcher import reference_reader
 
 LOADERS = [yaml.SafeLoader] + ([yaml.CSafeLoader] if hasattr(yaml, "CSafeLoader") else [])

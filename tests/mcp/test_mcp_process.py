@@ -178,7 +178,7 @@ def test_an_mcp_session_loads_no_mcp_sdk(run_dsh: Run, tmp_path: Path) -> None:
     assert text(results(events(proc))["add"]) == "3"
     imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
-    assert "dsh_runtime.mcp.stdio" in imported
+    assert "dsh.runtime.mcp.stdio" in imported
     heavy = ("mcp", "mcp_types", "pydantic", "pydantic_core", "cryptography", "httpx2")
     assert sorted(m for m in imported if m.split(".")[0] in heavy) == []
 
@@ -297,7 +297,7 @@ def test_booting_with_an_empty_server_list_imports_no_mcp(run_dsh: Run) -> None:
                    input="".join(json.dumps(f) + "\n" for f in frames),
                    env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "dsh_runtime.mcp.config" in proc.stderr  # the row is loaded ...
+    assert "dsh.runtime.mcp.config" in proc.stderr  # the row is loaded ...
     imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert sorted(m for m in imported if m.split(".")[0] in ("mcp", "mcp_types")) == []

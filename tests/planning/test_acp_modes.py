@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from acpkit import RawAcp, write_patch
-from dsh_runtime.servers.acp_mapping import UpdateMapper
+
+from dsh.runtime.servers.acp_mapping import UpdateMapper
 
 TODOS = [{"content": "Survey", "status": "completed"},
          {"content": "Write notes", "status": "pending", "priority": "high"}]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from agentkit import Booted, rows, text, write_script
-from dsh_runtime.planning.goalstore import Goal, GoalError, change
-from dsh_runtime.sessions import schema
-from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 from plankit import call, results, say, sections, start
+
+from dsh.runtime.planning.goalstore import Goal, GoalError, change
+from dsh.runtime.sessions import schema
+from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
 
 def test_a_version_1_database_gains_the_goals_table_and_keeps_its_sessions(

@@ -20,7 +20,7 @@ from pluginkit import FIXTURE, package, tree_state
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 HELLO_PATCH = "- id: tools\n  insert:\n    - {id: greet, name: \"%s:Greeter\"}\n"
 GREETER = '''\
-from dsh_runtime.plugin import Capability, Manifest, Plugin
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin
 
 
 class Greeter(Plugin):

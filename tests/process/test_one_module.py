@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (ROOT / "launcher" / "dsh", ROOT / "runtime" / "dsh_runtime")
-ALLOWED = {ROOT / "launcher" / "dsh" / "core" / "process.py"}
+PACKAGES = (ROOT / "src",)
+ALLOWED = {ROOT / "src" / "dsh" / "core" / "process.py"}
 
 _MODULES = {"subprocess", "pty", "multiprocessing"}
 _POOLS = {"process", "ProcessPoolExecutor"}
@@ -74,7 +74,7 @@ def test_no_module_but_dsh_process_starts_or_signals_a_process() -> None:
     found = [v for path in _sources() if path not in ALLOWED
              for v in violations(path.read_text(encoding="utf-8"),
                                  str(path.relative_to(ROOT)))]
-    assert not found, ("only launcher/dsh/core/process.py may start or signal processes:\n"
+    assert not found, ("only src/dsh/core/process.py may start or signal processes:\n"
                        + "\n".join(found))
 
 
@@ -86,7 +86,7 @@ def test_the_process_module_is_in_the_core_layer() -> None:
     core = {"dsh.core.errors", "dsh.core.jsonrpc", "dsh._version", "dsh.core.limits",
             "dsh.core.process", "dsh.core.winjob"}
     for name in ("process.py", "limits.py", "winjob.py"):
-        tree = ast.parse((ROOT / "launcher" / "dsh" / "core" / name).read_text(encoding="utf-8"))
+        tree = ast.parse((ROOT / "src" / "dsh" / "core" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 modules = [node.module]

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = (ROOT / "launcher" / "dsh", ROOT / "runtime" / "dsh_runtime", ROOT / "wheels",
+SCANNED = (ROOT / "src", ROOT / "wheels",
            ROOT / "scripts")
 
 POSIX_SIGNALS = {"SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGALRM",

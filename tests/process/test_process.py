@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dsh.core import process
 from proctable import argv0, pids_with
+
+from dsh.core import process
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 LINUX = sys.platform.startswith("linux")

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from dsh.core import jsonrpc
-from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
-from dsh_runtime.stdio import StdioTransport
+from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
+from dsh.runtime.transports.stdio import StdioTransport
 
 
 class PipeClient:

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh.core.errors import JsonRpcError
-from dsh_runtime.agent.store import HistoryPage
-from dsh_runtime.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
+from dsh.runtime.agent.store import HistoryPage
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar, RuntimeContext
 
 Listener = Callable[[str, dict[str, Any]], None]
 

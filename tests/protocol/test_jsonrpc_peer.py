@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from dsh.core.errors import ConfigError, JsonRpcError, ProtocolError
-from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
 from peerkit import serving_peer
+
+from dsh.core.errors import ConfigError, JsonRpcError, ProtocolError
+from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
 
 
 def run(coro: Any) -> Any:

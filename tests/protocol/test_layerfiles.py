@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dsh_runtime.layerfiles import LayerFingerprint
+from dsh.runtime.kernel.layerfiles import LayerFingerprint
 
 
 def bump_mtime(path: Path) -> None:

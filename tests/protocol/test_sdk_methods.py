@@ -13,12 +13,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from dsh.core.errors import JsonRpcError
-from dsh_runtime.agent.store import HistoryPage
-from dsh_runtime.layerfiles import LayerFingerprint
-from dsh_runtime.servers.jsonrpc_server import JsonRpcPeer
-from dsh_runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 from peerkit import PipeClient, serving_peer
+
+from dsh.core.errors import JsonRpcError
+from dsh.runtime.agent.store import HistoryPage
+from dsh.runtime.kernel.layerfiles import LayerFingerprint
+from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
+from dsh.runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 
 
 class StandInAgent:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from anthropic_standin import AnthropicStandIn, sign
+
 from dsh.sdk import ClientConfig, DshClient
 
 KEY = "sk-ant-standin-9a8b7c6d5e4f"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.sdk import ClientConfig, DshClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))

@@ -20,9 +20,18 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from fake_openai_server import (
+    FakeOpenAIServer,
+    Reply,
+    chunk,
+    error_reply,
+    event,
+    text_stream,
+)
+
 from dsh.core.launch import EnvSnapshot
-from dsh_runtime.kernel import Kernel
-from dsh_runtime.providers.base import (
+from dsh.runtime.kernel.kernel import Kernel
+from dsh.runtime.providers.base import (
     Chunk,
     Finish,
     ModelError,
@@ -32,16 +41,8 @@ from dsh_runtime.providers.base import (
     ToolSpec,
     Usage,
 )
-from dsh_runtime.providers.http_route import _proxy_for, backoff_delay, retry_after_seconds
-from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
-from fake_openai_server import (
-    FakeOpenAIServer,
-    Reply,
-    chunk,
-    error_reply,
-    event,
-    text_stream,
-)
+from dsh.runtime.providers.http_route import _proxy_for, backoff_delay, retry_after_seconds
+from dsh.runtime.providers.openai_compat import OpenAICompatibleProvider
 
 KEY = "sk-canary-7f3a9c1e5b2d4f60"
 """A canary key: no exception text, log record or repr may ever contain it."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from dsh_runtime.providers.base import ModelRequest
 from fake_openai_server import FakeOpenAIServer, Reply, text_stream
 from test_openai_compat import failure, stream
+
+from dsh.runtime.providers.base import ModelRequest
 
 PNG = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
 

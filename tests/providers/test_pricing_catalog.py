@@ -7,13 +7,14 @@ import datetime as dt
 import logging
 
 import pytest
+
 from dsh.core.errors import ConfigError
-from dsh_runtime.providers.anthropic import AnthropicProvider
-from dsh_runtime.providers.base import ModelRequest, ToolSpec, Usage
-from dsh_runtime.providers.catalog import ModelCatalog
-from dsh_runtime.providers.http_route import _url_problem, route_env
-from dsh_runtime.providers.openai_compat import OpenAICompatibleProvider
-from dsh_runtime.providers.pricing import PriceTable, estimated
+from dsh.runtime.providers.anthropic import AnthropicProvider
+from dsh.runtime.providers.base import ModelRequest, ToolSpec, Usage
+from dsh.runtime.providers.catalog import ModelCatalog
+from dsh.runtime.providers.http_route import _url_problem, route_env
+from dsh.runtime.providers.openai_compat import OpenAICompatibleProvider
+from dsh.runtime.providers.pricing import PriceTable, estimated
 
 FLASH = {"input_cache_hit": 0.006, "input_cache_miss": 0.30, "output": 1.20,
          "off_peak": {"input_cache_hit": 0.003, "input_cache_miss": 0.15, "output": 0.60}}

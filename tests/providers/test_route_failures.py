@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from deepseek_standin import DeepSeekStandIn
+from standin_http import tokens
+
 from dsh.core.errors import JsonRpcError
 from dsh.sdk import ClientConfig, DshClient, RunResult
-from standin_http import tokens
 
 KEY = "sk-standin-77aa88bb99cc00dd"
 OK = {"reasoning": "Simple.", "content": "All good."}

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from dsh_runtime.providers import anthropic_wire, openai_wire
-from dsh_runtime.providers.base import (
+
+from dsh.runtime.providers import anthropic_wire, openai_wire
+from dsh.runtime.providers.base import (
     Finish,
     ModelError,
     ModelRequest,
@@ -16,7 +17,7 @@ from dsh_runtime.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from dsh_runtime.sse import ServerSentEvent
+from dsh.runtime.transports.sse import ServerSentEvent
 
 CALLING = {"role": "assistant", "source": {"kind": "model", "provider": "anthropic"},
            "content": [

@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from faultkit import Figure, files_under
+
 from dsh.config import shipped
 from dsh.config.profiles import Profile
-from faultkit import Figure, files_under
 
 pytestmark = pytest.mark.reliability
 

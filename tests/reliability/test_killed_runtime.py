@@ -1,6 +1,6 @@
 """The runtime SIGKILLed at points of a turn, driven by the real SDK client.
 
-The durable contract (``dsh_runtime/sessions/sqlite_store.py``): the agent appends every
+The durable contract (``dsh/runtime/sessions/sqlite_store.py``): the agent appends every
 event to ``sessions.db`` in its own transaction *before* any client sees it. So after a
 kill at any point:
 
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, RuntimeExitedError
 from faultkit import (
     MARKER_ROW,
     OFFLINE_PATCH,
@@ -41,6 +40,8 @@ from faultkit import (
     stored_events,
 )
 from proctable import pids_with
+
+from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, RuntimeExitedError
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")]

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.sdk import ClientConfig, DshClient, RunResult
 from faultkit import Figure, stored_events
+
+from dsh.sdk import ClientConfig, DshClient, RunResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 from fake_openai_server import FakeOpenAIServer, Reply, chunk, event, text_stream

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.sdk import AsyncDshClient, ClientConfig, RuntimeExitedError
 from faultkit import OFFLINE_PATCH, SETTLE, Figure, files_under, read_only
+
+from dsh.sdk import AsyncDshClient, ClientConfig, RuntimeExitedError
 
 pytestmark = pytest.mark.reliability
 

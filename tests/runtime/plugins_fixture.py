@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_runtime.plugin import Capability, Command, Manifest, Plugin, Registrar, RuntimeContext
+from dsh.runtime.kernel.plugin import (
+    Capability,
+    Command,
+    Manifest,
+    Plugin,
+    Registrar,
+    RuntimeContext,
+)
 
 JOURNAL: list[tuple[str, str]] = []
 EVERYTHING = frozenset(Capability)

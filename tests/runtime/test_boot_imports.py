@@ -19,8 +19,8 @@ from pathlib import Path
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 OFFLINE_PATCH = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
 NOT_AT_BOOT = ("httpx", "httpcore", "email", "uuid", "hashlib")
-REQUEST_ONLY = ("dsh_runtime.providers.openai_wire", "dsh_runtime.providers.anthropic_wire",
-                "dsh_runtime.sse")
+REQUEST_ONLY = ("dsh.runtime.providers.openai_wire", "dsh.runtime.providers.anthropic_wire",
+                "dsh.runtime.transports.sse")
 
 
 def imported_modules(stderr: str) -> set[str]:

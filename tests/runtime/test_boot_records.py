@@ -18,8 +18,10 @@ import json
 import subprocess
 from collections.abc import Callable
 
-from dsh_runtime.plugin import Command, ContextRequest, EnvVar, Manifest
-from dsh_runtime.providers.base import (
+from test_boot_imports import OFFLINE_PATCH, imported_modules
+
+from dsh.runtime.kernel.plugin import Command, ContextRequest, EnvVar, Manifest
+from dsh.runtime.providers.base import (
     Finish,
     ModelRequest,
     ReasoningDelta,
@@ -28,15 +30,14 @@ from dsh_runtime.providers.base import (
     ToolSpec,
     Usage,
 )
-from dsh_runtime.tools.base import Image, ToolCall, ToolContext, ToolResult
-from test_boot_imports import OFFLINE_PATCH, imported_modules
+from dsh.runtime.tools.base import Image, ToolCall, ToolContext, ToolResult
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 
 DATACLASSES_AT_BOOT = {  # all frozen
     # Not plain records: __post_init__ freezes the attributes / works out is_async.
-    "dsh_runtime.hooks.Hook",
-    "dsh_runtime.hooks.HookEvent",
+    "dsh.runtime.kernel.hooks.Hook",
+    "dsh.runtime.kernel.hooks.HookEvent",
     # Config values: as tuples they would read as lists, and compare equal to each other.
     "dsh.config.tags.EnvRef",
     "dsh.config.tags.HomeRef",
@@ -74,7 +75,7 @@ def test_boot_path_creates_no_other_dataclass(run_dsh: RunDsh) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     modules = sorted(m for m in imported_modules(proc.stderr)
                      if m.split(".")[0] in ("dsh", "dsh_runtime") and not m.endswith("__main__"))
-    assert "dsh_runtime.tools.base" in modules  # the measurement sees the boot
+    assert "dsh.runtime.tools.base" in modules  # the measurement sees the boot
     found = set()
     for name in modules:
         for value in vars(importlib.import_module(name)).values():

@@ -1,12 +1,13 @@
-"""``dsh_runtime.envpolicy``: the one secret list, declared secrets, and the row policy."""
+"""``dsh.runtime.kernel.envpolicy``: the one secret list, declared secrets, and the row policy."""
 
 from __future__ import annotations
 
 import pytest
+
 from dsh.core.errors import ConfigError
 from dsh.core.launch import EnvSnapshot
-from dsh_runtime.envpolicy import EnvPolicy, declared_secrets, is_secret, scrubbed
-from dsh_runtime.plugin import EnvVar, Manifest
+from dsh.runtime.kernel.envpolicy import EnvPolicy, declared_secrets, is_secret, scrubbed
+from dsh.runtime.kernel.plugin import EnvVar, Manifest
 
 ENV = {"PATH": "/bin", "HOME": "/h", "LANG": "C", "DEEPSEEK_API_KEY": "k",
        "GITHUB_TOKEN": "t", "DB_PASSWORD": "p", "DSH_POSTGRES_DSN": "d", "aws_secret": "s",

@@ -1,7 +1,7 @@
 """The servers' one table from dsh's errors to JSON-RPC error answers (issue 22).
 
 The agent raises what went wrong; the SDK server, ACP and the web API answer through
-:mod:`dsh_runtime.servers.errors`. Every error class has an answer, the sessions' own
+:mod:`dsh.runtime.servers.errors`. Every error class has an answer, the sessions' own
 errors keep the codes clients rely on (-32001 busy and retryable, -32602 with a
 ``data.code``), and a credential inside a URL never leaves in a message.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+
 from dsh.core import errors, jsonrpc
 from dsh.core.errors import (
     BusyError,
@@ -25,7 +26,7 @@ from dsh.core.errors import (
     SessionNotFoundError,
     UsageError,
 )
-from dsh_runtime.servers.errors import code_of, http_status, to_wire
+from dsh.runtime.servers.errors import code_of, http_status, to_wire
 
 
 def test_every_error_class_has_an_answer() -> None:

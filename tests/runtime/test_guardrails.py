@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from dsh_runtime.guardrails import Decision, Guardrail, GuardrailChain, Verdict
+from dsh.runtime.kernel.guardrails import Decision, Guardrail, GuardrailChain, Verdict
 
 
 def check(*fns: Any, budget: float = 5.0, call: Any = "call") -> Verdict:

@@ -9,9 +9,10 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from dsh_runtime.hooks import (
+
+from dsh.runtime.kernel.hooks import (
     EVENTS,
-    BudgetExceeded,
+    BudgetExceededError,
     Hook,
     HookDispatcher,
     HookError,
@@ -198,11 +199,11 @@ def test_run_bounded_raises_budget_exceeded_not_the_awaitables_timeout() -> None
         raise TimeoutError("mine")
 
     async def go() -> None:
-        with pytest.raises(BudgetExceeded):
+        with pytest.raises(BudgetExceededError):
             await run_bounded(asyncio.sleep(NET), 0.05)
         with pytest.raises(TimeoutError, match="mine") as info:
             await run_bounded(own_timeout(), 1.0)
-        assert not isinstance(info.value, BudgetExceeded)
+        assert not isinstance(info.value, BudgetExceededError)
         assert await run_bounded(asyncio.sleep(0, result=7), 1.0) == 7
 
     asyncio.run(go())

@@ -9,10 +9,11 @@ from typing import Any
 
 import plugins_fixture as fx
 import pytest
+
 from dsh.core.errors import CapabilityError, ConfigError, PluginError
-from dsh_runtime import loader
-from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
-from dsh_runtime.kernel import Kernel, KernelState, RowState
+from dsh.runtime.kernel import loader
+from dsh.runtime.kernel.builtin_plugins import BUILTIN_PLUGINS
+from dsh.runtime.kernel.kernel import Kernel, KernelState, RowState
 
 MOD = fx.__name__
 

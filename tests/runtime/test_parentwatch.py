@@ -1,4 +1,4 @@
-"""``dsh_runtime.parentwatch``: each way of noticing that the SDK program is gone.
+"""``dsh.runtime.kernel.parentwatch``: each way of noticing that the SDK program is gone.
 
 A real parent process starts a real child that watches it (``DSH_PARENT_PID``); the test
 kills the parent with SIGKILL and reads, through the pipe the child inherited, that the
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="kills a parent 
 
 CHILD = textwrap.dedent("""\
     import asyncio, os, sys
-    from dsh_runtime.parentwatch import watch_parent
+    from dsh.runtime.kernel.parentwatch import watch_parent
 
     async def main():
         loop = asyncio.get_running_loop()

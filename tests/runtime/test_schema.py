@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from dsh.core.errors import ConfigError, PluginError
-from dsh_runtime.schema import check_schema, validate
+from dsh.runtime.kernel.schema import check_schema, validate
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

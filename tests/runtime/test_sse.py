@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from dsh_runtime.sse import ServerSentEvent, SSEDecoder, SSEError
 from hypothesis import given
 from hypothesis import strategies as st
+
+from dsh.runtime.transports.sse import ServerSentEvent, SSEDecoder, SSEError
 
 
 def decode(*chunks: bytes, **kwargs: int) -> list[ServerSentEvent]:

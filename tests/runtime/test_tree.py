@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from dsh.core.errors import ConfigError
-from dsh_runtime.tree import RowSpec, diff_rows, parse_rows, plan_start
+from dsh.runtime.kernel.tree import RowSpec, diff_rows, parse_rows, plan_start
 
 
 def spec(name: str = "m:A", inject: tuple[str, ...] = (), **config: Any) -> RowSpec:

@@ -17,6 +17,7 @@ import venv
 from pathlib import Path
 
 import pytest
+
 from dsh._version import __version__
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ version = "0.0.0"
 dsh = "dsh.cli.main:main"
 
 [project.entry-points."dsh.plugins"]
-sdk-jsonrpc-server = "dsh_runtime.servers.sdk:SdkServer"
+sdk-jsonrpc-server = "dsh.runtime.servers.sdk:SdkServer"
 
 [project.entry-points."dsh.bundles"]
 dsh-base = "dsh.bundles:base"
@@ -42,16 +42,16 @@ dsh-base = "dsh.bundles:base"
 CLEAN: dict[str, str] = {
     "pyproject.toml": PYPROJECT,
     ".ci/run": "#!/usr/bin/env bash\nset -euo pipefail\npython3 -m pytest -q\n",
-    "launcher/dsh/__init__.py": "",
-    "launcher/dsh/cli/__init__.py": "",
-    "launcher/dsh/cli/main.py": "def main() -> None:\n    pass\n",
-    "launcher/dsh/__main__.py": "from dsh.cli.main import main\n\n" + GUARD,
-    "runtime/dsh_runtime/__init__.py": "",
-    "runtime/dsh_runtime/app.py": textwrap.dedent('''\
+    "src/dsh/__init__.py": "",
+    "src/dsh/cli/__init__.py": "",
+    "src/dsh/cli/main.py": "def main() -> None:\n    pass\n",
+    "src/dsh/__main__.py": "from dsh.cli.main import main\n\n" + GUARD,
+    "src/dsh/runtime/__init__.py": "",
+    "src/dsh/runtime/app.py": textwrap.dedent('''\
         """Never write `if __name__ == "__main__":` here."""
         # if __name__ == "__main__": main()
         GUARD = 'if __name__ == "__main__":'
-        if __name__ == "dsh_runtime.app":
+        if __name__ == "dsh.runtime.app":
             pass
         '''),
     "scripts/bench.py": "def main() -> None:\n    pass\n\n" + GUARD,
@@ -105,7 +105,7 @@ def test_clean_tree_json_report(tmp_path: Path) -> None:
     roles = {(e["path"], e["kind"]): e["role"] for e in report["entry_points"]}
     assert roles == {
         ("pyproject.toml", "console-script"): "launcher",
-        ("launcher/dsh/__main__.py", "main-module"): "launcher",
+        ("src/dsh/__main__.py", "main-module"): "launcher",
         ("wheels/freeze_entry.py", "main-guard"): "freeze-entry",
         ("tests/sdk/fake_runtime.py", "main-guard"): "test-runtime-peer",
         ("tests/providers/fake_openai_server.py", "main-guard"): "test-model-server",
@@ -120,7 +120,7 @@ def test_verbose_lists_unused_allowlist_entries(tmp_path: Path) -> None:
     result = verify_tree(tmp_path, {"wheels/freeze_entry.py": None}, "-v")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "unused allowlist entry: wheels/*entry.py [freeze-entry]" in result.stdout
-    assert "launcher/dsh/__main__.py: main-module dsh: launcher" in result.stdout
+    assert "src/dsh/__main__.py: main-module dsh: launcher" in result.stdout
 
 
 ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
@@ -132,14 +132,14 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         "(dsh is the only console script"),
     "console_scripts entry point": (
         {"pyproject.toml": PYPROJECT + '\n[project.entry-points.console_scripts]\n'
-                                       'serve = "dsh_runtime.app:main"\n'},
+                                       'serve = "dsh.runtime.app:main"\n'},
         "pyproject.toml:15: console-script serve: not in the allowlist "
         "(dsh is the only console script"),
     "dsh pointing elsewhere": (
-        {"pyproject.toml": PYPROJECT.replace('"dsh.cli.main:main"', '"dsh_runtime.app:main"')},
+        {"pyproject.toml": PYPROJECT.replace('"dsh.cli.main:main"', '"dsh.runtime.app:main"')},
         "pyproject.toml:6: console-script dsh: not in the allowlist "
         "(the dsh launcher must point at "
-        "dsh.cli.main:main, not dsh_runtime.app:main)"),
+        "dsh.cli.main:main, not dsh.runtime.app:main)"),
     "dsh claimed by the runtime wheel": (
         {"wheels/pyproject.toml": '[project]\nname = "dsh-runtime-bin"\n\n'
                                   '[project.scripts]\ndsh = "dsh.cli.main:main"\n'},
@@ -181,29 +181,29 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         {"tests/helper.py": "#!/usr/bin/env python3\nX = 1\n"},
         "tests/helper.py:1: shebang #!/usr/bin/env python3: not in the allowlist"),
     "shebang on the launcher module": (
-        {"launcher/dsh/__main__.py": "#!/usr/bin/env python3\n" + CLEAN[
-            "launcher/dsh/__main__.py"]},
-        "launcher/dsh/__main__.py:1: shebang #!/usr/bin/env python3: not in the allowlist "
-        "(launcher/dsh/__main__.py is allowlisted as launcher for main-module only)"),
+        {"src/dsh/__main__.py": "#!/usr/bin/env python3\n" + CLEAN[
+            "src/dsh/__main__.py"]},
+        "src/dsh/__main__.py:1: shebang #!/usr/bin/env python3: not in the allowlist "
+        "(src/dsh/__main__.py is allowlisted as launcher for main-module only)"),
     "demo script starting a plugin": (
         {"examples/demo.py": textwrap.dedent("""\
             import asyncio
 
-            from dsh_runtime.servers.sdk import SdkServer
+            from dsh.runtime.servers.sdk import SdkServer
 
             if __name__ == "__main__":
                 asyncio.run(SdkServer().serve())
             """)},
         "examples/demo.py:5: main-guard demo: not in the allowlist "
-        "(starts dsh_runtime.servers.sdk directly, outside the launcher"),
+        "(starts dsh.runtime.servers.sdk directly, outside the launcher"),
     "__main__.py in the runtime package": (
-        {"runtime/dsh_runtime/__main__.py": "from dsh_runtime.app import run\n\nrun()\n"},
-        "runtime/dsh_runtime/__main__.py: main-module dsh_runtime: not in the allowlist "
+        {"src/dsh/runtime/__main__.py": "from dsh.runtime.app import run\n\nrun()\n"},
+        "src/dsh/runtime/__main__.py: main-module dsh.runtime: not in the allowlist "
         "(the runtime is never an application by itself"),
     "__main__ guard in a runtime module": (
-        {"runtime/dsh_runtime/app.py": "def main() -> None:\n    pass\n\n"
+        {"src/dsh/runtime/app.py": "def main() -> None:\n    pass\n\n"
                                        "if '__main__' == __name__:\n    main()\n"},
-        "runtime/dsh_runtime/app.py:4: main-guard dsh_runtime.app: not in the allowlist "
+        "src/dsh/runtime/app.py:4: main-guard dsh.runtime.app: not in the allowlist "
         "(the runtime is never an application by itself"),
     "__main__.py in the runtime wheel package": (
         {"wheels/dsh_runtime_bin/__init__.py": "",
@@ -211,8 +211,8 @@ ILLEGAL: dict[str, tuple[dict[str, str | None], str]] = {
         "wheels/dsh_runtime_bin/__main__.py: main-module dsh_runtime_bin: not in the "
         "allowlist (the runtime wheel adds no launcher of its own"),
     "second way into the launcher": (
-        {"launcher/dsh/cli/main.py": "def main() -> None:\n    pass\n\n" + GUARD},
-        "launcher/dsh/cli/main.py:4: main-guard dsh.cli.main: not in the allowlist "
+        {"src/dsh/cli/main.py": "def main() -> None:\n    pass\n\n" + GUARD},
+        "src/dsh/cli/main.py:4: main-guard dsh.cli.main: not in the allowlist "
         "(a __main__ guard makes this module an application"),
     "stray __main__.py": (
         {"tools/pkg/__init__.py": "", "tools/pkg/__main__.py": "print('hi')\n"},
@@ -249,7 +249,7 @@ def test_illegal_json_report_names_the_problem(tmp_path: Path) -> None:
     [problem] = report["problems"]
     assert problem["path"] == "examples/demo.py"
     assert problem["kind"] == "main-guard"
-    assert problem["imports"] == ["dsh_runtime.servers.sdk"]
+    assert problem["imports"] == ["dsh.runtime.servers.sdk"]
 
 
 def test_skipped_folders_are_not_scanned(tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_skipped_folders_are_not_scanned(tmp_path: Path) -> None:
     changes: dict[str, str | None] = {
         f"{folder}/tool.py": junk
         for folder in (".git/hooks", "build/lib", "dist", ".venv/bin", "node_modules/x",
-                       "x.egg-info", "launcher/dsh/__pycache__", "venv2/bin")
+                       "x.egg-info", "src/dsh/__pycache__", "venv2/bin")
     }
     changes["venv2/pyvenv.cfg"] = "home = /usr/bin\n"
     result = verify_tree(tmp_path, changes)
@@ -300,7 +300,7 @@ def test_allowlist_is_valid_and_rejects_blanket_globs(verifier: ModuleType) -> N
     ("tests/**/fake_*.py", "tests/fake_runtime.py", True),
     ("tests/**/fake_*.py", "tests/sdk/deep/fake_runtime.py", True),
     ("tests/**/fake_*.py", "tests/sdk/runtime_fake.py", False),
-    ("runtime/**", "runtime/dsh_runtime/__main__.py", True),
+    ("src/dsh/runtime/**", "src/dsh/runtime/__main__.py", True),
     ("wheels/**/dsh_runtime_bin/**", "wheels/src/dsh_runtime_bin/__main__.py", True),
 ])
 def test_glob_match(verifier: ModuleType, pattern: str, path: str, matches: bool) -> None:
@@ -318,4 +318,4 @@ def test_real_repository_has_the_launchers() -> None:
     launchers = {(e["path"], e["kind"], e["name"]) for e in report["entry_points"]
                  if e["role"] == "launcher"}
     assert launchers == {("pyproject.toml", "console-script", "dsh"),
-                         ("launcher/dsh/__main__.py", "main-module", "dsh")}
+                         ("src/dsh/__main__.py", "main-module", "dsh")}

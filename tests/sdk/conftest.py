@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh.sdk import ClientConfig
 from sdkkit import OFFLINE_PATCH, write_fake_bin
+
+from dsh.sdk import ClientConfig
 
 if not sys.platform.startswith("linux"):
     # The process, thread and descriptor probes read /proc.

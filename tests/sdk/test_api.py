@@ -10,9 +10,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import dsh.core.errors
 import dsh.sdk
-import pytest
 from dsh.core import jsonrpc
 from dsh.sdk import (
     AsyncDshClient,
@@ -106,7 +107,7 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out))
 
 
-HEAVY = ("yaml", "httpx", "pydantic", "dsh_runtime", "click", "dotenv", "platformdirs")
+HEAVY = ("yaml", "httpx", "pydantic", "dsh.runtime", "click", "dotenv", "platformdirs")
 
 
 def _has(loaded: set[str], name: str) -> bool:

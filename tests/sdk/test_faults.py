@@ -17,8 +17,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import dsh.sdk._transport
 import pytest
+from sdkkit import SETTLE, alive, assert_gone
+
+import dsh.sdk._transport
 from dsh.sdk import (
     AsyncDshClient,
     ClientClosedError,
@@ -31,7 +33,6 @@ from dsh.sdk import (
     RuntimeExitedError,
     Stage,
 )
-from sdkkit import SETTLE, alive, assert_gone
 
 pytestmark = pytest.mark.reliability
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh.sdk import AsyncDshClient, ClientConfig, DshClient
 from sdkkit import assert_gone, children, eventually, fd_count, thread_count
+
+from dsh.sdk import AsyncDshClient, ClientConfig, DshClient
 
 pytestmark = pytest.mark.reliability
 

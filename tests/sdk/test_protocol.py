@@ -10,9 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from sdkkit import SETTLE, assert_gone
+
 import dsh.sdk._router
 import dsh.sdk._transport
-import pytest
 from dsh.sdk import (
     ApprovalRequest,
     AsyncDshClient,
@@ -27,7 +29,6 @@ from dsh.sdk import (
     RequestTimeoutError,
     Stage,
 )
-from sdkkit import SETTLE, assert_gone
 
 RUN_TYPES = ["agent/inbox/spliced", "assistant/delta", "assistant/message", "turn/end"]
 

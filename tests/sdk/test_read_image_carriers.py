@@ -14,9 +14,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh.sdk import ClientConfig, DshClient
 from PIL import Image
 from sdkkit import OFFLINE_PATCH
+
+from dsh.sdk import ClientConfig, DshClient
 
 FILES = {
     # name: (what the model is sent: media type, size)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sdkkit import OFFLINE_PATCH, alive, assert_gone
+
 from dsh.sdk import (
     AsyncDshClient,
     BusyError,
@@ -24,7 +26,6 @@ from dsh.sdk import (
     RuntimeExitedError,
     Stage,
 )
-from sdkkit import OFFLINE_PATCH, alive, assert_gone
 
 FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
          "so moving there needs your approval.")

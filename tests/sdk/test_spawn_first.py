@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, ConfigError, DshClient, _launch
 from sdkkit import OFFLINE_PATCH, assert_gone, children, eventually
+
+from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, ConfigError, DshClient, _launch
 
 PROBE = textwrap.dedent("""\
     import json, sys, threading

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sdkkit import children, write_fake_bin
+
 from dsh.core.process import python_command
 from dsh.sdk import (
     AsyncDshClient,
@@ -23,7 +25,6 @@ from dsh.sdk import (
 )
 from dsh.sdk._launch import child_environment, launch_spec
 from dsh.sdk._locate import locate
-from sdkkit import children, write_fake_bin
 
 
 def start_error(config: ClientConfig) -> tuple[BaseException, AsyncDshClient]:

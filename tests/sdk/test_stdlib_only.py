@@ -2,8 +2,8 @@
 
 The probe runs as ``python -S -I``: no site-packages, no user site, ``PYTHON*`` ignored.
 Its only path beyond the standard library is a temporary folder holding a link to the
-``dsh`` package of this checkout (so ``dsh_runtime`` and every third-party package are
-out of reach). It imports every module of ``dsh.sdk`` and the public names, reports any
+``dsh`` package of this checkout (so every third-party package the runtime needs is out
+of reach). It imports every module of ``dsh.sdk`` and the public names, reports any
 module loaded from outside the standard library and ``dsh``, then drives a real runtime
 (this installation's ``dsh``, given as ``dsh_bin``) through start, a scripted run and
 close: an SDK client needs no package of its own to work.
@@ -63,11 +63,11 @@ def test_the_sdk_imports_and_runs_with_the_standard_library_alone(
     isolated.mkdir()
     link = isolated / "dsh"
     try:
-        link.symlink_to(ROOT / "launcher" / "dsh", target_is_directory=True)
+        link.symlink_to(ROOT / "src" / "dsh", target_is_directory=True)
     except OSError:  # no symlinks (Windows without the privilege): a copy will do
         import shutil
 
-        shutil.copytree(ROOT / "launcher" / "dsh", link)
+        shutil.copytree(ROOT / "src" / "dsh", link)
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
@@ -78,6 +78,7 @@ def test_the_sdk_imports_and_runs_with_the_standard_library_alone(
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["foreign"] == [], "dsh.sdk imported packages outside the standard library"
-    assert out["not_found"] and "dsh_runtime package is not installed" in out["not_found"]
+    assert out["not_found"] and "the python runtime's packages are not installed" in out[
+        "not_found"]
     assert out["stop_reason"] == "completed" and out["answered"], out
     assert out["state"] == "closed"

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 from boundarykit import Attack, tree
-from dsh_runtime.tools.sandbox import Policy, probe
+
+from dsh.runtime.tools.sandbox import Policy, probe
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths")
 

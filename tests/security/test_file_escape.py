@@ -3,7 +3,7 @@
 tests/tools/test_confine.py calls the tools directly; here the model (the scripted
 provider) makes the calls in a real session, so the agent loop, the argument checker, the
 boundary judgement, the policy guardrail and the tools are all in the path
-(runtime/dsh_runtime/tools/confine.py, runtime/dsh_runtime/policy.py):
+(src/dsh/runtime/tools/confine.py, src/dsh/runtime/tools/policy.py):
 
 * The agent judges every path argument against the session's root before any guardrail;
   a path outside it makes the call ask, under ``workspace`` and ``allow-all`` alike. The

@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsh.sdk import AsyncDshClient, ClientConfig
 from seckit import OFFLINE_PATCH
+
+from dsh.sdk import AsyncDshClient, ClientConfig
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell commands")
 

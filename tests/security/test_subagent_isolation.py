@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from dsh.sdk import AsyncDshClient, ClientConfig
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell commands")

@@ -7,7 +7,7 @@ directory outside, atomically and as fast as it can, while
 
 * a scripted model in a real ``dsh`` process reads ``race/file.txt`` and writes
   ``race/new-N.txt`` hundreds of times (list, glob and grep of ``race`` too), and
-* :mod:`dsh_runtime.tools.safeopen` is called directly thousands of times, through
+* :mod:`dsh.runtime.tools.safeopen` is called directly thousands of times, through
   ``openat2`` and through the component walk.
 
 An escape is any read that returns the outside file's secret and any file written
@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 from boundarykit import Attack
-from dsh_runtime.tools import safeopen
+
+from dsh.runtime.tools import safeopen
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) is Linux's")

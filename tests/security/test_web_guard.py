@@ -31,7 +31,7 @@ SCRIPT = """\
 - text: "All done."
 """
 
-# Every route of dsh_runtime.web.routes, with a body where the method takes one.
+# Every route of dsh.runtime.web.routes, with a body where the method takes one.
 ROUTES = [
     ("GET", "/"),
     ("GET", "/api/sessions"),

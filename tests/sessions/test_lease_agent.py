@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from dsh.core.errors import SessionHeldError
-from dsh_runtime.agent import events
-from dsh_runtime.sessions.sqlite_store import DEFAULT_LEASE_EXPIRY_MS, SqliteSessionStore
+from dsh.runtime.agent import events
+from dsh.runtime.sessions.sqlite_store import DEFAULT_LEASE_EXPIRY_MS, SqliteSessionStore
 
 AGENTKIT = str(Path(__file__).resolve().parents[1] / "agent")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.core.errors import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -27,17 +28,18 @@ from dsh.core.errors import (
     SessionHeldError,
     StoreUnavailableError,
 )
-from dsh_runtime.agent import events
-from dsh_runtime.agent.session import SessionRecord
-from dsh_runtime.servers.errors import code_of
+from dsh.runtime.agent import events
+from dsh.runtime.agent.session import SessionRecord
+from dsh.runtime.servers.errors import code_of
 
 psycopg = pytest.importorskip("psycopg")
 
 import pgcluster  # noqa: E402
-from dsh_runtime.planning.goalstore import GoalError, change  # noqa: E402
-from dsh_runtime.sessions.postgres import schema  # noqa: E402
-from dsh_runtime.sessions.postgres.link import Link  # noqa: E402
-from dsh_runtime.sessions.postgres.store import PostgresSessionStore  # noqa: E402
+
+from dsh.runtime.planning.goalstore import GoalError, change  # noqa: E402
+from dsh.runtime.sessions.postgres import schema  # noqa: E402
+from dsh.runtime.sessions.postgres.link import Link  # noqa: E402
+from dsh.runtime.sessions.postgres.store import PostgresSessionStore  # noqa: E402
 
 
 def event(seq: int, text: str = "x") -> dict[str, Any]:
@@ -74,8 +76,8 @@ def test_many_hosts_migrating_a_fresh_schema_at_once_create_it_once(
     gate = tmp_path / "go"
     opener = textwrap.dedent(f"""
         import os, sys, time
-        from dsh_runtime.sessions.postgres.link import Link
-        from dsh_runtime.sessions.postgres.store import PostgresSessionStore
+        from dsh.runtime.sessions.postgres.link import Link
+        from dsh.runtime.sessions.postgres.store import PostgresSessionStore
         link = Link({pg_cluster.dsn()!r}); link.adopt(link.connect())
         print("ready", flush=True)
         while not os.path.exists({str(gate)!r}):
@@ -348,7 +350,7 @@ def test_two_runtimes_racing_to_append_never_overwrite_or_skip(
 def test_the_dsn_is_described_and_scrubbed_in_every_spelling(dsn: str) -> None:
     from urllib.parse import unquote
 
-    from dsh_runtime.sessions.postgres import dsn as dsn_mod
+    from dsh.runtime.sessions.postgres import dsn as dsn_mod
 
     found = dsn_mod.fields(dsn).get("password") or ""
     texts = [f'missing "=" after "{token}" in connection info string' for token in dsn.split()]

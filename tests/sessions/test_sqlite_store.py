@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from dsh.core.errors import PluginError
-from dsh_runtime.agent import events
-from dsh_runtime.agent.session import SessionRecord
-from dsh_runtime.sessions import schema
-from dsh_runtime.sessions.sqlite_store import CLOSED, INTERRUPTED, OPEN, SqliteSessionStore
+from dsh.runtime.agent import events
+from dsh.runtime.agent.session import SessionRecord
+from dsh.runtime.sessions import schema
+from dsh.runtime.sessions.sqlite_store import CLOSED, INTERRUPTED, OPEN, SqliteSessionStore
 
 
 def _store(home: Path, **kw: object) -> SqliteSessionStore:
@@ -166,7 +167,7 @@ def test_the_log_is_indexed_by_session_and_seq(dsh_home: Path) -> None:
 def test_a_log_is_parsed_in_one_call_with_the_collector_paused_and_restored() -> None:
     import gc
 
-    from dsh_runtime.sessions import records
+    from dsh.runtime.sessions import records
 
     log = [{"seq": n, "type": "error", "data": {"message": "é\u2028\"x\"", "n": [n, 1.5]}}
            for n in range(50)]

@@ -1,4 +1,4 @@
-"""The session store contract (``dsh_runtime/agent/store.py``): leases and paging.
+"""The session store contract (``dsh/runtime/agent/store.py``): leases and paging.
 
 Written against the store API only, through :class:`Backend`, which opens stores of one
 kind on one shared database as different runtimes (host, pid, holder id, clock, pid
@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+
 from dsh.core.errors import DuplicateEventError, SessionHeldError
-from dsh_runtime.agent import events
-from dsh_runtime.agent.session import SessionRecord
-from dsh_runtime.agent.store import HistoryPage, SessionStore
-from dsh_runtime.servers.errors import code_of
-from dsh_runtime.sessions import schema
-from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+from dsh.runtime.agent import events
+from dsh.runtime.agent.session import SessionRecord
+from dsh.runtime.agent.store import HistoryPage, SessionStore
+from dsh.runtime.servers.errors import code_of
+from dsh.runtime.sessions import schema
+from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
 EXPIRY_MS = 30_000
 HOST = "host-a"
@@ -75,8 +76,8 @@ class PostgresBackend:
 
     def open(self, *, host: str, pid: int, clock: Clock,
              alive: Callable[[int], bool]) -> SessionStore:
-        from dsh_runtime.sessions.postgres.link import Link
-        from dsh_runtime.sessions.postgres.store import PostgresSessionStore
+        from dsh.runtime.sessions.postgres.link import Link
+        from dsh.runtime.sessions.postgres.store import PostgresSessionStore
 
         link = Link(self.dsn)
         link.adopt(link.connect())
@@ -278,7 +279,7 @@ def test_racing_runtimes_take_a_dead_holders_session_once(tmp_path: Path) -> Non
     racer = textwrap.dedent(f"""
         import os, sys, time
         from dsh.core.errors import SessionHeldError
-        from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+        from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
         store = SqliteSessionStore({str(path)!r}, profile="sdk", busy_timeout_ms=20000)
         print("ready", flush=True)
         while not os.path.exists({str(gate)!r}):

@@ -11,10 +11,11 @@ from typing import Any
 
 import pgcluster
 import pytest
-from dsh_runtime.agent import events
-from dsh_runtime.agent.session import SessionRecord
-from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
 from runtimeproc import REPO
+
+from dsh.runtime.agent import events
+from dsh.runtime.agent.session import SessionRecord
+from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -82,8 +83,8 @@ def test_a_differing_log_or_a_held_session_is_refused(
     fill_sqlite(dsh_home)
     out = tmp_path / "out.jsonl"
     assert run_dsh("sessions", "export", "-o", str(out)).returncode == 0
-    from dsh_runtime.sessions.postgres.link import Link
-    from dsh_runtime.sessions.postgres.store import PostgresSessionStore
+    from dsh.runtime.sessions.postgres.link import Link
+    from dsh.runtime.sessions.postgres.store import PostgresSessionStore
 
     link = Link(pg_cluster.dsn())
     link.adopt(link.connect())

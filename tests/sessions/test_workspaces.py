@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dsh_runtime.agent.session import SessionRecord
-from dsh_runtime.sessions import workspaces
-from dsh_runtime.sessions.sqlite_store import SqliteSessionStore
+
+from dsh.runtime.agent.session import SessionRecord
+from dsh.runtime.sessions import workspaces
+from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 
 
 @pytest.fixture

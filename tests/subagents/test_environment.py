@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_runtime.subagents.environment import child_environment, scrubbed
+from dsh.runtime.subagents.environment import child_environment, scrubbed
 
 
 def test_credential_names_and_dsh_names_are_scrubbed() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.core.errors import JsonRpcError
 from dsh.sdk import AsyncDshClient, ClientConfig
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.sdk import AsyncDshClient, ClientConfig
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")

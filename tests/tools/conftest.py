@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh_runtime.plugin import Plugin
-from dsh_runtime.schema import validate
-from dsh_runtime.tools.base import ToolContext, ToolResult, check_arguments
+
+from dsh.runtime.kernel.plugin import Plugin
+from dsh.runtime.kernel.schema import validate
+from dsh.runtime.tools.base import ToolContext, ToolResult, check_arguments
 
 
 def alive(pid: int) -> bool:

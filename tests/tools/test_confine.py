@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools import confine
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.confine import Boundary
-from dsh_runtime.tools.fs import FsTools
-from dsh_runtime.tools.search import SearchTools
+
+from dsh.runtime.tools import confine
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.confine import Boundary
+from dsh.runtime.tools.fs import FsTools
+from dsh.runtime.tools.search import SearchTools
 
 OUTSIDE = "outside the workspace root"
 PROTECTED = "protected directory"

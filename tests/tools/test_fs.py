@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.fs import FsTools
+
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.fs import FsTools
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_write_failure_leaves_no_temp_file(work: Path) -> None:
     (work / "f.txt").write_text("keep")
     code = textwrap.dedent(f"""
         import resource, signal
-        from dsh_runtime.tools import safeopen
+        from dsh.runtime.tools import safeopen
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
         try:

@@ -18,14 +18,15 @@ from typing import Any
 
 import pytest
 from conftest import alive, make_plugin, tools_of
-from dsh_runtime.guardrails import Decision
-from dsh_runtime.hooks import HookEvent
-from dsh_runtime.policy import decide
-from dsh_runtime.tools import confine
-from dsh_runtime.tools.base import ArgumentError, ToolCall, ToolContext, check_arguments
-from dsh_runtime.tools.confine import Boundary
-from dsh_runtime.tools.jobs import UnreadOutput
-from dsh_runtime.tools.shell import ShellTools
+
+from dsh.runtime.kernel.guardrails import Decision
+from dsh.runtime.kernel.hooks import HookEvent
+from dsh.runtime.tools import confine
+from dsh.runtime.tools.base import ArgumentError, ToolCall, ToolContext, check_arguments
+from dsh.runtime.tools.confine import Boundary
+from dsh.runtime.tools.jobs import UnreadOutput
+from dsh.runtime.tools.policy import decide
+from dsh.runtime.tools.shell import ShellTools
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh.core.limits import Limits
 from dsh.core.process import enforcement
 

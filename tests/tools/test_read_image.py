@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.images import ImageTools
 from PIL import Image
 from sdksession import session, text_of
+
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.images import ImageTools
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dsh_runtime.tools import safeopen
-from dsh_runtime.tools.safeopen import Anchor
+
+from dsh.runtime.tools import safeopen
+from dsh.runtime.tools.safeopen import Anchor
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="directory fds are POSIX")
 

@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
+
 from dsh.config.envsnapshot import snapshot
 from dsh.core.errors import ConfigError
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.confine import Boundary
-from dsh_runtime.tools.sandbox import Policy, probe, wrap
-from dsh_runtime.tools.shell import ShellTools
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.confine import Boundary
+from dsh.runtime.tools.sandbox import Policy, probe, wrap
+from dsh.runtime.tools.shell import ShellTools
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh_runtime.tools.sandbox import Policy, probe
+
+from dsh.runtime.tools.sandbox import Policy, probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.search import SearchTools, choose_backend, describe_backend
+
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.search import SearchTools, choose_backend, describe_backend
 
 BACKENDS = ["python", pytest.param("rg", marks=pytest.mark.skipif(
     shutil.which("rg") is None, reason="ripgrep is not installed"))]

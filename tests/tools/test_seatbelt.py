@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 
 import pytest
-from dsh_runtime.tools import sandbox, seatbelt
+
+from dsh.runtime.tools import sandbox, seatbelt
 
 PINNED = Path(__file__).with_name("seatbelt")
 UPDATE = os.environ.get("DSH_UPDATE_SNAPSHOTS") == "1"  # read before fixtures strip DSH_*

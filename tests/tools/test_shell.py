@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext, check_arguments
-from dsh_runtime.tools.shell import CappedOutput, ShellTools
+
+from dsh.runtime.tools.base import ToolContext, check_arguments
+from dsh.runtime.tools.shell import CappedOutput, ShellTools
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 

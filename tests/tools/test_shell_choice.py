@@ -13,8 +13,9 @@ import sys
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.shell import ShellTools, shell_argv, shell_family
+
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.shell import ShellTools, shell_argv, shell_family
 
 
 @pytest.mark.parametrize(("configured", "platform", "family"), [

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh.core.errors import ConfigError
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.netguard import BlockedURL, check_url, why_blocked
-from dsh_runtime.tools.web import WebTools
 from localweb import LocalWeb, local_web
 from sdksession import session, text_of, web_config
+
+from dsh.core.errors import ConfigError
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.netguard import BlockedURLError, check_url, why_blocked
+from dsh.runtime.tools.web import WebTools
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_address_kinds(address: str, kind: str | None) -> None:
     ("http://host.invalid/", "cannot resolve host"),
 ])
 def test_guard_refuses(url: str, words: str) -> None:
-    with pytest.raises(BlockedURL) as info:
+    with pytest.raises(BlockedURLError) as info:
         asyncio.run(check_url(url, False))
     assert words in str(info.value)
 
@@ -73,7 +74,7 @@ def test_guard_refuses(url: str, words: str) -> None:
 def test_guard_allows_listed_networks_only() -> None:
     allow = (ipaddress.ip_network("127.0.0.1/32"),)
     asyncio.run(check_url("http://127.0.0.1:9/", allow))
-    with pytest.raises(BlockedURL, match=r"127\.0\.0\.2 is a loopback address"):
+    with pytest.raises(BlockedURLError, match=r"127\.0\.0\.2 is a loopback address"):
         asyncio.run(check_url("http://127.0.0.2:9/", allow))
     asyncio.run(check_url("http://10.9.9.9/", True))
 

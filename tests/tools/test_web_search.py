@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from conftest import make_plugin, run, tools_of
-from dsh_runtime.tools.base import ToolContext
-from dsh_runtime.tools.web import WebTools
 from localweb import LocalWeb, local_web
 from sdksession import session, text_of, web_config
+
+from dsh.runtime.tools.base import ToolContext
+from dsh.runtime.tools.web import WebTools
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from dsh._version import __version__
 
 from .conftest import REPO, WHEELS
@@ -29,7 +30,7 @@ def profile_files() -> set[str]:
 
 
 def frozen_tree(executable: str = "dsh-runtime-linux-x64") -> set[str]:
-    return {executable, "_internal/dsh/__init__.pyc", "_internal/dsh_runtime/__init__.pyc",
+    return {executable, "_internal/dsh/__init__.pyc", "_internal/dsh/runtime/__init__.pyc",
             "_internal/libpython3.12.so.1.0",
             *(f"_internal/dsh/_profiles/{p}" for p in profile_files())}
 
@@ -187,16 +188,16 @@ class TestSource:
                            capture_output=True)
 
         git("init", "-q")
-        (tmp_path / "runtime").mkdir()
-        (tmp_path / "runtime/a.py").write_text("x = 1\n")
+        (tmp_path / "src").mkdir()
+        (tmp_path / "src/a.py").write_text("x = 1\n")
         (tmp_path / "notes.txt").write_text("not a runtime source\n")
-        git("add", "runtime/a.py")
+        git("add", "src/a.py")
         git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
         status, commit = hook.git_state(tmp_path)
         assert status == "" and commit is not None and len(commit) == 40
-        (tmp_path / "runtime/a.py").write_text("x = 2\n")
+        (tmp_path / "src/a.py").write_text("x = 2\n")
         status, _ = hook.git_state(tmp_path)
-        assert status == " M runtime/a.py\n"
+        assert status == " M src/a.py\n"
 
     def test_git_state_outside_a_repository(self, hook: ModuleType, tmp_path: Path) -> None:
         assert hook.git_state(tmp_path / "nowhere") == (None, None)
@@ -204,10 +205,10 @@ class TestSource:
 
 class TestFreezeInputs:
     def test_hidden_imports_come_from_the_builtin_table(self, hook: ModuleType) -> None:
-        from dsh_runtime.builtin_plugins import BUILTIN_PLUGINS
+        from dsh.runtime.kernel.builtin_plugins import BUILTIN_PLUGINS
 
         modules = hook.builtin_plugin_modules(
-            REPO / "runtime/dsh_runtime/builtin_plugins.py")
+            REPO / "src/dsh/runtime/kernel/builtin_plugins.py")
         assert modules == sorted({ref.partition(":")[0] for ref in BUILTIN_PLUGINS.values()})
         for module in modules:
             assert importlib.util.find_spec(module) is not None, module
@@ -235,7 +236,7 @@ class TestFreezeInputs:
         assert "--onedir" in argv and "--strip" in argv and argv[-1].endswith("e.py")
         assert ("--exclude-module", "filelock") in pairs and ("--optimize", "2") in pairs
         assert ("--exclude-module", "psycopg") in pairs  # sessions-postgres: python carrier
-        assert ("--exclude-module", "dsh_runtime.sessions.postgres.store") in pairs
+        assert ("--exclude-module", "dsh.runtime.sessions.postgres.store") in pairs
         assert ("--exclude-module", "xml") in pairs
         assert ("--exclude-module", "asyncio.windows_events") in pairs
         assert "--strip" not in hook.pyinstaller_argv(
@@ -250,7 +251,7 @@ class TestFreezeInputs:
         pairs = list(itertools.pairwise(argv))
         assert [b for a, b in pairs if a == "--exclude"] == ["xml", "tarfile"]
         assert [b for a, b in pairs if a == "--path"] == [
-            str(REPO / "launcher"), str(REPO / "runtime"), str(REPO / "wheels")]
+            str(REPO / "src"), str(REPO / "wheels")]
 
     def test_pillow_source_build_holds_only_read_images_codecs(self, hook: ModuleType,
                                                                tmp_path: Path) -> None:
@@ -284,7 +285,7 @@ class TestProjectFiles:
         assert config["project"]["name"] == "dsh-runtime-bin"
         assert "scripts" not in config["project"] and "gui-scripts" not in config["project"]
         assert (WHEELS / config["tool"]["hatch"]["version"]["path"]).resolve() == (
-            REPO / "launcher/dsh/_version.py")
+            REPO / "src/dsh/_version.py")
 
     def test_dsh_runtime_extra_pins_this_version(self) -> None:
         extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][

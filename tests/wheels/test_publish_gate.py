@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from dsh._version import __version__
 
 from .conftest import WHEELS
@@ -24,7 +25,7 @@ def test_four_wheels_with_earned_tags(expected: set[str]) -> None:
 
 
 def test_version_is_read_without_importing(gate: ModuleType) -> None:
-    assert gate.dsh_version(WHEELS.parent / "launcher/dsh/_version.py") == __version__
+    assert gate.dsh_version(WHEELS.parent / "src/dsh/_version.py") == __version__
 
 
 def test_exact_set_passes(gate: ModuleType, expected: set[str], tmp_path: Path,

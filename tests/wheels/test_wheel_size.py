@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from dsh._version import __version__
 
 from .conftest import REPO

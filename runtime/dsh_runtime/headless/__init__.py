@@ -1,6 +1,0 @@
-"""The headless runner (``dsh --profile headless``): one task from argv, run to completion.
-
-The plugin lives in :mod:`dsh_runtime.headless.runner`; its command line in
-:mod:`dsh_runtime.headless.options`; the stderr progress lines in
-:mod:`dsh_runtime.headless.progress`.
-"""

@@ -1,0 +1,189 @@
+"""The ``dsh`` command: the one launcher of every dsh application.
+
+``main`` is the single exit point (click's habit): commands raise typed
+:class:`~dsh.core.errors.DshError`\\ s and the handler here prints one line and exits with the
+error's code. Heavy modules (YAML, click, the runtime) are imported only on the paths that
+need them, so ``dsh --version`` and ``dsh -h`` stay fast.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+from pathlib import Path
+
+from dsh._version import __version__
+from dsh.cli import argv as argv_mod
+from dsh.core.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    DshError,
+    ProfileNotFoundError,
+    UsageError,
+)
+
+HELP = """\
+usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
+       dsh NAME [APP ARGS...]               shorthand for --profile NAME (e.g. `dsh web`)
+       dsh --profile NAME --dump-config [--json]
+       dsh --profile NAME --dump-default-config [--json]
+       dsh --dump-config-schema
+       dsh profile list [--json]
+       dsh info [--json] | dsh doctor [--live] [--strict] [--json]
+       dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
+       dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
+
+Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
+or one of your own under $DSH_HOME/profiles/.
+
+""" + argv_mod.LAUNCHER_OPTIONS + """
+subcommands: dsh plugin --profile NAME add|remove|list|sync|order, dsh plugin new NAME
+"""
+
+
+def _emit_json(document: object) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def _run(argv: list[str]) -> int:
+    inv = argv_mod.parse(argv)
+    if inv.version:
+        sys.stdout.write(f"dsh {__version__}\n")
+        return 0
+    if inv.help:
+        sys.stdout.write(HELP)
+        return 0
+    from dsh.core.carriers import launch_choice
+
+    handover = launch_choice()
+    if handover is not None:  # no python runtime here: the frozen one runs this instead
+        if inv.subcommand == "plugin":  # pip installs for a Python: the frozen one is none
+            from dsh.core.distribution import python_hint
+
+            raise UsageError("dsh plugin installs plugins for this Python, which needs the "
+                             f"python runtime's packages (hint: {python_hint()})")
+        from dsh.core.process import hand_over
+
+        return hand_over([handover.path, *argv])
+    if inv.subcommand is not None:
+        from dsh.cli.commands import run_subcommand
+
+        return run_subcommand(inv)
+    if inv.dump == "--dump-config-schema":
+        from dsh.config.configschema import config_schema
+
+        _emit_json(config_schema())
+        return 0
+    if inv.profile is None:
+        if inv.app_args and inv.app_args[0].startswith("-"):
+            near = argv_mod.near_flag(inv.app_args[0])
+            guess = f"; did you mean {near}?" if near else " (see `dsh -h`)"
+            raise UsageError(f"unknown launcher option {inv.app_args[0].partition('=')[0]}"
+                             f"{guess}")
+        sys.stderr.write(HELP)
+        raise UsageError("no profile given (try `dsh --profile sdk` or `dsh web`)")
+    # Booting allocates tens of thousands of long-lived objects and almost no garbage, so
+    # cycle collections during it only rescan them (~7% of boot time). The runtime turns
+    # the collector back on once its plugins are loaded (dsh.runtime.app.run).
+    gc.disable()
+    try:
+        return _run_profile(inv)
+    finally:
+        gc.enable()
+
+
+def _run_profile(inv: argv_mod.Invocation) -> int:
+    from dsh.config import profiles
+    from dsh.config.resolve import prepare, resolve
+    from dsh.core.home import ensure_dir, resolve_home
+
+    if inv.dump is not None and inv.app_args:
+        raise UsageError(f"{inv.dump} takes no application arguments "
+                         f"(got {inv.app_args[0]!r})")
+    home = resolve_home(inv.home)
+    cwd = Path.cwd()
+    created = None
+    if inv.from_template is not None:
+        profiles.validate_name(inv.profile)
+        ensure_dir(home)
+        created = profiles.create_from_template(home, inv.profile, inv.from_template)
+    try:
+        resolved = resolve(home, inv.profile, inv.patches, cwd,
+                                  default_only=inv.dump == "--dump-default-config")
+        prepared = None if inv.dump is not None else prepare(
+            resolved, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS)
+    except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
+        raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
+    except DshError:
+        if created is not None:  # bad input writes nothing: take the new profile back
+            import contextlib
+            import shutil
+
+            shutil.rmtree(created.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                created.path.parent.rmdir()  # the profiles folder, if this made it
+        raise
+    resolved.files.cache.save()
+    for warning in (*(prepared.env.warnings if prepared is not None else ()),
+                    *resolved.tree.warnings):
+        sys.stderr.write(f"dsh: warning: {warning}\n")
+    if prepared is None:
+        document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
+        if inv.json:
+            _emit_json(document)
+        else:
+            from dsh.config.dumptext import render
+
+            sys.stdout.write(render(document))
+        return 0
+    from dsh.runtime.app import run
+
+    try:
+        return run(prepared)
+    except UsageError as exc:  # the application refused its arguments
+        where = argv_mod.misplaced(inv, str(exc)) if inv.app_args else None
+        if where is None:
+            raise
+        raise UsageError(where) from exc
+
+
+def _fill_closed_stdio() -> None:
+    """Point a closed fd 0, 1 or 2 at ``/dev/null`` (``dsh <&-``, a daemon's child).
+
+    Otherwise the next file opened takes the number, and whatever later reads "stdin" or
+    writes "stdout" (the application's frames) would read or overwrite that file.
+    """
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, mode)  # the lowest free number: ``fd`` itself
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            stream = ("stdin", "stdout", "stderr")[fd]
+            if getattr(sys, stream) is None:
+                # lives as long as the process, like the stream Python would have made
+                setattr(sys, stream, open(fd, "r" if fd == 0 else "w",  # noqa: SIM115
+                                          closefd=False))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``dsh`` console script and ``python -m dsh``."""
+    _fill_closed_stdio()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = _run(args)
+    except DshError as exc:
+        sys.stderr.write(f"dsh: error: {exc}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``dsh ... | head``): nothing left to say to anyone.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.stdout.flush()
+    sys.exit(code if isinstance(code, int) else EXIT_USAGE)

@@ -1,0 +1,104 @@
+"""The sessions live in this runtime, by id, each under this runtime's lease.
+
+A session becomes live by being created (a new id, in a directory) or restored from the
+store (leased first, then loaded, so no other runtime can add to its log after it is
+read); either way it is saved at once and its ``session_start`` hooks fire. Whether a
+live session is still this runtime's is the leases' business (:mod:`.leasing`): every
+lookup goes through them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dsh.core.errors import InvalidArgumentError, SessionNotFoundError
+from dsh.runtime.agent import recovery
+from dsh.runtime.agent.journal import Journal
+from dsh.runtime.agent.leasing import Holdings
+from dsh.runtime.agent.lifecycle import Lifecycle
+from dsh.runtime.agent.session import Session, SessionRecord, Status
+
+
+class SessionTable:
+    """``sessions`` (shared with ``holdings``) opened over ``journal``'s store; a session
+    created without a directory works in ``default_cwd``."""
+
+    def __init__(self, sessions: dict[str, Session], holdings: Holdings, journal: Journal,
+                 lifecycle: Lifecycle, *, default_cwd: str) -> None:
+        self._sessions = sessions
+        self.holdings = holdings
+        self._journal = journal
+        self._lifecycle = lifecycle
+        self._default_cwd = default_cwd
+
+    def live(self, session_id: str, *, confirm: bool = False) -> Session | None:
+        """The session live here (see :meth:`.leasing.Holdings.live`), or None."""
+        return self.holdings.live(session_id, confirm=confirm)
+
+    def get(self, session_id: str) -> Session:
+        """The session live here; SessionNotFoundError otherwise."""
+        session = self.holdings.live(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
+
+    def find(self, session_id: str) -> Session | None:
+        """The session in the table, its lease unchecked (to report on it, not to run it)."""
+        return self._sessions.get(session_id)
+
+    def all(self) -> list[Session]:
+        """Every session in the table."""
+        return list(self._sessions.values())
+
+    async def confirmed(self, session_id: str) -> Session | None:
+        """The session, live here under a lease just confirmed, or restored from the
+        store; None when neither holds it (before work that writes)."""
+        return self.holdings.live(session_id, confirm=True) or await self.restore(session_id)
+
+    async def create(self, session_id: str, cwd: str | None) -> Session:
+        """A new session in ``cwd`` (absolute, existing; default the launch's)."""
+        path = os.path.abspath(cwd or self._default_cwd)
+        if not os.path.isdir(path):
+            raise InvalidArgumentError(f"not a directory: {path}")
+        self._journal.store.acquire(session_id)  # a runtime racing to create it: busy
+        return await self._open(SessionRecord(session_id, path), resumed=False)
+
+    async def restore(self, session_id: str) -> Session | None:
+        """Lease, then load (so no other runtime can add to the log after it is read);
+        None when the store does not know the session."""
+        store = self._journal.store
+        store.acquire(session_id)
+        record = store.load(session_id)
+        if record is None:
+            self.holdings.release(session_id)
+            return None
+        session = await self._open(record, resumed=True)
+        if recovery.close_interrupted(session):
+            store.save(session.record)
+        return session
+
+    def listing(self) -> list[dict[str, Any]]:
+        """``[{sessionId, cwd, status, title}]`` of live and stored sessions, sorted by id.
+
+        A stored session not live here reports ``idle``: a prompt or ``resume`` restores it.
+        """
+        found = {k: s.summary() for k, s in self._sessions.items()}
+        for stored in self._journal.store.summaries():
+            found.setdefault(stored["sessionId"], {
+                "sessionId": stored["sessionId"], "cwd": stored["cwd"],
+                "status": Status.IDLE.value, "title": stored.get("title", "")})
+        return [found[k] for k in sorted(found)]
+
+    async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
+        session = Session(record, self._journal.notify)
+        self._sessions[session.id] = session
+        try:
+            self._journal.store.save(record)
+        except BaseException:
+            del self._sessions[session.id]
+            self.holdings.release(session.id)
+            raise
+        await self._lifecycle.fire(session, "session_start", payload={
+            "cwd": record.cwd, "root": record.root, "resumed": resumed})
+        return session

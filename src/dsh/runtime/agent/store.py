@@ -1,0 +1,233 @@
+"""Where sessions persist: the store contract, and the in-memory store behind it.
+
+The agent saves a :class:`~dsh.runtime.agent.session.SessionRecord` after every turn and
+when it closes, appends every event as it is emitted (before any client sees it), and
+loads a record on ``resume`` of a session it does not hold live; ``summaries`` lists what
+is stored, for ``session/list``; ``history_page`` reads a stored log a page at a time.
+The ``sessions`` service (``sessions-sqlite``, backed by ``$DSH_HOME/sessions.db``)
+implements the same contract; the agent uses it when it is published and
+:class:`MemorySessionStore` otherwise.
+
+**Leases: one runtime per session.** A store is opened by one runtime process, which it
+names with a :class:`LeaseHolder` (a holder id unique to the process, its host and pid).
+The agent ``acquire``\\ s a session's lease before it creates, restores or loads it, and
+``release``\\ s it when it lets the session go (closing); the store's owner calls
+``heartbeat`` every few seconds while the runtime lives. The rules every store keeps:
+
+* ``acquire`` is atomic across processes (and hosts, for a shared store): it takes a free
+  lease, refreshes one this holder has, and takes over a *stale* one (:func:`stale`: the
+  heartbeat is older than the expiry, or the holder ran on this host and its pid is
+  gone); otherwise it raises :class:`~dsh.core.errors.SessionHeldError` naming the holder.
+* ``append`` and ``save`` write only a session this holder leases; a lease lost to
+  another runtime makes them raise ``SessionHeldError(lost=True)`` and write nothing.
+  ``append`` never replaces a stored seq: a duplicate is
+  :class:`~dsh.core.errors.DuplicateEventError`.
+* Reading (``load``, ``summaries``, ``history_page``, ``lease``) needs no lease.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+from dsh.core.errors import DuplicateEventError
+from dsh.runtime.agent.session import SessionRecord
+
+PidAlive = Callable[[int], bool]
+
+
+class LeaseHolder(NamedTuple):
+    """A runtime process as a lease holder: ``holder_id`` is unique per process (it tells
+    two runtimes apart even when a pid is reused); ``host`` and ``pid`` name it to people
+    and let a runtime on the same host see that the holder died."""
+
+    holder_id: str
+    host: str
+    pid: int
+
+    def public(self) -> dict[str, Any]:
+        """What errors show of a holder: ``{host, pid}``."""
+        return {"host": self.host, "pid": self.pid}
+
+
+class Lease(NamedTuple):
+    """A session's lease as stored: who holds it, since when, last heartbeat (epoch ms)."""
+
+    session_id: str
+    holder: LeaseHolder
+    acquired_at: int
+    heartbeat_at: int
+
+
+class HistoryPage(NamedTuple):
+    """A page of a session's log: ``events`` in seq order and the seq the next page starts
+    at, or None when this page reached the end of the log."""
+
+    events: list[dict[str, Any]]
+    next_seq: int | None
+
+
+def stale(lease: Lease, *, host: str, now_ms: int, expiry_ms: int,
+          alive: PidAlive) -> bool:
+    """Whether ``lease`` may be taken over: its heartbeat is older than ``expiry_ms``, or
+    its holder ran on ``host`` (this one) and its process is gone.
+
+    A pid reused by another process reads as alive (the safe mistake); the expiry still
+    frees such a lease, since the dead holder no longer heartbeats it.
+    """
+    if now_ms - lease.heartbeat_at > expiry_ms:
+        return True
+    return lease.holder.host == host and not alive(lease.holder.pid)
+
+
+def page_of(events: list[dict[str, Any]], start_seq: int, limit: int,
+            max_bytes: int) -> HistoryPage:
+    """The page of an in-memory log (seq = index) starting at ``start_seq``.
+
+    At most ``limit`` events and ``max_bytes`` of their compact JSON (as stored and sent),
+    except that a page always holds its first event, so paging always moves on.
+    """
+    out: list[dict[str, Any]] = []
+    size = 0
+    seq = start_seq
+    while seq < len(events) and len(out) < limit:
+        event = events[seq]
+        cost = event_bytes(event)
+        if out and size + cost > max_bytes:
+            break
+        out.append(event)
+        size += cost
+        seq += 1
+    return HistoryPage(out, seq if seq < len(events) else None)
+
+
+def event_bytes(event: dict[str, Any]) -> int:
+    """The size of ``event`` as compact UTF-8 JSON, the form stored and framed."""
+    return len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"))
+
+
+class SessionStore(Protocol):
+    """Persistence for session records and their logs, with one lease per session."""
+
+    holder: LeaseHolder
+
+    def acquire(self, session_id: str) -> Lease | None:
+        """Take (or refresh) this holder's lease on ``session_id``; returns the stale lease
+        it took over, if any. Held by a live other holder: ``SessionHeldError``."""
+        ...
+
+    def release(self, session_id: str) -> None:
+        """Give up this holder's lease on ``session_id`` (nothing when not held)."""
+        ...
+
+    def heartbeat(self) -> list[str]:
+        """Refresh every lease this holder has; returns the sessions it lost (taken over
+        by another holder after this one stalled past the expiry), now forgotten, after
+        calling every ``on_lost`` listener with each."""
+        ...
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Have ``heartbeat`` call ``listener(session_id)`` for each lease it finds lost;
+        returns the unsubscribe."""
+        ...
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this holder's lease on ``session_id`` is unbroken as far as it knows:
+        false after ``release``, or once a heartbeat or a fenced write found it lost."""
+        ...
+
+    def lease(self, session_id: str) -> Lease | None:
+        """The lease on ``session_id`` as stored, or None when nobody holds it."""
+        ...
+
+    def save(self, record: SessionRecord) -> None:
+        """Store ``record`` (leased), replacing any earlier version of the same session."""
+        ...
+
+    def load(self, session_id: str) -> SessionRecord | None:
+        """The stored record of ``session_id``, or None when there is none."""
+        ...
+
+    def append(self, session_id: str, event: dict[str, Any]) -> None:
+        """Store one event of a leased session now (a crash must not lose it)."""
+        ...
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """``{sessionId, cwd, title, ...}`` of every stored session, sorted by id."""
+        ...
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage | None:
+        """Stored events from ``start_seq`` (see :func:`page_of` for the bounds); None
+        when the session is unknown."""
+        ...
+
+
+class MemorySessionStore:
+    """Records kept in this process; copies in and out, as a real store would serialize.
+
+    Leases are kept too, so the agent runs one code path; they bind nothing beyond this
+    process, whose one holder every lease belongs to.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, SessionRecord] = {}
+        self._leased: set[str] = set()
+        self.holder = LeaseHolder(f"memory-{os.getpid()}-{id(self):x}", "", os.getpid())
+
+    def acquire(self, session_id: str) -> Lease | None:
+        """Hold ``session_id`` (always granted: this process is the only holder)."""
+        self._leased.add(session_id)
+        return None
+
+    def release(self, session_id: str) -> None:
+        """Let ``session_id`` go."""
+        self._leased.discard(session_id)
+
+    def heartbeat(self) -> list[str]:
+        """Nothing expires in memory."""
+        return []
+
+    def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """No lease is ever lost in memory: nothing to tell."""
+        return lambda: None
+
+    def holds(self, session_id: str) -> bool:
+        """Whether ``session_id`` is leased (acquired and not released)."""
+        return session_id in self._leased
+
+    def lease(self, session_id: str) -> Lease | None:
+        """This process's lease on ``session_id``, if held."""
+        return Lease(session_id, self.holder, 0, 0) if session_id in self._leased else None
+
+    def save(self, record: SessionRecord) -> None:
+        """Keep a snapshot of ``record``."""
+        self._records[record.session_id] = copy.deepcopy(record)
+
+    def load(self, session_id: str) -> SessionRecord | None:
+        """A fresh copy of the stored record, or None."""
+        record = self._records.get(session_id)
+        return None if record is None else copy.deepcopy(record)
+
+    def append(self, session_id: str, event: dict[str, Any]) -> None:
+        """Check the seq is new (a snapshot is kept at ``save``, so nothing to store)."""
+        record = self._records.get(session_id)
+        if record is not None and event["seq"] < len(record.events):
+            raise DuplicateEventError(session_id, event["seq"])
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """The stored sessions, sorted by id."""
+        return [{"sessionId": r.session_id, "cwd": r.cwd, "title": r.title}
+                for _, r in sorted(self._records.items())]
+
+    def history_page(self, session_id: str, *, start_seq: int, limit: int,
+                     max_bytes: int) -> HistoryPage | None:
+        """A page of the saved snapshot's log."""
+        record = self._records.get(session_id)
+        if record is None:
+            return None
+        return page_of(record.events, start_seq, limit, max_bytes)

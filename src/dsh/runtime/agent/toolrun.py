@@ -1,0 +1,144 @@
+"""Running one tool call: find the tool, check its arguments, ask the guardrails, call it.
+
+Every way a call can fail ends as a tool result the model reads (``isError: true``), never
+as an exception out of the turn: an unknown tool, arguments that do not fit the schema, a
+guardrail's deny, an approval refused, a tool that raised. The agent-side failures also
+carry ``error: {name, code}`` in the ``tool/result`` data, as the original runtime does for
+argument errors, so clients can tell "the tool said no" from "the agent did not run it".
+
+The decision order is fixed. First the boundary (:mod:`dsh.runtime.tools.confine`): the
+call's declared path arguments are judged against the session's workspace root; one in a
+protected directory (the dsh home) refuses the call, whatever any guardrail or person
+would say; ones outside the root and the granted roots become ``ToolCall.outside``. Then
+the guardrail chain (first deny wins, any ask asks; an empty chain asks about an
+``outside`` call rather than allow it); an ``ask`` goes to the approver the protocol
+server installed, and with none installed the call is denied, because a guardrail that
+wanted a human and found none must not be overruled by silence (the shipped policy decides
+unattended calls itself, see :mod:`dsh.runtime.tools.policy`). A call that runs with ``outside``
+paths runs with exactly those paths allowed (``ToolContext.boundary``), so an approval is
+never followed by the tool refusing the path; an ``allow-always`` answer also grants their
+directories to the session (``grant``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
+
+from dsh.runtime.kernel.guardrails import Decision, GuardrailChain, Verdict
+from dsh.runtime.tools import confine
+from dsh.runtime.tools.base import (
+    ArgumentError,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    check_arguments,
+    parse_arguments,
+)
+
+Approver = Callable[[str, dict[str, Any]], Awaitable[str]]
+"""``approver(session_id, tool_call) -> "allow" | "allow-always" | "deny"`` (installed by a
+protocol server). ``allow-always`` means "allow, and grant the directories of the call's
+``outside`` paths to the session" (ACP's ``allow_always`` on such a call)."""
+Grant = Callable[[list[str]], None]
+"""``grant(directories)``: add granted roots to the running call's session."""
+ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
+
+logger = logging.getLogger("dsh.agent")
+
+
+class Answer(NamedTuple):
+    """A call's result and, when the agent refused or failed it, the ``{name, code}`` why."""
+
+    result: ToolResult
+    error: Mapping[str, str] | None = None
+
+
+def _refused(text: str, name: str, code: str) -> Answer:
+    return Answer(ToolResult(text, is_error=True), {"name": name, "code": code})
+
+
+async def execute(
+    block: Mapping[str, Any],
+    *,
+    tools: Mapping[str, Tool],
+    guardrails: GuardrailChain,
+    approver: Approver | None,
+    context: ToolContext,
+    grant: Grant | None = None,
+) -> Answer:
+    """Run the tool call ``block`` (a ``tool-call`` content block) to an :class:`Answer`.
+
+    Cancellation propagates: it is the turn's, not the call's, to report.
+    """
+    name, call_id = block["name"], block["id"]
+    tool = tools.get(name)
+    if tool is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return _refused(f"Error: unknown tool '{name}' (available: {available})",
+                        "UnknownToolError", "UNKNOWN_TOOL")
+    try:
+        args = check_arguments(tool, parse_arguments(block["arguments"]))
+    except ArgumentError as exc:
+        return _refused(f"Error: {exc}", "ToolArgsError", "INVALID_ARGS")
+    boundary = confine.of(context)
+    try:
+        reached = confine.reach(boundary, context.cwd, tool, args)
+    except confine.PathError as exc:
+        return _refused(f"Error: {exc}", "ToolArgsError", "INVALID_ARGS")
+    if reached.protected:
+        value, holder = reached.protected[0]
+        return _refused(f"Error: {confine.protected_error(value, holder)}",
+                        "ToolDeniedError", "PROTECTED")
+    call = ToolCall(context.session_id, call_id, name, args, context.cwd, tool,
+                    can_ask=approver is not None, outside=reached.outside)
+    verdict = await guardrails.check(call)
+    if verdict.decision is Decision.ALLOW and call.outside and not len(guardrails):
+        verdict = Verdict(Decision.ASK, f"'{name}' reaches outside the workspace root "
+                                        f"({', '.join(call.outside)})")
+    if verdict.decision is Decision.DENY:
+        return _refused(f"Error: denied by {verdict.reason}", "ToolDeniedError", "DENIED")
+    decision = ALLOW
+    if verdict.decision is Decision.ASK:
+        decision, refusal = await _approve(call, block, verdict.reason, approver)
+        if refusal is not None:
+            return refusal
+    if call.outside:
+        context = context._replace(boundary=boundary.allowing(call.outside))
+        if decision == ALLOW_ALWAYS and grant is not None:
+            grant(confine.grant_dirs(call.outside))
+    try:
+        result = await tool.call(args, context)
+    except Exception as exc:
+        logger.debug("tool %s raised", name, exc_info=True)
+        return _refused(f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}",
+                        "ToolFailedError", "TOOL_FAILED")
+    if not isinstance(result, ToolResult):
+        return _refused(f"Error: tool '{name}' returned {type(result).__name__}, not a result",
+                        "ToolFailedError", "TOOL_FAILED")
+    return Answer(result)
+
+
+async def _approve(call: ToolCall, block: Mapping[str, Any], reason: str,
+                   approver: Approver | None) -> tuple[str, Answer | None]:
+    """The approver's decision, and the refusal unless it allowed. A failing approver
+    denies. The request carries ``outside`` when the call reaches beyond the root."""
+    if approver is None:
+        return DENY, _refused(f"Error: needs approval ({reason}) and no client can approve",
+                              "ToolDeniedError", "DENIED")
+    request: dict[str, Any] = {"callId": call.call_id, "name": call.name,
+                               "arguments": block["arguments"], "cwd": call.cwd,
+                               "reason": reason}
+    if call.outside:
+        request["outside"] = list(call.outside)
+    try:
+        decision = await approver(call.session_id, request)
+    except Exception:
+        logger.warning("approver failed for tool %s; denying", call.name, exc_info=True)
+        decision = DENY
+    if decision in (ALLOW, ALLOW_ALWAYS):
+        return decision, None
+    return DENY, _refused("Error: the client denied this tool call", "ToolDeniedError",
+                          "DENIED")

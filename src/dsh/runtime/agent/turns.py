@@ -1,0 +1,259 @@
+"""The turn runner: each session's queued prompts, one turn at a time, and what turns read.
+
+``enqueue`` puts a prompt in the session's inbox and starts the session's runner when none
+runs; the runner takes prompts in order, one turn each, and reports ``idle`` when the
+inbox drains. A turn (:class:`~.loop.Turn`) runs in a task of its own, so cancelling it
+leaves the runner; this is its host (:class:`~.loop.Host`): the plan (route, model,
+effort, from the clients' choice or the row's defaults), the tools, the plugins' context
+sections, the session's boundary, the hooks and compaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dsh.core.errors import InvalidArgumentError, PluginError, SessionBusyError
+from dsh.runtime.agent import events
+from dsh.runtime.agent.compactor import Compactor
+from dsh.runtime.agent.journal import Journal
+from dsh.runtime.agent.lifecycle import Lifecycle
+from dsh.runtime.agent.loop import CANCELLED, Outcome, Plan, Turn
+from dsh.runtime.agent.session import Session, Status
+from dsh.runtime.agent.settings import AgentConfig
+from dsh.runtime.agent.toolrun import Approver
+from dsh.runtime.kernel.guardrails import GuardrailChain
+from dsh.runtime.kernel.hooks import BudgetExceededError, run_bounded
+from dsh.runtime.kernel.plugin import ContextRequest, RuntimeContext
+from dsh.runtime.providers.base import EFFORTS, Provider
+from dsh.runtime.tools import confine
+from dsh.runtime.tools.base import Tool
+from dsh.runtime.tools.confine import Boundary
+
+logger = logging.getLogger("dsh.agent")
+
+
+class TurnRunner:
+    """Runs turns over ``rt`` (registries and services read at every use, so a reconcile
+    takes effect on the next turn) with ``config()``'s settings; ``closed()`` stops a
+    runner between turns."""
+
+    def __init__(self, rt: RuntimeContext, config: Callable[[], AgentConfig],
+                 lifecycle: Lifecycle, journal: Journal, compactor: Compactor,
+                 closed: Callable[[], bool]) -> None:
+        self._rt = rt
+        self._config = config
+        self._lifecycle = lifecycle
+        self._journal = journal
+        self._compactor = compactor
+        self._closed = closed
+        self.approver: Approver | None = None
+        self._choice: dict[str, Any] = {"provider": None, "model": None,
+                                        "reasoning_effort": None, "max_tokens": None}
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]]) -> str:
+        """Queue a prompt and return its messageId; the session's runner takes it.
+
+        A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
+        """
+        if session.waiting() >= self._config().max_queued:
+            raise SessionBusyError("session busy: queue full")
+        message = events.user_message(content_blocks, events.new_id())
+        start = len(session.inbox)
+        session.inbox.append(message)
+        session.emit(events.INBOX_SPLICED, events.inbox_received(start, message))
+        if session.runner is None:
+            session.set_status(Status.RUNNING)
+            session.runner = asyncio.create_task(self._drain(session),
+                                                 name=f"dsh-session-{session.id}")
+        return message["id"]
+
+    async def _drain(self, session: Session) -> None:
+        """The session's runner: one turn per queued prompt, then ``idle``."""
+        try:
+            while session.inbox and not self._closed():
+                await self._turn(session, session.inbox.popleft())
+        finally:
+            session.runner = None
+            session.set_status(Status.IDLE)
+
+    async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
+        record = session.record
+        record.turns += 1
+        turn = Turn(session, record.turns, prompt, self)
+        session.turn = turn
+        session.emit(events.TURN_START, events.turn_data(turn.number))
+        session.emit(events.INBOX_SPLICED, events.inbox_taken(1))
+        await self.fire(session, "before_turn", turn=turn.number,
+                        message=events.message_text(prompt), payload=prompt)
+        outcome = await self._outcome(session, turn)
+        turn.close(outcome)
+        session.turn = session.turn_task = None
+        session.cancel_requested = False
+        session.failure = None
+        self._journal.save(record)
+        await self.fire(session, "after_turn", turn=turn.number, message=outcome.kind,
+                        payload={"turn": turn.number, "kind": outcome.kind,
+                                 "error": outcome.error})
+
+    async def _outcome(self, session: Session, turn: Turn) -> Outcome:
+        """Run the turn's steps in their own task, so cancelling it leaves the runner."""
+        if session.failure is not None:  # the store went away as the turn started
+            return Outcome("error", session.failure)
+        if session.cancel_requested:
+            return CANCELLED
+        try:
+            plan = self.plan()
+        except InvalidArgumentError as exc:
+            return Outcome.failed(exc.message, exc.code or "invalid-argument")
+        task = asyncio.create_task(turn.run(plan))
+        session.turn_task = task
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if session.failure is not None:
+            return Outcome("error", session.failure)
+        if task.cancelled() or session.cancel_requested:
+            return CANCELLED
+        error = task.exception()
+        if error is not None:
+            logger.error("turn %d of session %s failed", turn.number, session.id, exc_info=error)
+            return Outcome.failed(f"internal error: {type(error).__name__}: {error}", "internal")
+        return task.result()
+
+    # -- the plan -------------------------------------------------------------------------
+
+    def configure(self, *, provider: str | None, model: str | None,
+                  reasoning_effort: str | None = None,
+                  max_tokens: int | None = None) -> dict[str, str]:
+        """Choose route, model and effort for later turns, checked now; returns them resolved.
+
+        ``None`` keeps following the row's ``default_route``, the route's default model and
+        its default effort. An unknown or retired model, an unknown effort, or one the
+        route cannot send is an InvalidArgumentError naming it.
+        """
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
+                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
+        route, chosen, name = self._resolve(provider, model)
+        refuse = getattr(chosen, "effort_refusal", None)
+        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        if problem is not None:
+            raise InvalidArgumentError(problem, code="unsupported-effort")
+        self._choice = {"provider": provider, "model": model,
+                        "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
+        return {"provider": route, "model": name}
+
+    def plan(self) -> Plan:
+        """What the next turn runs with: the chosen route and model, the system prompt."""
+        choice, config = self._choice, self._config()
+        route, provider, model = self._resolve(choice["provider"], choice["model"])
+        prompt = "\n\n".join([config.system_prompt,
+                              *(p.text for p in self._rt.prompts.values())])
+        return Plan(route, provider, model, config.max_steps, prompt,
+                    choice["max_tokens"], choice["reasoning_effort"])
+
+    def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
+        """Route name, provider object and model; InvalidArgumentError naming what is wrong."""
+        route = provider or self._config().default_route
+        try:
+            chosen = self._rt.service("llm:" + route)
+        except PluginError:
+            routes = ", ".join(self._routes()) or "none"
+            raise InvalidArgumentError(f"unknown provider route '{route}' (registered: "
+                                       f"{routes})", code="unknown-route") from None
+        name = model or chosen.default_model
+        refuse = getattr(chosen, "model_refusal", None)
+        problem = refuse(name) if refuse is not None else None if chosen.accepts_model(
+            name) else f"unknown model '{name}' for provider route '{route}'"
+        if problem is not None:
+            raise InvalidArgumentError(problem, code="unknown-model")
+        return route, chosen, name
+
+    def _routes(self) -> list[str]:
+        """Published provider routes (``llm:<route>`` services), for error messages."""
+        names = self._rt.service_names()
+        return sorted(n.removeprefix("llm:") for n in names if n.startswith("llm:"))
+
+    # -- what a turn reads (loop.Host) ----------------------------------------------------
+
+    def tools_for(self, session_id: str) -> Mapping[str, Tool]:
+        """The tools of ``session_id``: the registered ones, then each tool source's.
+
+        A registered tool keeps its name against a source's tool of the same name, and a
+        source that fails is left out (logged), so no plugin can take the tools away.
+        """
+        registered = self._rt.tools
+        sources = self._rt.tool_sources
+        if not sources:
+            return registered
+        tools: dict[str, Tool] = dict(registered)
+        for source in sources.values():
+            try:
+                offered = source.tools_for(session_id)
+            except Exception:
+                logger.warning("tool source %s of row %s failed", source.name, source.row_id,
+                               exc_info=True)
+                continue
+            for name, tool in offered.items():
+                tools.setdefault(name, tool)
+        return tools
+
+    async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
+        """Ask every context section for this turn's text, each bounded like a hook.
+
+        A section that fails or overruns is left out of this turn and reported as an
+        ``error`` event on the session; the turn goes on.
+        """
+        sections: list[tuple[str, str]] = []
+        request = ContextRequest(session.id, session.cwd, turn)
+        for source in self._rt.contexts.values():
+            try:
+                text = source.fn(request)
+                if inspect.isawaitable(text):
+                    text = await run_bounded(text, self._config().hook_budget_s)
+            except Exception as exc:
+                what = "timed out" if isinstance(exc, BudgetExceededError) else f"failed: {exc}"
+                session.emit(events.ERROR, {
+                    "message": f"context '{source.name}' of row '{source.row_id}' {what}",
+                    "source": {"kind": "context", "name": source.name, "row": source.row_id}})
+                continue
+            if text:
+                sections.append((source.name, str(text)))
+        return sections
+
+    def boundary(self, session: Session) -> Boundary:
+        """What ``session``'s tools may reach now (its root, granted roots, protected)."""
+        return session.boundary(confine.protected_dirs(self._rt.home,
+                                                       self._config().protected_paths))
+
+    @property
+    def guardrails(self) -> GuardrailChain:
+        """The running tree's guardrail chain."""
+        return self._rt.guardrails
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The launch's environment snapshot."""
+        return self._rt.env
+
+    async def fire(self, session: Session, event: str, *, turn: int | None = None,
+                   step: int | None = None, message: Any = None, payload: Any = None) -> None:
+        """Notify the hooks of ``event`` (:class:`~.lifecycle.Lifecycle`)."""
+        await self._lifecycle.fire(session, event, turn=turn, step=step, message=message,
+                                   payload=payload)
+
+    async def compact_if_needed(self, session: Session, plan: Plan, turn: int) -> None:
+        """Before a model request: compact when the history nears the context window."""
+        await self._compactor.if_needed(session, plan, turn)
+
+    async def compact_for_overflow(self, session: Session, plan: Plan, turn: int) -> bool:
+        """After the provider refused the history as too long: compact it now."""
+        return await self._compactor.for_overflow(session, plan, turn)

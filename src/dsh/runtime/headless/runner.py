@@ -1,0 +1,316 @@
+"""The ``headless-runner`` plugin: the ``headless`` application's ``main`` command.
+
+``dsh --profile headless TASK...`` sends one prompt to one session through the ``agent``
+service and waits for that turn's ``turn/end``:
+
+* stdout (the application's reserved stdout) gets the final answer, the text of the
+  turn's last assistant message; with ``--json`` it gets instead every event of the
+  session from the prompt on, one JSON object per line (the protocol's event object with
+  its ``sessionId`` added), ending with the ``turn/end``. Nothing else is ever written
+  there, so the output can be piped.
+* stderr gets the session id and one line per tool call, tool result and error
+  (:mod:`dsh.runtime.headless.progress`); with ``--json`` only the failure message.
+* Exit 0 when the turn completed; 1 when it ended in ``error``, ``max-tokens`` or
+  ``cancelled`` (the message on stderr); 2 for usage errors, raised as
+  :class:`~dsh.core.errors.UsageError` for the launcher's one handler. An unknown
+  ``--session-id``, route or model is a usage error too: it is a wrong command-line value,
+  found before any model call. SIGINT cancels the turn (bounded wait for its ``turn/end``)
+  and the application runner exits 130.
+
+Guarded tool calls follow ``--approval``: an approver answering ``allow`` (``auto``) or
+``deny`` (``never``) is installed on the agent; without the option none is, and the
+profile's policy answers unattended calls itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dsh._version import __version__
+from dsh.core import jsonrpc
+from dsh.core.errors import DshError, InvalidArgumentError, SessionBusyError, UsageError
+from dsh.runtime.agent import events
+from dsh.runtime.headless.options import HELP, Options, parse
+from dsh.runtime.headless.progress import Progress, has_tool_calls, message_text
+from dsh.runtime.kernel.plugin import (
+    Capability,
+    Command,
+    Manifest,
+    Plugin,
+    Registrar,
+    RuntimeContext,
+)
+
+MAX_STDIN_TASK_BYTES = 16 * 1024 * 1024
+CANCEL_BOUND = 2.0
+"""Seconds SIGINT waits for the cancelled turn's ``turn/end`` before giving up on it."""
+FLUSH_BOUND = 2.0
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+_FAILURES = {
+    "max-tokens": "the model stopped at its output token limit",
+    "cancelled": "the turn was cancelled",
+}
+
+
+class HeadlessRunner(Plugin):
+    """Registers the ``main`` command that runs one task and exits with its outcome."""
+
+    manifest = Manifest(
+        id="headless-runner",
+        version=__version__,
+        capabilities=frozenset({Capability.COMMAND}),
+        description="One task from the command line, run to completion (headless).",
+        config_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        requires=("agent",),
+    )
+
+    def apply(self, reg: Registrar) -> None:
+        """Register ``main``; nothing runs until the launcher starts the application."""
+        reg.command(Command("main", HELP, self._main))
+
+    async def _main(self, rt: RuntimeContext, argv: list[str]) -> int:
+        """Parse the command line (usage errors before any I/O), then run the task."""
+        options = parse(argv)
+        from dsh.runtime.transports.stdio import app_stdio
+
+        fds = app_stdio()
+        task = await _read_stdin(fds.read_fd) if options.task_from_stdin else options.task
+        out = await _Stdout.open(fds.write_fd)
+        try:
+            return await HeadlessTask(rt.service("agent"), options, rt.cwd, out).run(task)
+        finally:
+            await out.close()
+
+
+class HeadlessTask:
+    """One headless run: configure the agent, open the session, prompt, await the end."""
+
+    def __init__(self, agent: Any, options: Options, cwd: str, out: _Stdout,
+                 err: Callable[[str], None] | None = None) -> None:
+        self._agent = agent
+        self._options = options
+        self._cwd = cwd
+        self._out = out
+        self._err = err or _stderr
+        self._progress = Progress()
+        self._session_id: str | None = None
+        self._answer = ""
+        self._end: dict[str, Any] | None = None
+        self._ended = asyncio.Event()
+
+    async def run(self, task: str) -> int:
+        """Run ``task`` and return the exit code; usage errors are raised."""
+        self._configure()
+        # Listening before the session exists: its first events (an MCP server failing at
+        # once, say) come while it is being created.
+        unsubscribe = self._agent.add_listener(self._on_notification)
+        if self._options.approval is not None:
+            self._agent.set_approver(_approver(self._options.approval))
+        try:
+            session_id = await self._open_session()
+            if not self._options.json:
+                self._err(f"dsh: session {session_id}")
+            if self._options.compact:  # after subscribing: --json streams its event too
+                await self._compact(session_id)
+            await self._agent.prompt(session_id, [{"type": "text", "text": task}], cwd=self._cwd)
+            await self._wait_for_end(session_id)
+        finally:
+            unsubscribe()
+            if self._options.approval is not None:
+                self._agent.set_approver(None)
+        return self._finish()
+
+    def _configure(self) -> None:
+        options = self._options
+        if options.model is None and options.provider is None and options.effort is None:
+            return
+        try:
+            self._agent.configure(provider=options.provider, model=options.model,
+                                  reasoning_effort=options.effort)
+        except InvalidArgumentError as exc:
+            raise UsageError(exc.message) from exc
+
+    async def _compact(self, session_id: str) -> None:
+        """Compact the resumed session before the task; a failure ends the run (exit 1)."""
+        try:
+            done = await self._agent.compact(session_id)
+        except DshError as exc:
+            raise DshError(f"compaction of session {session_id!r} failed: {exc.message}"
+                           ) from exc
+        if not self._options.json:
+            self._err(f"dsh: compacted {done['removedCount']} message(s), "
+                      f"~{done['tokensBefore']} -> ~{done['tokensAfter']} tokens"
+                      if done["compacted"] else "dsh: nothing to compact")
+
+    async def _open_session(self) -> str:
+        """A new session in the launch's cwd, or the persisted one ``--session-id`` names."""
+        session_id = self._options.session_id
+        if session_id is None:
+            self._session_id = events.new_id()
+            return await self._agent.new_session(cwd=self._cwd, session_id=self._session_id)
+        self._session_id = session_id
+        try:
+            await self._agent.resume(session_id)
+        except SessionBusyError as exc:
+            raise DshError(f"session {session_id!r} is busy: {exc.message}") from exc
+        except InvalidArgumentError as exc:
+            raise UsageError(exc.message) from exc
+        return session_id
+
+    async def _wait_for_end(self, session_id: str) -> None:
+        """Wait for ``turn/end``; on cancellation (SIGINT) cancel the turn, then re-raise."""
+        try:
+            await self._ended.wait()
+        except asyncio.CancelledError:
+            self._err("dsh: interrupted; cancelling the turn")
+            with contextlib.suppress(asyncio.TimeoutError, DshError):
+                await asyncio.wait_for(self._cancel(session_id), CANCEL_BOUND)
+            raise
+
+    async def _cancel(self, session_id: str) -> None:
+        if await self._agent.cancel(session_id):
+            await self._ended.wait()
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Forward this session's events: to stdout as JSON, or as progress lines."""
+        if method != "session.event" or params.get("sessionId") != self._session_id:
+            return
+        event = params.get("event")
+        if not isinstance(event, dict) or self._ended.is_set():
+            return
+        if self._options.json:
+            self._out.write_line(json.dumps({"sessionId": self._session_id, **event},
+                                            ensure_ascii=False, separators=(",", ":")))
+        else:
+            line = self._progress.line(event)
+            if line is not None:
+                self._err(line)
+        kind = event.get("type")
+        data = event.get("data") or {}
+        if kind == "assistant/message":
+            message = data.get("message") or {}
+            if not has_tool_calls(message):
+                self._answer = message_text(message)
+        elif kind == "turn/end":
+            self._end = data.get("reason") or {"kind": "error"}
+            self._ended.set()
+
+    def _finish(self) -> int:
+        """Write the answer (text mode) and turn ``turn/end``'s reason into the exit code."""
+        reason = self._end or {"kind": "error"}
+        kind = reason.get("kind")
+        if kind == "completed":
+            if not self._options.json and self._answer:
+                self._out.write_line(self._answer.rstrip("\n"))
+            return EXIT_OK
+        error = reason.get("error") or {}
+        message = error.get("message") or _FAILURES.get(str(kind), f"the turn ended: {kind}")
+        code = error.get("code")
+        self._err(f"dsh: error: {message}" + (f" ({code})" if code else ""))
+        return EXIT_FAILED
+
+
+def _approver(mode: str) -> Callable[[str, dict[str, Any]], Any]:
+    """The fixed answer ``--approval`` gives every guarded call."""
+    decision = "allow" if mode == "auto" else "deny"
+
+    async def approve(session_id: str, tool_call: Mapping[str, Any]) -> str:
+        return decision
+
+    return approve
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+async def _read_stdin(fd: int) -> str:
+    """The whole of stdin as the task, read on a daemon thread so the loop (and SIGINT)
+    stay live, and bounded so a runaway producer cannot exhaust memory."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bytes] = loop.create_future()
+
+    def read() -> None:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while size <= MAX_STDIN_TASK_BYTES:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            result: bytes | BaseException = b"".join(chunks)
+        except OSError as exc:
+            result = exc
+        loop.call_soon_threadsafe(_settle, done, result)
+
+    threading.Thread(target=read, name="dsh-headless-stdin", daemon=True).start()
+    data = await done
+    if len(data) > MAX_STDIN_TASK_BYTES:
+        raise UsageError(f"the task on stdin exceeds {MAX_STDIN_TASK_BYTES} bytes")
+    try:
+        task = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError("the task on stdin is not UTF-8") from exc
+    if not task.strip():
+        raise UsageError("the task on stdin is empty")
+    return task.strip()
+
+
+def _settle(future: asyncio.Future[bytes], result: bytes | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(UsageError(f"cannot read the task from stdin: {result}"))
+    else:
+        future.set_result(result)
+
+
+class _Stdout:
+    """The reserved stdout as a line sink that never blocks the loop.
+
+    It reuses the SDK's :class:`~dsh.runtime.transports.stdio.StdioTransport` for the writing side
+    (pipe, terminal or regular file alike); the transport also wants something to read,
+    so it gets a private pipe that is at EOF at once. A reader that went away only stops
+    the output: the run itself still finishes and reports its exit code.
+    """
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._broken = False
+
+    @classmethod
+    async def open(cls, write_fd: int) -> _Stdout:
+        from dsh.runtime.transports.stdio import StdioTransport
+
+        read_fd, eof_fd = os.pipe()
+        os.close(eof_fd)
+        transport = StdioTransport(read_fd, write_fd,
+                                   max_frame_bytes=jsonrpc.DEFAULT_MAX_FRAME_BYTES)
+        await transport.start(lambda _items: None, lambda: None)
+        return cls(transport)
+
+    def write_line(self, line: str) -> None:
+        """Queue one line (newline added)."""
+        if self._broken:
+            return
+        try:
+            self._transport.write(line.encode("utf-8") + b"\n")
+        except ConnectionError:
+            self._broken = True
+
+    async def close(self) -> None:
+        """Flush what is queued, bounded, and release the fds."""
+        await self._transport.aclose(FLUSH_BOUND)

@@ -1,0 +1,209 @@
+"""The operations every protocol server offers, free of any wire format.
+
+The SDK server (JSON-RPC on stdio) and the web server (HTTP) expose the same operations on
+the ``agent`` service: sessions, prompt, cancel, history, tools, effective config, status.
+What each operation checks and which agent call it makes lives here once, so the two
+servers cannot drift apart; a server only turns its wire input into these arguments and
+the results into its wire output, and what they raise (:mod:`dsh.core.errors`: a bad
+argument is :class:`~dsh.core.errors.InvalidArgumentError`) into its error answers
+through the one table, :mod:`dsh.runtime.servers.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from dsh.core.errors import InvalidArgumentError, PluginError
+from dsh.runtime.agent.store import event_bytes
+from dsh.runtime.kernel.layerfiles import LayerFingerprint
+from dsh.runtime.kernel.plugin import RuntimeContext
+from dsh.runtime.servers import validation
+
+DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
+"""Bytes of event JSON in a ``session/history`` page at most (a server whose frames are
+smaller uses half its frame cap): a page stays far below the 16 MiB frame cap however
+large its events are."""
+ENVELOPE_BYTES = 1024
+"""Room a page's answer needs besides its events (the JSON-RPC envelope, ``nextCursor``)."""
+
+
+class RuntimeView(NamedTuple):
+    """What the introspection operations report: the launch's facts, read once when
+    serving starts (the layer fingerprint is boot's baseline), and the live tool registry.
+
+    ``current_config`` reads the effective tree as it is now, when live reload provides
+    one; without it ``effective_config`` (the tree at boot) is reported. ``modes`` finds
+    the session-modes service (``tools-plan``) of the running tree, or None without one.
+    """
+
+    profile: str
+    patch_reload: str
+    effective_config: Mapping[str, Any]
+    fingerprint: LayerFingerprint
+    tools: Callable[[], list[dict[str, Any]]]
+    current_config: Callable[[], Mapping[str, Any]] | None = None
+    refused_reload: Callable[[], bool] | None = None
+    modes: Callable[[], Any] = lambda: None
+
+    @classmethod
+    def of(cls, rt: RuntimeContext) -> RuntimeView:
+        """Read the launch the runtime was started with (``rt.launch``)."""
+        launch = rt.launch
+        if launch is None:
+            raise PluginError("a protocol server runs only as a launched application (no launch)")
+        registry = getattr(rt, "tools", {})
+
+        def tools() -> list[dict[str, Any]]:
+            return [
+                {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+                for t in sorted(registry.values(), key=lambda t: t.name)
+            ]
+
+        # Live reload moves the tree on; the kernel context's ConfigState holds it as it is now.
+        state = getattr(rt, "config_state", None)
+        # Files a live profile watches are applied when they change, so they never make a
+        # restart necessary by themselves; a reload the reloader had to refuse does.
+        watched = set(launch.watch_files)
+
+        def modes() -> Any:
+            try:
+                return rt.service("modes")
+            except PluginError:
+                return None
+
+        return cls(
+            profile=launch.profile,
+            patch_reload=launch.patch_reload,
+            effective_config=launch.effective_config,
+            fingerprint=LayerFingerprint([p for p in launch.layer_files if p not in watched]),
+            tools=tools,
+            current_config=(lambda: state.effective_config) if state is not None else None,
+            refused_reload=(lambda: state.reload_required) if state is not None else None,
+            modes=modes,
+        )
+
+    def reload_required(self) -> bool:
+        """Whether the running tree no longer matches the files and only a restart helps."""
+        refused = self.refused_reload is not None and self.refused_reload()
+        return refused or bool(self.fingerprint.changed())
+
+    def config(self) -> Mapping[str, Any]:
+        """The effective tree (secret-looking values masked by the launcher)."""
+        return self.current_config() if self.current_config is not None else self.effective_config
+
+
+class Operations:
+    """The protocol-neutral operations, each a checked call on the ``agent`` service."""
+
+    def __init__(self, agent: Any, view: RuntimeView) -> None:
+        self.agent = agent
+        self.view = view
+
+    async def new_session(self, cwd: str | None, default_cwd: str | None, *,
+                          history: Any = None) -> str:
+        """Create a session in ``cwd`` (absolute, existing) or the server's default,
+        optionally seeded with a copy of another conversation (``history``)."""
+        seeded = {} if history is None else {"history": history}
+        return await self.agent.new_session(
+            cwd=validation.directory(cwd) if cwd else default_cwd, **seeded)
+
+    async def open_session(self, session_id: str, default_cwd: str | None) -> None:
+        """Make a session live without a turn: loaded when stored, else created in the
+        server's default directory."""
+        await self.agent.open_session(session_id, cwd=default_cwd)
+
+    async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
+        """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
+        return await self.agent.prompt(session_id, validation.content_blocks(blocks), cwd=cwd)
+
+    async def cancel(self, session_id: str) -> bool:
+        """Cancel the running turn; False when none runs."""
+        return bool(await self.agent.cancel(session_id))
+
+    async def resume(self, session_id: str) -> None:
+        """Restore a persisted session; missing or busy sessions fail."""
+        await self.agent.resume(session_id)
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        """Every known session, sorted by id."""
+        return self.agent.list_sessions()
+
+    def live_events(self, session_id: str) -> list[dict[str, Any]]:
+        """Every event of a session live in this runtime (SessionNotFoundError otherwise):
+        what an event stream replays before it goes live, one event per frame."""
+        return self.agent.history(session_id)
+
+    def history(self, session_id: str, window: Mapping[str, Any], *,
+                max_frame_bytes: int | None = None) -> dict[str, Any]:
+        """One page of the session's log: ``{events, nextCursor}`` (null at the end).
+
+        ``window`` holds the request's ``cursor`` and ``limit``. A page holds at most
+        :data:`DEFAULT_PAGE_BYTES` of events (half the frame cap when that is less), and
+        always its first event; an event that alone would not fit in a frame
+        (``max_frame_bytes``) is sent as ``{seq, type, time, omitted: {bytes, reason}}``,
+        so no event can make the log unreadable past it.
+        """
+        start, limit = validation.history_window(window)
+        page_bytes = DEFAULT_PAGE_BYTES
+        if max_frame_bytes is not None:
+            page_bytes = min(page_bytes, max_frame_bytes // 2)
+        page = self.agent.history_page(session_id, start_seq=start, limit=limit,
+                                       max_bytes=page_bytes)
+        events = page.events
+        if max_frame_bytes is not None and len(events) == 1:
+            size = event_bytes(events[0])
+            if size > max_frame_bytes - ENVELOPE_BYTES:
+                events = [_omitted(events[0], size, max_frame_bytes)]
+        return {"events": events,
+                "nextCursor": None if page.next_seq is None else str(page.next_seq)}
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Name, description and JSON Schema parameters of every registered tool."""
+        return self.view.tools()
+
+    def config(self) -> Mapping[str, Any]:
+        """The effective tree, no secret values."""
+        return self.view.config()
+
+    def mode(self, session_id: str) -> dict[str, Any]:
+        """``{mode, availableModes}`` of a live session."""
+        modes = self._modes()
+        self.agent.get_cwd(session_id)  # unknown session: SessionNotFoundError
+        return {"mode": modes.get(session_id), "availableModes": modes.state(session_id)[
+            "availableModes"]}
+
+    def set_mode(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Put a live session in ``mode`` (``default`` or ``plan``); answers ``{mode}``."""
+        modes = self._modes()
+        self.agent.get_cwd(session_id)
+        before = modes.get(session_id)
+        mode = modes.set(session_id, mode)  # an unknown mode: InvalidArgumentError
+        if mode != before:
+            # In the session's log like the agent's own switch, so a replay shows it too.
+            self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})
+        return {"mode": mode}
+
+    def _modes(self) -> Any:
+        modes = self.view.modes()
+        if modes is None:
+            raise InvalidArgumentError("this profile has no session modes (add a tools-plan "
+                                       "row)", code="no-modes")
+        return modes
+
+    def status(self, state: str) -> dict[str, Any]:
+        """Readiness, and whether a layer file changed since boot (a restart applies it)."""
+        return {
+            "state": state,
+            "profile": self.view.profile,
+            "patchReload": self.view.patch_reload,
+            "reloadRequired": self.view.reload_required(),
+        }
+
+
+def _omitted(event: Mapping[str, Any], size: int, max_frame_bytes: int) -> dict[str, Any]:
+    """The stand-in for an event too large for any frame: what it was, and why it is not
+    here (it is kept whole in the store)."""
+    return {"seq": event.get("seq"), "type": event.get("type"), "time": event.get("time"),
+            "omitted": {"bytes": size, "reason": f"the event is larger than a frame "
+                                                 f"({max_frame_bytes} bytes)"}}

@@ -1,0 +1,127 @@
+"""The ``sessions.db`` schema, versioned with ``PRAGMA user_version``.
+
+One module owns every table so the store and the workspace functions agree on names, and
+a future version adds a migration step here rather than scattering ``ALTER TABLE``.
+
+* ``sessions``: one row per session. ``owner_pid`` is the runtime process holding it live
+  (NULL once closed); ``state`` is a small JSON snapshot refreshed at every save: turn
+  count, the directory the model was last told about (``context_cwd``), the workspace
+  root fixed at creation (``root``) and the granted roots (``granted``), so a resumed
+  session keeps its boundary (a row without ``root`` takes its ``cwd``).
+* ``events``: the append-only log, keyed ``(session_id, seq)`` without a rowid, so an
+  append is one B-tree insert and a load is one range scan, both flat as the file grows.
+* ``workspaces`` / ``workspace_refs``: a workspace directory and who holds it; ``refs``
+  always equals the number of ``workspace_refs`` rows (updated in the same transaction),
+  so acquiring twice for one session counts once.
+* ``goals`` (version 2): each session's goals (``g-1``, ``g-2`` ... in ``number`` order).
+  ``revision`` counts the model's changes, for compare-and-set updates; ``rounds_used``
+  counts the turns the goal was active, which the runtime bumps without a new revision.
+* ``session_leases`` (version 3): which runtime runs each session (one at a time). A row
+  names its holder (``holder_id``, unique per runtime process, with its ``host`` and
+  ``pid``) and its last ``heartbeat_at`` (epoch ms). Its own table rather than columns of
+  ``sessions``: a lease is taken before a new session's row exists, and is gone, not
+  nulled, when released. See :mod:`dsh.runtime.agent.store` for the rules.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from dsh.core.errors import PluginError
+
+VERSION = 3
+
+_V1 = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    profile TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    status TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    workspace_id TEXT,
+    owner_pid INTEGER,
+    state TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+CREATE INDEX sessions_by_owner ON sessions (owner_pid) WHERE owner_pid IS NOT NULL;
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE workspaces (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    refs INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE workspace_refs (
+    workspace_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, session_id)
+) WITHOUT ROWID;
+"""
+
+_V2 = """
+CREATE TABLE goals (
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    objective TEXT NOT NULL,
+    status TEXT NOT NULL,
+    max_rounds INTEGER NOT NULL,
+    rounds_used INTEGER NOT NULL DEFAULT 0,
+    blocked_reason TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, id)
+) WITHOUT ROWID;
+"""
+
+_V3 = """
+CREATE TABLE session_leases (
+    session_id TEXT PRIMARY KEY,
+    holder_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX session_leases_by_holder ON session_leases (holder_id);
+"""
+
+_STEPS = ((1, _V1), (2, _V2), (3, _V3))
+"""Each version's statements, applied in order to a file at any older version."""
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the database at ``path`` to :data:`VERSION`; a newer file is refused.
+
+    Runs in one immediate transaction, so two runtimes opening a fresh home at once
+    create the schema once. An older file gets the missing steps of :data:`_STEPS`, so a
+    home made by an earlier dsh keeps its sessions and gains the new tables.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > VERSION:
+            raise PluginError(f"{path} has schema version {found}, newer than this dsh "
+                              f"supports ({VERSION})", hint="upgrade dsh or use another home")
+        for version, script in _STEPS:
+            if found < version:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        if found < VERSION:
+            conn.execute(f"PRAGMA user_version = {VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,291 @@
+"""The HTTP API and the page, as one Starlette application behind :class:`Guard`.
+
+Every endpoint is a thin adapter over :class:`~dsh.runtime.servers.operations.Operations`,
+the same operations the SDK protocol serves, so the two cannot disagree: the endpoint
+reads its JSON body (size-capped, 413; malformed, 400), calls one operation, and answers
+JSON. Agent errors map onto statuses: invalid parameters 400, busy 429 (retryable),
+closed agent 503. Ids in paths are checked against the known sessions first (404).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from dsh.core.errors import DshError, SessionNotFoundError
+from dsh.runtime.servers import validation
+from dsh.runtime.servers.errors import http_status
+from dsh.runtime.servers.operations import Operations
+from dsh.runtime.web.approvals import DECISIONS, ApprovalBroker
+from dsh.runtime.web.guard import Guard, problem_body
+from dsh.runtime.web.streams import EventHub, frame
+
+DRAIN_LIMIT = 64 * 1024 * 1024
+"""An oversized body is read and dropped up to this much before the 413, so the client
+sees the answer instead of a reset connection; past it the connection is cut."""
+
+STATIC_TYPES = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+
+
+class ProblemError(Exception):
+    """An error answer: HTTP status, a stable code and a one-line message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _problem_response(exc: ProblemError) -> Response:
+    headers = {"retry-after": "1"} if exc.status == 429 else None
+    return Response(problem_body(exc.code, exc.message), exc.status,
+                    media_type="application/json", headers=headers)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _api(fn: Endpoint) -> Endpoint:
+    """Turn :class:`ProblemError` and dsh's errors into error answers (the servers' one table,
+    :mod:`dsh.runtime.servers.errors`, with its HTTP statuses)."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except DshError as exc:
+            return _problem_response(ProblemError(*http_status(exc)))
+        except ProblemError as exc:
+            return _problem_response(exc)
+
+    return endpoint
+
+
+@dataclass
+class WebApi:
+    """The endpoints of one server; ``static`` holds the page's files by name."""
+
+    ops: Operations
+    hub: EventHub
+    broker: ApprovalBroker
+    default_cwd: str
+    max_body_bytes: int
+    static: Mapping[str, bytes]
+
+    # -- helpers -------------------------------------------------------------------------
+
+    async def _body(self, request: Request, *, optional: bool = False) -> dict[str, Any]:
+        """The JSON object body: over the cap 413, malformed or not an object 400."""
+        length = request.headers.get("content-length")
+        if length is not None and not length.isdigit():
+            raise ProblemError(400, "bad-request", "Content-Length is not a number")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > DRAIN_LIMIT:
+                break
+            if size <= self.max_body_bytes:
+                chunks.append(chunk)
+        if size > self.max_body_bytes:
+            raise ProblemError(413, "too-large",
+                          f"request body over {self.max_body_bytes} bytes (config max_body_bytes)")
+        raw = b"".join(chunks)
+        if not raw.strip() and optional:
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProblemError(400, "malformed-json", f"malformed JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise ProblemError(400, "malformed-json", "the JSON body must be an object")
+        problem = validation.lone_surrogate(body)
+        if problem is not None:
+            raise ProblemError(400, "invalid-params", problem)
+        return body
+
+    def _known(self, session_id: str) -> str:
+        if not any(s["sessionId"] == session_id for s in self.ops.list_sessions()):
+            raise ProblemError(404, "unknown-session", f"unknown session '{session_id}'")
+        return session_id
+
+    async def _live_history(self, session_id: str) -> list[dict[str, Any]]:
+        """The history of a known session, restoring a persisted one first."""
+        self._known(session_id)
+        try:
+            return self.ops.live_events(session_id)
+        except SessionNotFoundError:
+            await self.ops.resume(session_id)
+            return self.ops.live_events(session_id)
+
+    # -- page ----------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        return Response(self.static["index.html"], media_type=STATIC_TYPES["index.html"])
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def list_sessions(self, request: Request) -> Response:
+        return JSONResponse({"sessions": self.ops.list_sessions()})
+
+    async def new_session(self, request: Request) -> Response:
+        cwd = validation.string(await self._body(request, optional=True), "cwd",
+                                required=False)
+        return JSONResponse({"sessionId": await self.ops.new_session(cwd, self.default_cwd)},
+                            201)
+
+    async def prompt(self, request: Request) -> Response:
+        body = await self._body(request)
+        session_id = request.path_params["id"]
+        message_id = await self.ops.prompt(session_id, body.get("contentBlocks"),
+                                           self.default_cwd)
+        return JSONResponse({"messageId": message_id}, 202)
+
+    async def cancel(self, request: Request) -> Response:
+        await self._body(request, optional=True)
+        return JSONResponse({"cancelled": await self.ops.cancel(
+            self._known(request.path_params["id"]))})
+
+    async def resume(self, request: Request) -> Response:
+        await self._body(request, optional=True)
+        await self.ops.resume(self._known(request.path_params["id"]))
+        return JSONResponse({})
+
+    async def history(self, request: Request) -> Response:
+        """A page of the log (``?cursor=&limit=``): ``{events, nextCursor}``; read from the
+        store for a session not live here, so it needs no lease."""
+        session_id = self._known(request.path_params["id"])
+        query = request.query_params
+        window: dict[str, Any] = {"cursor": query.get("cursor") or None}
+        if "limit" in query:
+            text = query["limit"]
+            digits = text.isascii() and text.isdigit() and len(text) < 10
+            window["limit"] = int(text) if digits else -1
+        return JSONResponse(self.ops.history(session_id, window))
+
+    async def events(self, request: Request) -> Response:
+        """The session's events from ``since`` (or after ``Last-Event-ID``), its status and
+        pending approvals, then everything live."""
+        session_id = request.path_params["id"]
+        since = _since(request)
+        history = await self._live_history(session_id)
+        sub = self.hub.subscribe(session_id)  # no await between reading history and this
+        status = next((s.get("status") for s in self.ops.list_sessions()
+                       if s["sessionId"] == session_id), "idle")
+        waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
+
+        async def stream() -> AsyncIterator[bytes]:
+            last = since - 1
+            try:
+                yield b"retry: 1000\n\n"
+                for event in history:
+                    if event["seq"] >= since:
+                        last = event["seq"]
+                        yield frame("session.event", {"sessionId": session_id, "event": event})
+                yield frame("session.status", {"sessionId": session_id, "status": status})
+                for approval in waiting:  # asked before this stream opened
+                    yield frame("approval", {**approval, "state": "pending"})
+                while True:
+                    item = await sub.next()
+                    if item is None:
+                        return
+                    if item is False:
+                        yield b": keepalive\n\n"
+                        continue
+                    method, params = item
+                    if method == "session.event":
+                        if params["event"]["seq"] <= last:
+                            continue
+                        last = params["event"]["seq"]
+                    yield frame(method, params)
+            finally:
+                sub.close()
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    # -- introspection -------------------------------------------------------------------
+
+    async def tools(self, request: Request) -> Response:
+        return JSONResponse({"tools": self.ops.tools()})
+
+    async def config(self, request: Request) -> Response:
+        status = self.ops.status("ready")
+        return JSONResponse({"config": self.ops.config(), "patchReload": status["patchReload"],
+                             "reloadRequired": status["reloadRequired"]})
+
+    async def status(self, request: Request) -> Response:
+        return JSONResponse(self.ops.status("ready"))
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def approvals(self, request: Request) -> Response:
+        return JSONResponse({"approvals": self.broker.pending()})
+
+    async def decide(self, request: Request) -> Response:
+        decision = (await self._body(request)).get("decision")
+        if decision not in DECISIONS:
+            raise ProblemError(400, "invalid-params", '"decision" must be "allow" or "deny"')
+        approval_id = request.path_params["id"]
+        if not self.broker.decide(approval_id, decision):
+            raise ProblemError(404, "unknown-approval",
+                          f"no pending approval '{approval_id}' (decided, expired or unknown)")
+        return JSONResponse({"approvalId": approval_id, "decision": decision})
+
+    # -- the application -----------------------------------------------------------------
+
+    def app(self, *, token: str, hosts: frozenset[str]) -> Guard:
+        """The ASGI application: routes behind the Host and token guard."""
+        api = [
+            Route("/api/sessions", self.list_sessions, methods=["GET"]),
+            Route("/api/sessions", self.new_session, methods=["POST"]),
+            Route("/api/sessions/{id}/prompt", self.prompt, methods=["POST"]),
+            Route("/api/sessions/{id}/events", self.events, methods=["GET"]),
+            Route("/api/sessions/{id}/cancel", self.cancel, methods=["POST"]),
+            Route("/api/sessions/{id}/resume", self.resume, methods=["POST"]),
+            Route("/api/sessions/{id}/history", self.history, methods=["GET"]),
+            Route("/api/tools", self.tools, methods=["GET"]),
+            Route("/api/config", self.config, methods=["GET"]),
+            Route("/api/status", self.status, methods=["GET"]),
+            Route("/api/approvals", self.approvals, methods=["GET"]),
+            Route("/api/approvals/{id}", self.decide, methods=["POST"]),
+        ]
+        routes = [Route(r.path, _api(r.endpoint), methods=sorted(r.methods or ()))
+                  for r in api]
+        routes += [Route("/", self.page, methods=["GET"])]
+        assets = [name for name in STATIC_TYPES if name != "index.html"]
+        routes += [Route(f"/static/{name}", self._asset(name), methods=["GET"])
+                   for name in assets]
+        public = frozenset(f"/static/{name}" for name in assets)
+        return Guard(Starlette(routes=routes), token=token, hosts=hosts, public_paths=public)
+
+    def _asset(self, name: str) -> Endpoint:
+        async def asset(request: Request) -> Response:
+            return Response(self.static[name], media_type=STATIC_TYPES[name])
+
+        return asset
+
+
+def _since(request: Request) -> int:
+    """Where a stream starts: after ``Last-Event-ID`` (a reconnect), else ``since`` (0)."""
+    last_id = request.headers.get("last-event-id")
+    text, name = (last_id, "Last-Event-ID") if last_id else (
+        request.query_params.get("since", "0"), "since")
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ProblemError(400, "invalid-params", f"{name} must be a non-negative integer")
+    return value + 1 if name == "Last-Event-ID" else value
