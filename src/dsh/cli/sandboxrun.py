@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -133,6 +135,10 @@ async def _run(row: _Row, argv: Sequence[str], cwd: Path, *, quiet: bool) -> int
     policy = Policy.from_config(row.config.get("sandbox"), row_id=row.row_id)
     limits = Limits.from_config(row.config.get("limits"), row_id=row.row_id)
     where = str(cwd.resolve())
+    if shutil.which(argv[0], path=row.env.get("PATH", os.defpath)) is None and not (
+            os.sep in argv[0] and os.access(argv[0], os.X_OK)):
+        # Behind bwrap a missing program is bwrap's exit 1: say it as a shell would.
+        raise CommandNotFoundError(f"dsh sandbox: {argv[0]}: command not found")
     try:
         prepared = await prepare(policy, list(argv), where, workspace=where,
                                  protected=row.protected, home=str(row.home), env=row.env)
