@@ -29,8 +29,11 @@ the child. Why there and how:
   interpreter goes: it takes its own runtime locks around the fork and re-initialises
   them in the child, disables the garbage collector first (no finaliser can run there),
   and calls the function after the session and process group are set and before the
-  other file descriptors are closed. What it cannot make safe is code that takes a
-  lock of another thread; the function above takes none. The rest of process control
+  other file descriptors are closed; its at-fork handlers take the import lock and
+  ``logging``'s module lock in the parent around the fork (so a confined start waits for
+  them, briefly, when another thread holds one), so neither is inherited held. What it
+  cannot make safe is code that takes any other lock another thread may hold; the
+  function above takes none. The rest of process control
   keeps ``posix_spawn``/``vfork`` and applies its parent-death tie and limits with
   exec-safe wrappers (``setpriv``, ``prlimit``), which then run confined too; the one
   file such a wrapper writes (the cgroup's ``cgroup.procs``) is allowed by a rule.

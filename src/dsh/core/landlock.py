@@ -31,6 +31,8 @@ ABI  Linux  added
 5    6.10   ``IOCTL_DEV``: ioctls on device files
 6    6.12   scopes: abstract unix sockets and signals outside the sandbox
 7    6.15   audit logging flags (not used)
+8    7.0    ``TSYNC``: restricting every thread at once (not needed: a child has one)
+9    7.1    ``RESOLVE_UNIX``: connecting to a unix socket by its path
 ===  =====  ===========================================================================
 
 Syscall numbers: 444, 445 and 446 on every architecture with the generic table (x86_64,
@@ -76,6 +78,7 @@ FS_MAKE_SYM = 1 << 12
 FS_REFER = 1 << 13
 FS_TRUNCATE = 1 << 14
 FS_IOCTL_DEV = 1 << 15
+FS_RESOLVE_UNIX = 1 << 16
 
 NET_BIND_TCP = 1 << 0
 NET_CONNECT_TCP = 1 << 1
@@ -86,8 +89,9 @@ SCOPE_SIGNAL = 1 << 1
 FILE_ACCESS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 """The only rights a rule on a file (not a directory) may carry."""
 
-READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
-"""Read and run: what the sandbox grants on the system, toolchains and a read-only root."""
+READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR | FS_RESOLVE_UNIX
+"""Read and run (and, from ABI 9, connect to unix sockets there): what the sandbox grants
+on the system, toolchains and a read-only root."""
 WRITE = (READ | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG
          | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_SYM | FS_REFER | FS_TRUNCATE)
 """Everything but device nodes (``MAKE_CHAR``, ``MAKE_BLOCK``) and device ioctls: a
@@ -95,10 +99,11 @@ writable root, the private temporary directory."""
 DEVICE = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 """A device file such as ``/dev/null``: read, write, its ioctls."""
 
-_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1,
+              9: (1 << 17) - 1}
 _ATTR_SIZE = {1: 8, 4: 16, 6: 24}
 """Size of ``struct landlock_ruleset_attr`` from each ABI on (its fields grew)."""
-KNOWN_ABI = 7
+KNOWN_ABI = 9
 """The newest ABI this module was written for; a newer kernel is used as this one."""
 
 

@@ -245,6 +245,9 @@ class Rung(NamedTuple):
         if self.abi < 6:
             found.append("signals to processes outside the sandbox not scoped (Landlock "
                          "ABI 6, Linux 6.12)")
+        if self.abi < 9:
+            found.append("unix sockets reachable by path, under /tmp and the home too "
+                         "(Landlock ABI 9, Linux 7.1)")
         if policy.hosts and self.abi < 4:
             found.append("no TCP rules (Landlock ABI 4, Linux 6.7): the allow-list cannot be "
                          "kept, so commands get no network")
