@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +290,50 @@ def test_a_bad_allow_list_entry_stops_the_runtime_and_dsh_sandbox_with_one_line(
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and where in lines[0] and "a host, not a URL" in lines[0], \
             done.stderr
+
+
+def _running(marker: str) -> bool:
+    """Whether a process whose command line holds ``marker`` runs on this host."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+@pytest.mark.parametrize("way", WAYS[:2])
+def test_dsh_sandbox_stops_the_commands_whole_group_when_it_is_stopped(
+        tmp_path: Path, way: str) -> None:
+    usable(way)
+    arranged = arrange(way, tmp_path)
+    work = tmp_path / "project"
+    work.mkdir()
+    marker = f"{os.getpid() % 1000}.{len(way)}7"
+    child = subprocess.Popen(
+        [*arranged.wrapper, sys.executable, "-m", "dsh", "sandbox", "--", "sh", "-c",
+         f"sleep 1{marker} & sleep 2{marker}"], cwd=work, env={**os.environ, **arranged.env},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert child.stderr is not None
+        assert child.stderr.readline().startswith(b"dsh sandbox: rung ")
+        for _ in range(500):
+            if _running(f"sleep 1{marker}") and _running(f"sleep 2{marker}"):
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the command's processes never appeared")
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == 128 + signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()
+    for _ in range(300):
+        if not _running(f"sleep 1{marker}") and not _running(f"sleep 2{marker}"):
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("what the command started outlived dsh sandbox")

@@ -153,17 +153,18 @@ async def _run(row: _Row, argv: Sequence[str], cwd: Path, *, quiet: bool) -> int
             _say(f"policy {policy.describe()} (row '{row.row_id}'), workspace {where}")
         for line in prepared.notes:
             sys.stderr.write(f"{line}\n")
-        try:
-            child = await process.spawn_async(prepared.argv, cwd=where, env=prepared.env,
-                                              stdin=process.DEVNULL, stdout=None,
-                                              stderr=None, limits=limits,
-                                              confine=prepared.confine)
-        except FileNotFoundError as exc:
-            raise CommandNotFoundError(f"dsh sandbox: {argv[0]}: command not found") from exc
-        except OSError as exc:
-            raise CommandRefusedError(f"dsh sandbox: cannot start {argv[0]}: "
-                                      f"{exc.strerror or exc}") from exc
-        stopped = await _wait(child)
+        with _Stopping() as stopping:  # before the start: a signal then is not lost
+            try:
+                child = await process.spawn_async(
+                    prepared.argv, cwd=where, env=prepared.env, stdin=process.DEVNULL,
+                    stdout=None, stderr=None, limits=limits, confine=prepared.confine)
+            except FileNotFoundError as exc:
+                raise CommandNotFoundError(f"dsh sandbox: {argv[0]}: command not found") \
+                    from exc
+            except OSError as exc:
+                raise CommandRefusedError(f"dsh sandbox: cannot start {argv[0]}: "
+                                          f"{exc.strerror or exc}") from exc
+            stopped = await stopping.wait(child)
         await child.stop(0)  # what the group left behind goes, as after a tool call
         if refused := prepared.refusals():
             sys.stderr.write(f"{refused}\n")
@@ -175,36 +176,43 @@ async def _run(row: _Row, argv: Sequence[str], cwd: Path, *, quiet: bool) -> int
     return 128 - code if code < 0 else code
 
 
-async def _wait(child: Any) -> int:
-    """Wait for the command; a stopping signal sent to this process stops the command's
-    group instead (returned, 0 when none came)."""
-    loop = asyncio.get_running_loop()
-    came: list[int] = []
-    done = asyncio.Event()
+class _Stopping:
+    """SIGINT, SIGTERM and SIGHUP, while in force, stop the command instead of this
+    process: :meth:`wait` returns the first one that came (0 when none did)."""
 
-    def stop(signum: int) -> None:
-        if not came:
-            came.append(signum)
-            done.set()
+    _NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 
-    handled = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    for signum in handled:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop, signum)
-    try:
+    def __enter__(self) -> _Stopping:
+        self.came: list[int] = []
+        self.event = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        self.handled = [getattr(signal, n) for n in self._NAMES if hasattr(signal, n)]
+        for signum in self.handled:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self.loop.add_signal_handler(signum, self._came, signum)
+        return self
+
+    def _came(self, signum: int) -> None:
+        if not self.came:
+            self.came.append(signum)
+            self.event.set()
+
+    async def wait(self, child: Any) -> int:
+        """Wait for ``child``; on a stopping signal stop its group (grace, then kill)."""
         exited = asyncio.ensure_future(child.exited())
-        signalled = asyncio.ensure_future(done.wait())
+        signalled = asyncio.ensure_future(self.event.wait())
         await asyncio.wait({exited, signalled}, return_when=asyncio.FIRST_COMPLETED)
         for task in (exited, signalled):
             task.cancel()
-        if came:
+        if self.came:
             await child.stop()
-            return came[0]
+            return self.came[0]
         return 0
-    finally:
-        for signum in handled:
+
+    def __exit__(self, *exc: object) -> None:
+        for signum in self.handled:
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
+                self.loop.remove_signal_handler(signum)
 
 
 def _say(line: str) -> None:
