@@ -292,13 +292,14 @@ def test_a_bad_allow_list_entry_stops_the_runtime_and_dsh_sandbox_with_one_line(
             done.stderr
 
 
-def _running(marker: str) -> bool:
-    """Whether a process whose command line holds ``marker`` runs on this host."""
+def _running(command: str) -> bool:
+    """Whether a process whose whole command line is ``command`` runs on this host."""
+    wanted = command.replace(" ", "\0").encode() + b"\0"
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
+                    if f.read() == wanted:
                         return True
             except OSError:
                 continue
@@ -331,6 +332,8 @@ def test_dsh_sandbox_stops_the_commands_whole_group_when_it_is_stopped(
     finally:
         child.kill()
         child.wait()
+        assert child.stderr is not None
+        child.stderr.close()
     for _ in range(300):
         if not _running(f"sleep 1{marker}") and not _running(f"sleep 2{marker}"):
             break
