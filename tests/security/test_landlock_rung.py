@@ -9,8 +9,9 @@ plants, through ``/proc/self/root``, through a link somebody left in ``/tmp``, t
 runtime's own ``/proc/PID``), write outside the workspace (directly and through a
 symlink), hard-link the ``.env`` into the workspace, connect to a listener on another
 port of 127.0.0.1, send a UDP datagram (DNS) to a listener, open a raw socket, make a
-user namespace, signal the runtime (its pid handed over in a file), write the host's ``/dev/shm``. The verdict is the
-host's: no canary in any result, nothing written outside, nothing accepted or received.
+user namespace, signal the runtime (its pid handed over in a file), write the host's
+``/dev/shm``. The verdict is the host's: no canary in any result, nothing written
+outside, nothing accepted or received.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ namespaces, "Creating new namespace failed"); else **Landlock with seccomp**
 has) and its trial run works; else **none**: commands run unsandboxed and each result says
 so, or, when the row says ``required``, every command is refused. On macOS the one rung
 is Seatbelt. The rung in force is in ``dsh doctor``, in the description the model reads,
-and on every result that ran with less than the row asked (:attr:`Command.notes`). Every
-shell command, background job and sub-agent command (a sub-agent's runtime picks its own
-rung on the same machine) starts through :func:`prepare`.
+and on every result that ran with less than the row asked. Every shell command,
+background job and sub-agent command (a sub-agent's runtime picks its own rung on the
+same machine) is made ready for its rung by :func:`dsh.runtime.tools.confined.prepare`;
+this module holds the policy, the ladder and the layout every rung is built from.
 
 On macOS the same policy is a generated Seatbelt profile run by ``sandbox-exec``
 (:mod:`dsh.runtime.tools.seatbelt`, whose docstring says what differs); Windows has no
@@ -23,9 +24,9 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
 - ``mode``: ``off`` (a plain ``bash -c``), ``read-only`` (the whole filesystem read-only,
   the workspace too) or ``workspace-write`` (the session's workspace root and its granted
   roots read-write, the rest read-only; the root, not the moving working directory).
-  Both sandboxed modes get a private, empty ``/tmp`` that vanishes with the command,
-  because compilers and test runners need scratch space and writes there reach nothing
-  outside.
+  Both sandboxed modes get private scratch space that vanishes with the command, because
+  compilers and test runners need it and writes there reach nothing outside: an empty
+  ``/tmp`` under bubblewrap, a fresh ``TMPDIR`` under Landlock (which cannot mount one).
 - ``network``: ``false`` gives the command its own network namespace with only a loopback
   device, so no connection leaves it (not even to the host's 127.0.0.1); ``true`` shares
   the host's network; a list of host names allows exactly those, through a proxy in the
@@ -34,7 +35,7 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
   and finds the proxy on its own ``127.0.0.1`` through a relay
   (:mod:`dsh.core.netrelay`) and a unix socket bound in; under Landlock it may connect
   to the proxy's port and to nothing else.
-- ``required``: when bubblewrap cannot run, every command is refused with a clear tool
+- ``required``: when no rung can run, every command is refused with a clear tool
   error instead of running unsandboxed. Not required, the command runs unsandboxed and its
   result says so in one line.
 - ``readable``: paths shown read-only although they lie in a hidden home (toolchains such
@@ -46,7 +47,6 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
   (``~/.pyenv/shims`` shows ``~/.pyenv``), so a sandboxed ``python3`` or ``cargo`` is the
   same program the user runs outside; without it a pyenv or rustup user would silently get
   the system's interpreter or none.
-
 """
 
 from __future__ import annotations
@@ -354,7 +354,11 @@ def _probe_seatbelt(network: bool) -> Probe:
 
 
 class Plan(NamedTuple):
-    """What one command's sandbox shows and hides (real paths), every rung's input."""
+    """What one command's sandbox shows and hides (real paths), every rung's input:
+    the working directory, the writable ``roots``, the ``hidden`` directories (the homes,
+    ``hide``, protected), the ``private`` ones among them (the dsh home and protected,
+    never shown even inside a root), what is ``readable`` inside a hidden one, the
+    ``masked`` ``.env`` and the path of the dsh home's ``.env`` (``secrets``)."""
 
     cwd: str
     roots: list[str]
@@ -366,8 +370,9 @@ class Plan(NamedTuple):
 
 
 def plan_for(policy: Policy, cwd: str, *, workspace: str | None, writable: Sequence[str],
-          protected: Sequence[str], home: str | None,
-          env: Mapping[str, str] | None) -> Plan:
+             protected: Sequence[str], home: str | None,
+             env: Mapping[str, str] | None) -> Plan:
+    """The :class:`Plan` of a command in ``cwd`` (arguments as for :func:`wrap`)."""
     real_cwd = os.path.realpath(cwd)
     roots = list(dict.fromkeys(os.path.realpath(p) for p in (workspace or cwd, *writable)))
     shown = [] if any(_inside(real_cwd, root) for root in roots) else [real_cwd]
@@ -397,16 +402,17 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     before bwrap starts); ``binds`` are host directories bound writable at the same path
     (the allow-list relay's socket folder). Returns ``argv`` unchanged when the mode is
     off; raises :class:`SandboxUnavailableError` when neither bubblewrap nor Seatbelt runs
-    here (:func:`prepare` is what walks the whole ladder). Tying the command to the runtime
-    and its resource limits are :mod:`dsh.core.process`'s, for every rung alike.
+    here (:func:`dsh.runtime.tools.confined.prepare` walks the whole ladder). Tying the
+    command to the runtime and its resource limits are :mod:`dsh.core.process`'s, for
+    every rung alike.
     """
     if policy.mode == OFF:
         return list(argv)
     found = probe(policy)
     if not found.usable:
         raise SandboxUnavailableError(found.reason)
-    plan = plan_for(policy, cwd, workspace=workspace, writable=writable, protected=protected,
-                 home=home, env=env)
+    plan = plan_for(policy, cwd, workspace=workspace, writable=writable,
+                    protected=protected, home=home, env=env)
     if _MACOS:
         text = seatbelt.profile(
             writable=policy.mode == WORKSPACE_WRITE, network=policy.network is True,
