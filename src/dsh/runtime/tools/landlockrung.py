@@ -36,6 +36,11 @@ or give a private ``/dev``. Each gap is handled, never papered over:
 - **No network namespace**: a command's network is whatever seccomp and Landlock's TCP
   rules leave it (:mod:`dsh.core.seccomp`); there is no private loopback either, so a
   test suite's local TCP server fails where bubblewrap would give it one.
+- **Metadata is not an access**: ``chmod``, timestamps and extended attributes of a file
+  the command can name are not Landlock rights (content, names and links are), so they
+  stay possible outside the workspace on the user's own files; refusing them by seccomp
+  would refuse ``chmod +x`` in the workspace too. Said in ``docs/security.md`` and by
+  ``dsh doctor``.
 """
 
 from __future__ import annotations

@@ -241,7 +241,9 @@ class Rung(NamedTuple):
         ``dsh doctor``); empty for bubblewrap."""
         if self.name != LANDLOCK:
             return []
-        found = ["no pid namespace", "/tmp replaced by a fresh $TMPDIR"]
+        found = ["no pid namespace", "/tmp replaced by a fresh $TMPDIR",
+                 "modes and timestamps of the user's files outside the workspace can be "
+                 "changed (Landlock restricts content, not metadata)"]
         if self.abi < 6:
             found.append("signals to processes outside the sandbox not scoped (Landlock "
                          "ABI 6, Linux 6.12)")
