@@ -34,6 +34,7 @@ from conftest import make_plugin, run, tools_of
 from sandboxrungs import arrange, skip_reason
 
 from dsh.config.envsnapshot import snapshot
+from dsh.core import process
 from dsh.core.errors import ConfigError
 from dsh.runtime.tools.base import ToolContext
 from dsh.runtime.tools.confine import Boundary
@@ -547,3 +548,41 @@ def test_mounts_let_the_deeper_of_home_and_workspace_win(tmp_path: Path) -> None
                 home=str(home))
     assert argv.index(str(tmp_path)) < argv.index(str(home))
     assert argv[argv.index(str(home)) - 1] == "--tmpfs"
+
+
+def test_an_old_landlock_cannot_keep_an_allow_list_so_the_command_gets_no_network(
+        ctx: ToolContext, work: Path, web: tuple[int, int]) -> None:
+    """Landlock before ABI 4 has no TCP rules: a ruleset made at ABI 3 (this kernel takes
+    older rulesets), so no proxy port can be singled out; the command then has no network
+    at all, its result says why, and ``dsh doctor`` warns."""
+    from dsh.core import landlock
+    from dsh.runtime.tools import confined
+    from dsh.runtime.tools.sandbox import LANDLOCK, Rung
+
+    if why := skip_reason("landlock-no-bwrap"):
+        pytest.skip(why)
+    named, _ = web
+    policy = Policy(mode="workspace-write", network=(f"127.0.0.1:{named}",))
+    old = Rung(LANDLOCK, "bubblewrap is missing", 3)
+
+    async def scenario() -> tuple[str, list[str]]:
+        command = await confined._landlock_command(
+            policy, old, ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{named} && echo in"],
+            str(work), workspace=str(work), writable=(), protected=(), home=None,
+            env=dict(os.environ))
+        try:
+            assert command.proxy is None and "HTTP_PROXY" not in (command.env or {})
+            assert command.confine is not None and command.confine.level == 3
+            done = await asyncio.to_thread(process.run, command.argv, cwd=str(work),
+                                           env=command.env, confine=command.confine,
+                                           text=True, timeout=30)
+            return done.stdout + done.stderr, command.notes
+        finally:
+            await command.close()
+
+    output, notes = asyncio.run(scenario())
+    assert "Permission denied" in output and "in\n" not in output, output
+    assert notes == ["[Sandbox: this kernel's Landlock (ABI 3) has no TCP rules, so the "
+                     "network allow-list cannot be kept: this command had no network]"]
+    assert any("allow-list cannot be kept" in gap for gap in old.gaps(policy))
+    assert landlock.handled(3)[1] == 0
