@@ -141,3 +141,33 @@ def test_the_proxy_never_connects_to_itself_and_says_when_a_host_is_down() -> No
             await proxy.close()
 
     asyncio.run(scenario())
+
+
+def test_a_host_name_never_reaches_loopback_but_the_address_itself_may(server: int) -> None:
+    """A name in the list that resolves to 127.0.0.1 (this machine's own name, from
+    /etc/hosts) is refused, as a rebinding DNS answer would be; ``127.0.0.1`` and
+    ``localhost`` named outright are allowed."""
+    name = socket.gethostname().lower()
+    try:
+        looped = all(ip.startswith("127.") for *_, (ip, *_) in socket.getaddrinfo(
+            name, server, type=socket.SOCK_STREAM) if ":" not in ip)
+    except OSError:
+        looped = False
+    if not looped or name == "localhost":
+        pytest.skip(f"this machine's name {name!r} does not resolve to loopback only")
+
+    async def scenario() -> None:
+        proxy = Proxy(AllowList([name, "localhost", "127.0.0.1"], "S"))
+        port = await proxy.listen_tcp()
+        try:
+            refused = await ask(port, f"GET http://{name}:{server}/ HTTP/1.0\r\n\r\n".encode())
+            assert refused.startswith(b"HTTP/1.1 403"), refused
+            assert b"resolves only to loopback or link-local addresses" in refused, refused
+            for allowed in ("localhost", "127.0.0.1"):
+                answer = await ask(port, f"GET http://{allowed}:{server}/ok HTTP/1.0\r\n\r\n"
+                                   .encode())
+                assert answer.startswith(b"HTTP/1.0 200"), answer
+        finally:
+            await proxy.close()
+
+    asyncio.run(scenario())

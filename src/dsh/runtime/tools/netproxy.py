@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError
+from dsh.runtime.tools import netguard
 
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 _HEAD_LIMIT = 64 * 1024
@@ -330,30 +331,67 @@ class Proxy:
     async def _open(self, writer: asyncio.StreamWriter, host: str,
                     port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """Check ``host:port`` and connect to it; on refusal or failure answer the client
-        and return None."""
+        and return None.
+
+        The name is resolved here and the connection made to a checked address (no second
+        lookup a rebinding DNS server could answer differently). A host *name* never
+        reaches loopback, link-local (cloud metadata at 169.254.169.254), unspecified or
+        multicast addresses: only an entry naming such an address itself (or
+        ``localhost``) does.
+        """
         name = _normal(host)
         if not self.allow.allows(name, port):
-            self.refused.append(Refusal(name, port, "not in the allow-list"))
-            await _answer(writer, 403, f"dsh sandbox: connection to {name}:{port} refused: "
-                                       f"not allowed by {self.allow.setting}; add {name} "
-                                       f"(any port) or {name}:{port} there to allow it")
-            return None
+            return await self._refuse(writer, name, port, "not in the allow-list",
+                                      f"not allowed by {self.allow.setting}; add {name} (any "
+                                      f"port) or {name}:{port} there to allow it")
         try:
-            reader, upstream = await asyncio.wait_for(
-                asyncio.open_connection(name, port, limit=_CHUNK), _CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else (
-                exc.strerror or str(exc))
-            await _answer(writer, 502, f"dsh sandbox proxy: cannot reach {name}:{port}: "
-                                       f"{reason}")
+            addresses = await netguard.resolve(name, port)
+        except netguard.BlockedURLError as exc:
+            await _answer(writer, 502, f"dsh sandbox proxy: {exc}")
             return None
-        peer = upstream.get_extra_info("peername")
-        if peer is not None and (str(peer[0]), int(peer[1])) in self._own:
-            upstream.close()
-            self.refused.append(Refusal(name, port, "the proxy itself"))
-            await _answer(writer, 403, "dsh sandbox: the proxy does not connect to itself")
-            return None
-        return reader, upstream
+        if not _literal(name) and name != "localhost":
+            addresses = [a for a in addresses if not _internal(a)]
+            if not addresses:
+                return await self._refuse(
+                    writer, name, port, "a name for an internal address",
+                    f"{name} resolves only to loopback or link-local addresses, which a host "
+                    "name in the allow-list never reaches; name the address itself there")
+        failure = "no address"
+        for address in addresses:
+            if (str(address), port) in self._own:
+                return await self._refuse(writer, name, port, "the proxy itself",
+                                          "the proxy does not connect to itself")
+            try:
+                reader, upstream = await asyncio.wait_for(
+                    asyncio.open_connection(str(address), port, limit=_CHUNK),
+                    _CONNECT_TIMEOUT)
+            except asyncio.TimeoutError:
+                failure = "timed out"
+            except OSError as exc:
+                failure = exc.strerror or str(exc)
+            else:
+                return reader, upstream
+        await _answer(writer, 502, f"dsh sandbox proxy: cannot reach {name}:{port}: {failure}")
+        return None
+
+    async def _refuse(self, writer: asyncio.StreamWriter, name: str, port: int, reason: str,
+                      text: str) -> None:
+        self.refused.append(Refusal(name, port, reason))
+        await _answer(writer, 403, f"dsh sandbox: connection to {name}:{port} refused: {text}")
+
+
+def _literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _internal(address: netguard.Address) -> bool:
+    plain = netguard.unwrap(address)
+    return plain.is_loopback or plain.is_link_local or plain.is_unspecified \
+        or plain.is_multicast
 
 
 def _split_authority(text: str, default: int) -> tuple[str | None, int]:
