@@ -171,3 +171,44 @@ def test_a_host_name_never_reaches_loopback_but_the_address_itself_may(server: i
             await proxy.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.skipif(not hasattr(socket, "send_fds"), reason="needs SCM_RIGHTS")
+@pytest.mark.parametrize("carrier", ["python", "frozen"])
+def test_the_relay_hands_each_connection_to_the_proxy(
+        server: int, tmp_path: Any, carrier: str) -> None:
+    """The relay as a sandboxed command runs it (here outside a sandbox, on a free port):
+    it listens, execs the command, and every connection it accepts is served by the
+    proxy in this process; the frozen runtime's entry (``--dsh-netrelay``) runs the
+    same source."""
+    import subprocess
+    import sys
+
+    from dsh.core import netrelay
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    request = f"GET http://127.0.0.1:{server}/relayed HTTP/1.0"
+    command = ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}; "
+               f"printf '{request}\\r\\n\\r\\n' >&3; cat <&3"]
+    path = str(tmp_path / "relay.sock")
+    if carrier == "python":
+        argv = netrelay.argv(path, port, command)
+    else:
+        argv = [sys.executable, "-c", "from dsh.core.netrelay import run_frozen; run_frozen()",
+                netrelay.FROZEN_FLAG, path, str(port), *command]
+
+    async def scenario() -> bytes:
+        proxy = Proxy(AllowList([f"127.0.0.1:{server}"], "S"))
+        proxy.listen_relay(path)
+        try:
+            done = await asyncio.to_thread(subprocess.run, argv, capture_output=True,
+                                           timeout=30, check=False)
+            return done.stdout + done.stderr
+        finally:
+            await proxy.close()
+
+    output = asyncio.run(scenario())
+    assert output.startswith(b"HTTP/1.0 200") and output.endswith(b"/relayed via close None"), \
+        output
