@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dsh.runtime.providers import anthropic_wire, openai_wire
+from dsh.runtime.providers import anthropic_wire, openai_wire, responses_wire
 from dsh.runtime.providers.base import (
     Finish,
     ModelError,
@@ -318,3 +318,98 @@ def test_refusal_and_context_window_stops() -> None:
     full = anthropic_wire.EventDecoder(redact)
     full.decode(sse("message_delta", {"delta": {"stop_reason": "model_context_window_exceeded"}}))
     assert full.end() == [Finish("length")]
+
+
+# -- Responses format ----------------------------------------------------------------------
+
+
+def test_responses_input_items_keep_this_routes_reasoning_and_order() -> None:
+    calling = {**CALLING, "source": {"kind": "model", "provider": "openai"}, "content": [
+        {"type": "reasoning", "text": "why", "signature": "rs_1", "redacted": "ENC",
+         "field": "summary"},
+        {"type": "reasoning", "text": "raw", "signature": "rs_2", "field": "content"},
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool-call", "id": "t1", "name": "ls", "arguments": '{"p": 1}'}]}
+    request = ModelRequest("s", "m", (
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        calling, RESULT, ANSWER,
+        {"role": "system", "content": [{"type": "text", "text": "later note"}]},
+    ), route="openai", reasoning_effort="off", max_tokens=500)
+    body = json.loads(responses_wire.encode_body(request, model="gpt-5.5", images=True))
+    assert body["instructions"] == "be brief" and body["max_output_tokens"] == 500
+    assert body["reasoning"] == {"effort": "none", "summary": "auto"}
+    assert body["include"] == ["reasoning.encrypted_content"] and body["store"] is False
+    items = body["input"]
+    assert items[1] == {"type": "reasoning", "id": "rs_1", "encrypted_content": "ENC",
+                        "summary": [{"type": "summary_text", "text": "why"}]}
+    assert items[2] == {"type": "reasoning", "id": "rs_2", "summary": [],
+                        "content": [{"type": "reasoning_text", "text": "raw"}]}
+    assert items[3] == {"type": "message", "role": "assistant", "content": "Let me look."}
+    assert items[4] == {"type": "function_call", "call_id": "t1", "name": "ls",
+                        "arguments": '{"p": 1}'}
+    assert items[5] == {"type": "function_call_output", "call_id": "t1", "output": [
+        {"type": "input_text", "text": "denied"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]}
+    assert items[6] == {"type": "message", "role": "assistant", "content": "Done."}  # unsigned
+    assert items[7]["role"] == "developer"
+    plain = json.loads(responses_wire.encode_body(request, model="gpt-4.1", reasoning=False))
+    assert "reasoning" not in plain and "include" not in plain
+
+
+def _rsse(name: str, **data: Any) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps({"type": name, "sequence_number": 0, **data}), name)
+
+
+def test_responses_decoder_streams_items_and_keeps_reasoning_whole() -> None:
+    decoder = responses_wire.EventDecoder(redact)
+    reasoning = {"id": "rs_9", "type": "reasoning", "summary": []}
+    stream = [
+        _rsse("response.created", response={}),
+        _rsse("response.output_item.added", output_index=0, item=reasoning),
+        _rsse("response.reasoning_summary_part.added", output_index=0, summary_index=0),
+        _rsse("response.reasoning_summary_text.delta", output_index=0, delta="One."),
+        _rsse("response.reasoning_summary_part.added", output_index=0, summary_index=1),
+        _rsse("response.reasoning_summary_text.delta", output_index=0, delta="Two."),
+        _rsse("response.output_item.done", output_index=0, item={
+            **reasoning, "encrypted_content": "ENC",
+            "summary": [{"type": "summary_text", "text": "One."}]}),
+        _rsse("response.output_item.added", output_index=1, item={"type": "message"}),
+        _rsse("response.output_text.delta", output_index=1, delta="Hi"),
+        _rsse("response.output_item.added", output_index=2, item={
+            "type": "function_call", "call_id": "c1", "name": "ls", "arguments": ""}),
+        _rsse("response.output_item.done", output_index=2, item={
+            "type": "function_call", "call_id": "c1", "name": "ls", "arguments": '{"a":1}'}),
+        _rsse("response.some_future_event"),
+        _rsse("response.completed", response={"usage": {
+            "input_tokens": 100, "input_tokens_details": {"cached_tokens": 64,
+                                                          "cache_write_tokens": 0},
+            "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 7}}}),
+    ]
+    chunks = [c for e in stream for c in decoder.decode(e)]
+    assert chunks == [
+        ReasoningDelta("One.", 0, field="summary"), ReasoningDelta("\n\n", 0),
+        ReasoningDelta("Two.", 0, field="summary"),
+        ReasoningDelta("", 0, signature="rs_9", redacted="ENC", field="summary"),
+        TextDelta("Hi"), ToolCallDelta(0, id="c1", name="ls"),
+        ToolCallDelta(0, arguments='{"a":1}')]
+    assert decoder.done and decoder.finished
+    assert decoder.end() == [Usage(100, 20, cache_hit_tokens=64, cache_write_tokens=0,
+                                   reasoning_tokens=7), Finish("tool-calls")]
+
+
+@pytest.mark.parametrize(("event", "code", "retryable"), [
+    (_rsse("response.failed", response={"error": {"code": "server_error", "message": "x"}}),
+     "server-error", True),
+    (_rsse("response.failed", response={"error": {"code": "invalid_prompt", "message": "x"}}),
+     "server-error", False),
+    (_rsse("error", code=None, message="overloaded"), "server-error", True),
+    (_rsse("response.incomplete", response={"incomplete_details": {
+        "reason": "content_filter"}}), "content-filter", False),
+    (_rsse("response.output_text.delta", output_index=4, delta="x"), "bad-response", False),
+])
+def test_responses_decoder_failures(event: ServerSentEvent, code: str,
+                                    retryable: bool) -> None:
+    with pytest.raises(ModelError) as info:
+        responses_wire.EventDecoder(redact).decode(event)
+    assert (info.value.code, info.value.retryable) == (code, retryable)
