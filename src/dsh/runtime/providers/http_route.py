@@ -571,6 +571,18 @@ class HttpRoute:
 
     # -- doctor --live --------------------------------------------------------------------
 
+    def unconfigured(self) -> str | None:
+        """Why nobody has set this route up, or None: its key variable is unset, or (a
+        keyless route) the variable naming its server is, so it points at a default
+        nobody chose. Such a route is reported, not failed, while nobody uses it."""
+        if self._literal_key or self._key:
+            return None
+        if self._key_env is not None:
+            return f"{self._key_env} is not set"
+        if self._url_where == "the row's default_base_url" and self.routing_env:
+            return f"{self.routing_env[0]} is not set"
+        return None
+
     async def probe(self, model: str | None = None) -> list[tuple[str, str, str]]:
         """``(check, status, message)`` for ``dsh doctor --live``: the key, the base URL,
         whether the server answers, and whether it lists ``model`` (its wire id; default
