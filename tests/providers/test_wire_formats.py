@@ -413,3 +413,13 @@ def test_responses_decoder_failures(event: ServerSentEvent, code: str,
     with pytest.raises(ModelError) as info:
         responses_wire.EventDecoder(redact).decode(event)
     assert (info.value.code, info.value.retryable) == (code, retryable)
+
+
+def test_unstored_reasoning_without_its_content_is_not_sent_back() -> None:
+    bare = {"role": "assistant", "source": {"kind": "model", "provider": "openai"},
+            "content": [{"type": "reasoning", "text": "why", "signature": "rs_1",
+                         "field": "summary"}, {"type": "text", "text": "Hi"}]}
+    unstored = responses_wire.input_items([bare], route="openai")[1]
+    assert [i["type"] for i in unstored] == ["message"]  # the server could not find it
+    stored = responses_wire.input_items([bare], route="openai", store=True)[1]
+    assert [i["type"] for i in stored] == ["reasoning", "message"]

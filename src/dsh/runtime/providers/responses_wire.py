@@ -74,7 +74,8 @@ def encode_body(request: ModelRequest, *, model: str, images: bool = False,
     is sent), ``store`` whether the server keeps the response, ``summary`` the reasoning
     summary asked for (None: none).
     """
-    instructions, items = input_items(request.messages, images=images, route=request.route)
+    instructions, items = input_items(request.messages, images=images, route=request.route,
+                                      store=store)
     body: dict[str, Any] = {"model": model, "input": items, "stream": True, "store": store}
     if instructions:
         body["instructions"] = instructions
@@ -103,11 +104,13 @@ def tools(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 
 
 def input_items(messages: Sequence[Mapping[str, Any]], *, images: bool = False,
-                route: str = "") -> tuple[str, list[dict[str, Any]]]:
+                route: str = "", store: bool = False) -> tuple[str, list[dict[str, Any]]]:
     """dsh messages as ``(instructions, input items)``; see the module docstring.
 
     A block the role cannot carry is refused as ``bad-request`` rather than dropped, so
-    the model never answers a conversation it was not shown.
+    the model never answers a conversation it was not shown. Without ``store`` a
+    reasoning item that came with neither encrypted content nor its reasoning text is
+    left out: the server kept nothing it could find by the id alone.
     """
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
@@ -126,7 +129,7 @@ def input_items(messages: Sequence[Mapping[str, Any]], *, images: bool = False,
             if parts:
                 items.append({"type": "message", "role": "user", "content": parts})
         elif role == "assistant":
-            items += _assistant_items(message, position, route)
+            items += _assistant_items(message, position, route, store)
         elif role == "tool":
             items.append(_output_item(message, position, images))
         else:
@@ -155,8 +158,8 @@ def _parts(content: Sequence[Mapping[str, Any]], position: int, images: bool,
     return parts
 
 
-def _assistant_items(message: Mapping[str, Any], position: int,
-                     route: str) -> list[dict[str, Any]]:
+def _assistant_items(message: Mapping[str, Any], position: int, route: str,
+                     store: bool) -> list[dict[str, Any]]:
     source = message.get("source")
     own = bool(route) and isinstance(source, Mapping) and source.get("provider") == route
     thoughts: list[dict[str, Any]] = []
@@ -165,7 +168,10 @@ def _assistant_items(message: Mapping[str, Any], position: int,
     for block in message.get("content") or ():
         kind = block.get("type")
         if kind == "reasoning":
-            if own and isinstance(block.get("signature"), str) and block["signature"]:
+            findable = store or isinstance(block.get("redacted"), str) or \
+                block.get("field") == "content"
+            if own and findable and isinstance(block.get("signature"), str) and \
+                    block["signature"]:
                 thoughts.append(_reasoning_item(block))
         elif kind == "text":
             if block.get("text"):
