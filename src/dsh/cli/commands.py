@@ -351,8 +351,7 @@ def sandbox(inv: Invocation, home: str | None, profile: str, patches: tuple[str,
 
     code = sandboxrun.run(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
                           list(command), row=row, quiet=quiet)
-    sys.stdout.flush()
-    sys.exit(code)
+    raise click.exceptions.Exit(code)
 
 
 def run_subcommand(inv: Invocation) -> int:

@@ -225,15 +225,3 @@ def available() -> tuple[int, str]:
     if level < 1:
         return 0, landlock.why_unavailable()
     return level, ""
-
-
-def describe_rules(confinement: Confinement) -> list[str]:
-    """The rules in words, one line each (for ``dsh sandbox --explain`` and tests)."""
-    lines = []
-    for path, rights in confinement.rules:
-        kind = ("write" if rights & landlock.FS_MAKE_REG else "device"
-                if rights & landlock.FS_IOCTL_DEV else "read")
-        lines.append(f"{kind} {path}")
-    lines += [f"tcp connect {port}" for port in confinement.tcp_connect]
-    lines.append(f"sockets {confinement.network}")
-    return lines
