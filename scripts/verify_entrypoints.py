@@ -104,6 +104,9 @@ ALLOWLIST: tuple[Allow, ...] = (
           "never installed"),
     Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_test_server.py",
           "the test MCP server tests/mcp and the bench spawn over stdio or HTTP, never installed"),
+    Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/seccomp_launch.py",
+          "puts a real dsh under a container's seccomp filter (no namespaces, no Landlock) "
+          "for the sandbox tests, then execs it; never installed"),
     Allow("test-runtime-peer", ("main-guard", "shebang"), "tests/**/fake_*.py",
           "fake runtimes and peers that tests spawn as real stdio programs, never installed"),
     Allow("build-script", ("main-guard", "shebang"), "scripts/*.py",

@@ -43,12 +43,14 @@ def script(calls: Sequence[Mapping[str, Any]], final: str = "done", *,
 
 
 class Attack:
-    """A runtime (``profile``) in ``cwd`` whose scripted model makes ``calls``."""
+    """A runtime (``profile``) in ``cwd`` whose scripted model makes ``calls``; ``wrapper``
+    goes before its command line (``tests/fixtures/sandboxrungs.py``)."""
 
     def __init__(self, tmp: Path, calls: Sequence[Mapping[str, Any]], *, cwd: Path,
                  profile: str = "sdk", rows: Sequence[Mapping[str, Any]] = (),
                  approvals: bool = False, env: Mapping[str, str] | None = None,
-                 max_steps: int = 200, per_step: int = 1) -> None:
+                 max_steps: int = 200, per_step: int = 1,
+                 wrapper: Sequence[str] = ()) -> None:
         steps = tmp / "attack-script.json"
         steps.write_text(json.dumps(script(calls, per_step=per_step)))
         patch = tmp / "attack-patch.yml"
@@ -57,7 +59,8 @@ class Attack:
             {"id": "agent", "merge": {"config": {"max_steps": max_steps}}},
             *rows]))
         self.cwd = cwd
-        self.proc = RuntimeProcess(profile, [OFFLINE_PATCH, patch], cwd=cwd, env=env)
+        self.proc = RuntimeProcess(profile, [OFFLINE_PATCH, patch], cwd=cwd, env=env,
+                                   wrapper=wrapper)
         params: dict[str, Any] = {"provider": "scripted", "model": "scripted"}
         if approvals:
             params["capabilities"] = {"approvals": True}

@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 from boundarykit import Attack, tree
-
-from dsh.runtime.tools.sandbox import Policy, probe
+from sandboxrungs import WAYS, arrange, landlock_missing, skip_reason
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths")
 
@@ -34,7 +33,16 @@ CANARY = f"canary-home-env-{os.urandom(8).hex()}"
 SANDBOX_OFF = '- {id: tools:shell, merge: {config: {sandbox: {mode: "off"}}}}\n'
 PROTECTED = "protected directory"
 DENIED = "reaches outside the workspace root"
-SANDBOXED = probe(Policy(mode="workspace-write")).usable
+
+
+def sandboxed(way: str) -> bool:
+    """Whether ``way`` gives the runtime a sandbox here (skipping a Landlock way that
+    cannot run; the bubblewrap way runs either way, unsandboxed at worst)."""
+    if way == "bubblewrap":
+        return not skip_reason(way) or not landlock_missing()
+    if why := skip_reason(way):
+        pytest.skip(why)
+    return True
 
 
 def layout(tmp_path: Path, where: str) -> tuple[Path, Path, Path]:
@@ -59,7 +67,7 @@ def layout(tmp_path: Path, where: str) -> tuple[Path, Path, Path]:
     return home, work, outside
 
 
-def attacks(home: Path, outside: Path) -> list[dict[str, Any]]:
+def attacks(home: Path, outside: Path, sandboxed: bool) -> list[dict[str, Any]]:
     """What a model trying to leave does, in order."""
     env, patch = str(home / ".env"), str(home / "patch.yml")
     calls: list[dict[str, Any]] = [
@@ -78,7 +86,7 @@ def attacks(home: Path, outside: Path) -> list[dict[str, Any]]:
         {"name": "bash", "arguments": {"command": "cat .env", "workdir": str(home)}},
         {"name": "working_directory", "arguments": {"cd": str(home)}},
     ]
-    if SANDBOXED:  # unsandboxed, the shell is the user's: nothing to test there
+    if sandboxed:  # unsandboxed, the shell is the user's: nothing to test there
         calls.append({"name": "bash", "arguments": {
             "command": f"cat {env}; printf %s '{SANDBOX_OFF}' > {patch}; echo tried"}})
     calls.append({"name": "working_directory", "arguments": {}})
@@ -114,19 +122,24 @@ def sandbox_mode(attack: Attack) -> str:
     return shell["config"]["sandbox"]["mode"]
 
 
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("where", ["beside", "inside", "around"])
 @pytest.mark.parametrize("profile", ["sdk", "live"])
-def test_cd_slash_then_the_home(tmp_path: Path, where: str, profile: str,
+def test_cd_slash_then_the_home(tmp_path: Path, where: str, profile: str, way: str,
                                 run_dsh: Callable[..., Any]) -> None:
+    """On every rung and every way to Landlock (``tests/fixtures/sandboxrungs.py``)."""
+    boxed = sandboxed(way)
+    arranged = arrange(way, tmp_path)
     home, work, outside = layout(tmp_path, where)
     name = "sdk"
     if profile == "live":
         live_profile(home, run_dsh)
         name = "p"
-    calls = attacks(home, outside)
+    calls = attacks(home, outside, boxed)
     before_home, before_outside = config(home), tree(outside)
     with Attack(tmp_path, calls, cwd=work, profile=name,
-                env={"DSH_HOME": str(home)}) as attack:
+                env={"DSH_HOME": str(home), **arranged.env},
+                wrapper=arranged.wrapper) as attack:
         assert sandbox_mode(attack) == "workspace-write"
         turn = attack.turn()
         assert turn.reason == {"kind": "completed"}
@@ -146,7 +159,7 @@ def test_cd_slash_then_the_home(tmp_path: Path, where: str, profile: str,
             assert PROTECTED in texts[index], (calls[index], texts[index])
         # Writing outside is asked about and refused.
         assert turn.results[4]["error"] and DENIED in texts[4], texts[4]
-        if SANDBOXED:
+        if boxed:
             assert texts[12].endswith("tried\n[Command finished with exit code 0]"), texts[12]
         assert texts[-1] == f"Current working directory: {json.dumps(str(work))}"
         assert attack.call("session/working-directory/get", {"sessionId": "s1"})[
@@ -192,9 +205,12 @@ def test_an_approving_client_still_never_reaches_the_home(tmp_path: Path) -> Non
     assert unchanged(home, before)
 
 
-def test_indirect_routes_to_the_home(tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_indirect_routes_to_the_home(tmp_path: Path, way: str) -> None:
     """Routes an attacker would try next: the runtime's /proc view of the filesystem, a
     link the sandboxed shell plants, a hard link, and a grep or glob of everything."""
+    boxed = sandboxed(way)
+    arranged = arrange(way, tmp_path)
     home, work, outside = layout(tmp_path, "beside")
     rel_home = os.path.relpath(home, "/")
     calls: list[dict[str, Any]] = [
@@ -205,7 +221,7 @@ def test_indirect_routes_to_the_home(tmp_path: Path) -> None:
         {"name": "glob", "arguments": {"pattern": "**/.env"}},
         {"name": "grep", "arguments": {"pattern": "canary"}},
     ]
-    if SANDBOXED:
+    if boxed:
         calls += [
             {"name": "bash", "arguments": {"command": f"ln -s {home} planted; "
                                                       f"ln {home}/.env hard 2>&1; ls"}},
@@ -214,7 +230,8 @@ def test_indirect_routes_to_the_home(tmp_path: Path) -> None:
                                                  "content": SANDBOX_OFF}},
         ]
     before = config(home)
-    with Attack(tmp_path, calls, cwd=work, env={"DSH_HOME": str(home)}) as attack:
+    with Attack(tmp_path, calls, cwd=work, env={"DSH_HOME": str(home), **arranged.env},
+                wrapper=arranged.wrapper) as attack:
         turn = attack.turn()
         attack.close()
     texts = turn.texts()
@@ -225,8 +242,9 @@ def test_indirect_routes_to_the_home(tmp_path: Path) -> None:
     assert "reaches outside the workspace root (/)" in texts[3]
     assert texts[4].startswith("No files match"), texts[4]
     assert texts[5] == "No matches found.", texts[5]
-    if SANDBOXED:
-        # The home is a cover in the sandbox: nothing of it to link to.
+    if boxed:
+        # The home is a cover under bubblewrap, not granted under Landlock: nothing of it
+        # to link to.
         assert "failed to create hard link" in texts[6], texts[6]
         assert not (work / "hard").exists()
         assert turn.results[7]["code"] == "PROTECTED", texts[7]

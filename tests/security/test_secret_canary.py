@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandboxrungs import arrange, skip_reason
 from seckit import OFFLINE_PATCH, Canaries, FullLogRuntime, assert_clean, home_files, plant
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell commands")
@@ -161,13 +162,19 @@ SHELL_SCRIPT = [
 ]
 
 
+@pytest.mark.parametrize("way", ["bubblewrap", "landlock-docker-bwrap"])
 def test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env(
-        tmp_path: Path, dsh_home: Path, planted: tuple[Canaries, dict[str, str]]) -> None:
+        tmp_path: Path, dsh_home: Path, planted: tuple[Canaries, dict[str, str]],
+        way: str) -> None:
     """The contract of the shipped shell (``workspace-write`` sandbox, default ``env``
     policy): the command gets the launch environment and the project's ``.env`` values
     minus every secret-looking name (issue 19: the key in the launch environment used to
-    be one ``env`` away), and never the home ``.env`` names or file."""
+    be one ``env`` away), and never the home ``.env`` names or file; on bubblewrap and on
+    the Landlock rung (``bwrap`` failing as in Docker) alike."""
+    if why := skip_reason(way):
+        pytest.skip(why)
     canaries, env = planted
+    env = {**env, **arrange(way, tmp_path).env}
     with (Path.cwd() / ".env").open("a") as f:
         f.write("PROJECT_SETTING=visible-project-setting\n")
     patch = write_patch(tmp_path, SHELL_SCRIPT)
@@ -187,8 +194,6 @@ def test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env(
     output = next(f["params"]["event"]["data"]["message"]["content"][0]["text"]
                   for f in frames if f.get("method") == "session.event"
                   and f["params"]["event"]["type"] == "tool/result")
-    if output.startswith("[Not sandboxed"):
-        pytest.skip(f"bubblewrap is unusable here: {output.splitlines()[0]}")
     assert "DSH_LOG_LEVEL=debug" in output  # the launch environment, minus secrets
     assert "PROJECT_SETTING=visible-project-setting" in output  # the project's .env too
     assert "DEEPSEEK_API_KEY" not in output and "PROJECT_DB_PASSWORD" not in output

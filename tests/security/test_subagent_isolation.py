@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sandboxrungs import arrange, skip_reason
 
 from dsh.sdk import AsyncDshClient, ClientConfig
 
@@ -81,15 +82,20 @@ def run_parent(tmp_path: Path, home: Path, env: dict[str, str]) -> str:
     return asyncio.run(scenario())
 
 
-@pytest.fixture
-def probed(tmp_path: Path, dsh_home: Path) -> dict[str, str]:
-    """Run parent and child once; what the child wrote, by file name, plus canaries."""
+@pytest.fixture(params=["bubblewrap", "landlock-docker-bwrap"])
+def probed(request: pytest.FixtureRequest, tmp_path: Path, dsh_home: Path) -> dict[str, str]:
+    """Run parent and child once; what the child wrote, by file name, plus canaries. The
+    child's shell runs on bubblewrap, then on Landlock (``bwrap`` failing as in Docker,
+    which the child inherits through ``PATH``: it picks its own rung on this machine)."""
+    if why := skip_reason(request.param):
+        pytest.skip(why)
     home_secret = "canary-parent-home-" + "5e1f" * 6
     env_secret = "canary-parent-env-" + "9a2b" * 6
     passed = "sk-passed-on-purpose-" + "77" * 8
     (dsh_home / ".env").write_text(f"PARENT_HOME_SETTING={home_secret}\n")
     answer = run_parent(tmp_path, dsh_home, {"DEEPSEEK_API_KEY": passed,
-                                             "OTHER_SERVICE_TOKEN": env_secret})
+                                             "OTHER_SERVICE_TOKEN": env_secret,
+                                             **arrange(request.param, tmp_path).env})
     assert answer == "child done"
     cwd = Path.cwd()
     found = {name: (cwd / name).read_text() for name in (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,4 +159,6 @@ def test_wrap_on_macos_runs_sandbox_exec_with_the_layout(
 
 
 def test_the_platforms_sandbox_is_named() -> None:
-    assert sandbox.kind() in ("bubblewrap", "seatbelt", "none")
+    found = sandbox.rung(sandbox.Policy(mode="workspace-write"))
+    assert found.name in ("bubblewrap", "landlock", "seatbelt", "none")
+    assert (found.name == "seatbelt") == (sys.platform == "darwin" and found.name != "none")

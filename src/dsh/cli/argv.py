@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dsh.core.errors import UsageError
 
-SUBCOMMANDS = ("doctor", "info", "plugin", "profile", "sessions", "trust")
+SUBCOMMANDS = ("doctor", "info", "plugin", "profile", "sandbox", "sessions", "trust")
 DUMP_FLAGS = ("--dump-config", "--dump-default-config", "--dump-config-schema")
 _VALUE_FLAGS = ("--profile", "--patch", "--home", "--from-default-profile")
 _FLAGS = (*_VALUE_FLAGS, *DUMP_FLAGS, "--json", "--version", "--help")

@@ -1,5 +1,5 @@
 """The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``,
-``sessions``), built with click.
+``sessions``, ``sandbox``), built with click.
 
 They run under :func:`dsh.cli.main.main`'s single error handler, the one place that exits:
 click's own usage errors are turned into :class:`~dsh.core.errors.UsageError` here, so
@@ -329,6 +329,29 @@ def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tu
     sys.stdout.write(summary)
     if not complete:
         raise click.exceptions.Exit(1)
+
+
+@group.command(
+    help="Run one command under the profile's shell policy exactly as the model's would run "
+         "(rung, network allow-list, limits, environment); say on stderr which sandbox "
+         "applied, and exit with the command's status. Example: dsh sandbox -- bash -c "
+         "'curl -sI https://pypi.org'.",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_home_option
+@click.option("--profile", "profile", default="sdk", show_default=True)
+@click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
+@click.option("--row", "row", default=None, help="The shell row (default: the first "
+                                                 "enabled tools-shell row).")
+@click.option("--quiet", is_flag=True, help="No rung and policy lines (notes still shown).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.pass_obj
+def sandbox(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+            row: str | None, quiet: bool, command: tuple[str, ...]) -> None:
+    from dsh.cli import sandboxrun
+
+    code = sandboxrun.run(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
+                          list(command), row=row, quiet=quiet)
+    raise click.exceptions.Exit(code)
 
 
 def run_subcommand(inv: Invocation) -> int:

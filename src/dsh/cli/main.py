@@ -34,6 +34,7 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
        dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
        dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
+       dsh sandbox [--profile NAME] [--patch FILE]... -- COMMAND...  (as the model's shell)
 
 Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
 or one of your own under $DSH_HOME/profiles/.

@@ -73,6 +73,9 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 from dsh.core.limits import Cgroup, Limits, Site, plan, sites
 
 if TYPE_CHECKING:
+    from dsh.core.confinement import Confinement, PreExec
+
+if TYPE_CHECKING:
     # Only the async flavour needs asyncio, and imports it itself: the SDK spawns its
     # runtime with spawn() before an event loop exists (dsh.sdk._launch.HeadStart).
     import asyncio
@@ -149,10 +152,22 @@ class _Prepared(NamedTuple):
     argv: list[str]
     options: dict[str, Any]
     cgroup: Cgroup | None
+    confined: PreExec | None = None
+
+    def started(self) -> None:
+        """The child exists (or failed to): the parent's copy of its ruleset goes."""
+        if self.confined is not None:
+            self.confined.close()
+
+    def failed(self) -> None:
+        """The start failed: release what was made for it."""
+        self.started()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _prepare(argv: Sequence[str], *, env: Mapping[str, str] | None, tie: str | None,
-             limits: Limits | None) -> _Prepared:
+             limits: Limits | None, confine: Confinement | None = None) -> _Prepared:
     """The final argv (wrappers first), Popen options and the cgroup made for it.
 
     The command's executable is resolved first, on the child's own ``PATH``: behind a
@@ -187,22 +202,30 @@ def _prepare(argv: Sequence[str], *, env: Mapping[str, str] | None, tie: str | N
             if cgroup is not None:
                 cgroup.remove()
             raise
-    return _Prepared([*prefix, *command], options, cgroup)
+    confined = _pre_exec(confine, cgroup) if confine is not None else None
+    if confined is not None:
+        options["preexec_fn"] = confined
+    return _Prepared([*prefix, *command], options, cgroup, confined)
 
 
 def spawn(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
           stdin: Stream = DEVNULL, stdout: Stream = PIPE, stderr: Stream = PIPE,
           tie: str | None = TIE_KILL, limits: Limits | None = None,
-          text: bool = False) -> Child:
-    """Start ``argv`` (blocking flavour); OSError when it cannot be started."""
-    prepared = _prepare(argv, env=env, tie=tie, limits=limits)
+          text: bool = False, confine: Confinement | None = None) -> Child:
+    """Start ``argv`` (blocking flavour); OSError when it cannot be started.
+
+    ``confine`` (the sandbox's Landlock rung) is applied in the child before ``exec``
+    (:func:`_pre_exec`)."""
+    prepared = _prepare(argv, env=env, tie=tie, limits=limits, confine=confine)
     try:
         popen = subprocess.Popen(prepared.argv, cwd=cwd, env=_env(env), stdin=stdin,
                                  stdout=stdout, stderr=stderr, text=text, **prepared.options)
-    except BaseException:
-        if prepared.cgroup is not None:
-            prepared.cgroup.remove()
+    except BaseException as exc:
+        prepared.failed()
+        if (refused := _refused(exc, prepared)) is not None:
+            raise refused from exc
         raise
+    prepared.started()
     return Child(popen, prepared.cgroup, _adopt(popen.pid, popen.kill))
 
 
@@ -210,20 +233,22 @@ async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
                       env: Mapping[str, str] | None = None, stdin: Stream = DEVNULL,
                       stdout: Stream = PIPE, stderr: Stream = PIPE,
                       tie: str | None = TIE_KILL, limits: Limits | None = None,
-                      limit: int = 2 ** 16, pass_fds: Sequence[int] = ()) -> AsyncChild:
+                      limit: int = 2 ** 16, pass_fds: Sequence[int] = (),
+                      confine: Confinement | None = None) -> AsyncChild:
     """Start ``argv`` on the running loop; ``limit`` bounds a line read from its pipes,
     ``pass_fds`` are kept open in the child (ripgrep reads a directory opened beneath the
-    workspace root through one).
+    workspace root through one), ``confine`` is applied in the child before ``exec``.
 
     Cancel-safe: cancelled while the process is being set up, the process (which may
     already run) is killed and reaped before the cancellation goes on.
     """
     import asyncio
 
-    prepared = _prepare(argv, env=env, tie=tie, limits=limits)
+    prepared = _prepare(argv, env=env, tie=tie, limits=limits, confine=confine)
     starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *prepared.argv, cwd=cwd, env=_env(env), stdin=stdin, stdout=stdout, stderr=stderr,
         limit=limit, pass_fds=tuple(pass_fds), **prepared.options))
+    starting.add_done_callback(lambda _: prepared.started())
     try:
         process = await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -232,9 +257,10 @@ async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
             await AsyncChild(started, prepared.cgroup, _adopt(started.pid, started.kill)
                              ).stop(0)
         raise
-    except BaseException:
-        if prepared.cgroup is not None:
-            prepared.cgroup.remove()
+    except BaseException as exc:
+        prepared.failed()
+        if (refused := _refused(exc, prepared)) is not None:
+            raise refused from exc
         raise
     return AsyncChild(process, prepared.cgroup, _adopt(process.pid, process.kill))
 
@@ -258,14 +284,15 @@ async def spawn_protocol(factory: Callable[[], asyncio.SubprocessProtocol],
 
 def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
         input: str | bytes | None = None, timeout: float | None = None,
-        tie: str | None = TIE_KILL, text: bool = False) -> Completed:
+        tie: str | None = TIE_KILL, text: bool = False,
+        confine: Confinement | None = None) -> Completed:
     """Run ``argv`` to its end and capture both outputs (stdin is ``input`` or empty).
 
     Past ``timeout`` seconds the whole group is killed and the result says
     ``timed_out``; nothing the command started outlives the call either way.
     """
     child = spawn(argv, cwd=cwd, env=env, stdin=DEVNULL if input is None else PIPE,
-                  tie=tie, text=text)
+                  tie=tie, text=text, confine=confine)
     deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
     try:
@@ -317,6 +344,40 @@ def hand_over(argv: Sequence[str]) -> int:
         signal.signal(signal.SIGINT, previous)
         if job is not None:
             job.close()
+
+
+# -- the pre-exec confinement (the sandbox's Landlock rung) ------------------------------
+
+
+def _pre_exec(confine: Confinement, cgroup: Cgroup | None) -> PreExec:
+    """The confinement, built now in the parent, for ``preexec_fn`` in the child.
+
+    :mod:`dsh.core.confinement` says why this one step runs between fork and exec (and
+    why that is safe with threads: nothing in it takes a lock or imports). The cgroup
+    join wrapper runs confined, so its ``cgroup.procs`` files are allowed to it.
+    """
+    from dsh.core.confinement import prepare
+
+    files = [os.path.join(folder, "cgroup.procs") for folder in cgroup.dirs] \
+        if cgroup is not None else []
+    try:
+        return prepare(confine, writable_files=files)
+    except OSError:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+
+
+def _refused(exc: BaseException, prepared: _Prepared) -> OSError | None:
+    """A confined child that refused its confinement (its ``preexec_fn`` raised, which
+    ``subprocess`` reports as a bare SubprocessError) as an OSError naming the sandbox,
+    like any other failed start; None for every other failure."""
+    if prepared.confined is None or not isinstance(exc, subprocess.SubprocessError):
+        return None
+    import errno
+
+    return PermissionError(errno.EPERM, "the sandbox could not confine the command "
+                                        "(Landlock or seccomp refused it in the child)")
 
 
 # -- the group handle ----------------------------------------------------------------------

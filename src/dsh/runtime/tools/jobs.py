@@ -32,12 +32,13 @@ import codecs
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh.core import process
 from dsh.core.limits import Limits
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.confined import Command
 
 _TERM_GRACE = 0.5
 """Seconds a group has between SIGTERM and SIGKILL; small, as session end is budgeted."""
@@ -116,6 +117,7 @@ class Job:
         "changed",
         "child",
         "command",
+        "confined",
         "cwd",
         "eof",
         "id",
@@ -128,8 +130,10 @@ class Job:
     )
 
     def __init__(self, id: str, session_id: str, command: str, cwd: str,
-                 child: process.AsyncChild, output: UnreadOutput) -> None:
+                 child: process.AsyncChild, output: UnreadOutput,
+                 confined: Command | None = None) -> None:
         self.id = id
+        self.confined = confined
         self.session_id = session_id
         self.command = command
         self.cwd = cwd
@@ -171,34 +175,40 @@ class JobTable:
 
     # -- starting ---------------------------------------------------------------------------
 
-    async def start(self, ctx: ToolContext, argv: Sequence[str], cwd: str, command: str, *,
-                    env: Mapping[str, str], note: str = "") -> ToolResult:
-        """Spawn ``argv`` in ``cwd`` with ``env`` as a new job of ``ctx``'s session; answer
-        its id.
+    async def start(self, ctx: ToolContext, prepared: Command, cwd: str,
+                    command: str) -> ToolResult:
+        """Spawn ``prepared`` (the shell's sandboxed command) in ``cwd`` as a new job of
+        ``ctx``'s session; answer its id.
 
-        ``note`` (the shell's word that a command ran unsandboxed) leads the answer.
+        The command's notes (what ran with less than the row asked) lead the answer; the
+        job owns ``prepared`` from here and closes it when it is stopped.
         """
         if self._closed:
+            await prepared.close()
             return ToolResult("cannot start a background job: the shell tools are shutting "
                               "down", is_error=True)
         session = ctx.session_id
         jobs = self._sessions.setdefault(session, {})
         refusal = await self._make_room(session, jobs)
         if refusal is not None:
+            await prepared.close()
             return refusal
         self._starting[session] = self._starting.get(session, 0) + 1
         try:
             child = await process.spawn_async(
-                argv, cwd=cwd, env=env, stdout=process.PIPE, stderr=process.STDOUT,
-                limits=Limits.from_config(self._config().get("limits")))
+                prepared.argv, cwd=cwd, env=prepared.env, stdout=process.PIPE,
+                stderr=process.STDOUT, limits=Limits.from_config(self._config().get("limits")),
+                confine=prepared.confine)
         except OSError as exc:
-            return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
+            await prepared.close()
+            return ToolResult(f"cannot start {prepared.argv[0]}: {exc.strerror or exc}",
+                              is_error=True)
         finally:
             self._starting[session] -= 1
             if not self._starting[session]:
                 del self._starting[session]
         job = Job(f"job-{next(_ids)}", session, command, cwd, child,
-                  UnreadOutput(self._config()["max_job_output_chars"]))
+                  UnreadOutput(self._config()["max_job_output_chars"]), prepared)
         job.reader = asyncio.create_task(_pump(job), name=f"dsh-{job.id}-output")
         if self._closed:  # the runtime ended while the process was being set up
             await self._stop(job, "the runtime ended")
@@ -206,9 +216,8 @@ class JobTable:
                               "down", is_error=True)
         # Looked up again: the session may have ended while the process was being spawned.
         self._sessions.setdefault(session, {})[job.id] = job
-        lead = f"{note}\n" if note else ""
         return ToolResult(
-            f"{lead}Started background job {job.id} (pid {child.pid}) in {cwd}.\n"
+            f"{prepared.lead()}Started background job {job.id} (pid {child.pid}) in {cwd}.\n"
             f"Read its output with job_output {{\"job_id\": \"{job.id}\"}}; stop it with "
             f"job_kill. It is killed when the session ends.")
 
@@ -261,6 +270,8 @@ class JobTable:
         text = job.output.take() or "(no new output)"
         if not text.endswith("\n"):
             text += "\n"
+        if job.confined is not None and (refused := job.confined.refusals(since_last=True)):
+            text += f"{refused}\n"
         return f"{text}[{job.id} {job.status()}]"
 
     # -- stopping ---------------------------------------------------------------------------
@@ -426,6 +437,8 @@ async def _terminate(job: Job) -> None:
         # Awaited so a failed read is not left for asyncio to log as never retrieved.
         with contextlib.suppress(asyncio.CancelledError, OSError):
             await reader
+    if job.confined is not None:
+        await job.confined.close()
     job.changed.set()
 
 

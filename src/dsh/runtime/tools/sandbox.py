@@ -1,4 +1,18 @@
-"""The shell tool's sandbox: bubblewrap (``bwrap``) on Linux, Seatbelt on macOS.
+"""The shell tool's sandbox: bubblewrap, else Landlock, on Linux; Seatbelt on macOS.
+
+**The ladder.** Which sandbox confines commands is decided once per process, at the first
+need, and kept (:func:`rung`): on Linux **bubblewrap** when its trial run works (it is
+tried for real: Docker's seccomp profile lets the binary start and then refuses its
+namespaces, "Creating new namespace failed"); else **Landlock with seccomp**
+(:mod:`dsh.runtime.tools.landlockrung`, applied in the command's own process by
+:mod:`dsh.core.confinement`) when the kernel offers Landlock (5.13+, the highest ABI it
+has) and its trial run works; else **none**: commands run unsandboxed and each result says
+so, or, when the row says ``required``, every command is refused. On macOS the one rung
+is Seatbelt. The rung in force is in ``dsh doctor``, in the description the model reads,
+and on every result that ran with less than the row asked. Every shell command,
+background job and sub-agent command (a sub-agent's runtime picks its own rung on the
+same machine) is made ready for its rung by :func:`dsh.runtime.tools.confined.prepare`;
+this module holds the policy, the ladder and the layout every rung is built from.
 
 On macOS the same policy is a generated Seatbelt profile run by ``sandbox-exec``
 (:mod:`dsh.runtime.tools.seatbelt`, whose docstring says what differs); Windows has no
@@ -10,12 +24,18 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
 - ``mode``: ``off`` (a plain ``bash -c``), ``read-only`` (the whole filesystem read-only,
   the workspace too) or ``workspace-write`` (the session's workspace root and its granted
   roots read-write, the rest read-only; the root, not the moving working directory).
-  Both sandboxed modes get a private, empty ``/tmp`` that vanishes with the command,
-  because compilers and test runners need scratch space and writes there reach nothing
-  outside.
+  Both sandboxed modes get private scratch space that vanishes with the command, because
+  compilers and test runners need it and writes there reach nothing outside: an empty
+  ``/tmp`` under bubblewrap, a fresh ``TMPDIR`` under Landlock (which cannot mount one).
 - ``network``: ``false`` gives the command its own network namespace with only a loopback
-  device, so no connection leaves it (not even to the host's 127.0.0.1).
-- ``required``: when bubblewrap cannot run, every command is refused with a clear tool
+  device, so no connection leaves it (not even to the host's 127.0.0.1); ``true`` shares
+  the host's network; a list of host names allows exactly those, through a proxy in the
+  runtime (:mod:`dsh.runtime.tools.netproxy`) that the command reaches through the
+  standard proxy variables. Under bubblewrap the command keeps its own network namespace
+  and finds the proxy on its own ``127.0.0.1`` through a relay
+  (:mod:`dsh.core.netrelay`) and a unix socket bound in; under Landlock it may connect
+  to the proxy's port and to nothing else.
+- ``required``: when no rung can run, every command is refused with a clear tool
   error instead of running unsandboxed. Not required, the command runs unsandboxed and its
   result says so in one line.
 - ``readable``: paths shown read-only although they lie in a hidden home (toolchains such
@@ -27,27 +47,6 @@ The shell row's ``sandbox`` config is a :class:`Policy`:
   (``~/.pyenv/shims`` shows ``~/.pyenv``), so a sandboxed ``python3`` or ``cargo`` is the
   same program the user runs outside; without it a pyenv or rustup user would silently get
   the system's interpreter or none.
-
-No home secrets: the user's home and the dsh home are each covered by an empty tmpfs,
-except the workspace root when it lies strictly inside one of them; the dsh home's
-``.env`` is masked even then, and the names that file set are removed from the
-environment before bwrap starts (``env -u NAME``, so not even its own ``/proc/PID/environ``
-keeps them): a secret is neither readable on disk nor inherited. The dsh home and the
-other protected directories are never writable: one that is the workspace root, or lies
-inside it, is covered again after the root is bound.
-
-Mounts are ordered shallow to deep, a cover before a bind at the same path, so whichever of
-"hide the home" and "show the workspace" names the deeper path wins; a protected
-directory's second cover comes after every bind at its depth. Capabilities
-are dropped (a root caller could otherwise remount the read-only root writable). The
-command gets its own pid namespace: without it, it could see the unsandboxed runtime in
-``/proc``, signal it, or ptrace it (same uid) and so leave the sandbox. Process ids a
-sandboxed command reports are therefore the namespace's own; every process it starts dies
-with the namespace's first process, on top of the shell tool's process-group kill.
-
-Whether bubblewrap works is decided by running it once per process (cached), with the
-same namespace options a command gets: a container may ship the binary but forbid the
-user namespaces it needs.
 """
 
 from __future__ import annotations
@@ -56,13 +55,14 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core import process
 from dsh.core.errors import ConfigError, DshError
 from dsh.runtime.kernel.envpolicy import scrubbed
-from dsh.runtime.tools import seatbelt
+from dsh.runtime.tools import bubblewrap, netproxy, seatbelt
 from dsh.runtime.tools.confine import config_paths
 
 _LINUX = sys.platform.startswith("linux")
@@ -81,8 +81,11 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
     "properties": {
         "mode": {"type": "string", "enum": list(MODES), "default": OFF,
                  "description": "off, read-only, or workspace-write (cwd writable)."},
-        "network": {"type": "boolean", "default": False,
-                    "description": "Let sandboxed commands use the network."},
+        "network": {"type": ["boolean", "array"], "items": {"type": "string"},
+                    "default": False,
+                    "description": "false: no network; true: the host's network; a list "
+                                   "of host names (pypi.org, *.example.com, host:port): "
+                                   "only those, through a proxy in the runtime."},
         "required": {"type": "boolean", "default": False,
                      "description": "Refuse commands when the sandbox cannot run, "
                                     "instead of running them unsandboxed."},
@@ -101,8 +104,9 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
 }
 """The ``sandbox`` key of the shell row's config schema."""
 
-_PROBE_TIMEOUT = 10.0
-"""Seconds the one trial run of bwrap may take before it counts as unusable."""
+_PROC = "/proc"  # platform: every Linux sandbox shows a /proc of its own
+_PROBE_TIMEOUT = bubblewrap.PROBE_TIMEOUT
+"""Seconds a trial run (bubblewrap's, Seatbelt's, Landlock's) may take."""
 
 
 class SandboxUnavailableError(DshError):
@@ -113,12 +117,14 @@ class Policy(NamedTuple):
     """One shell row's sandbox settings, checked."""
 
     mode: str = OFF
-    network: bool = False
+    network: bool | tuple[str, ...] = False
+    """False, True, or the allow-list's host entries (never empty: ``[]`` is False)."""
     required: bool = False
     readable: tuple[str, ...] = ()
     bwrap: str = ""
     path_toolchains: bool = True
     hide: tuple[str, ...] = ()
+    row_id: str = "shell"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, *, row_id: str = "shell") -> Policy:
@@ -131,33 +137,71 @@ class Policy(NamedTuple):
         if config.get("required") and mode == OFF:
             raise ConfigError(f"{where}.required: true needs mode read-only or "
                               "workspace-write, not off")
-        return cls(mode, bool(config.get("network")), bool(config.get("required")),
+        raw = config.get("network", False)
+        network: bool | tuple[str, ...]
+        if isinstance(raw, bool):
+            network = raw
+        elif isinstance(raw, (list, tuple)):
+            network = netproxy.parse_hosts(raw, f"{where}.network") or False
+        else:
+            raise ConfigError(f"{where}.network: expected true, false or a list of hosts")
+        return cls(mode, network, bool(config.get("required")),
                    config_paths(config, "readable", where), config.get("bwrap", ""),
                    bool(config.get("path_toolchains", True)),
-                   config_paths(config, "hide", where))
+                   config_paths(config, "hide", where), row_id)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The allow-list (empty unless ``network`` is a list)."""
+        return self.network if isinstance(self.network, tuple) else ()
+
+    @property
+    def setting(self) -> str:
+        """Where the allow-list is configured, as refusals name it."""
+        return f"row '{self.row_id}' config.sandbox.network"
 
     def to_config(self) -> dict[str, Any]:
         """The ``sandbox`` config that gives this policy (what a sub-agent's shell inherits)."""
-        return {"mode": self.mode, "network": self.network, "required": self.required,
-                "readable": list(self.readable), "bwrap": self.bwrap,
-                "path_toolchains": self.path_toolchains, "hide": list(self.hide)}
+        return {"mode": self.mode,
+                "network": list(self.network) if self.hosts else self.network,
+                "required": self.required, "readable": list(self.readable),
+                "bwrap": self.bwrap, "path_toolchains": self.path_toolchains,
+                "hide": list(self.hide)}
 
-    def sentence(self) -> str:
-        """What the model is told about the sandbox in the tool description ('' when off)."""
+    def sentence(self, found: Rung | None = None) -> str:
+        """What the model is told about the sandbox in the tool description ('' when off):
+        the policy, and the rung that keeps it here (``found``: default :func:`rung`)."""
         if self.mode == OFF:
             return ""
-        writable = ("nothing is writable but a private /tmp" if self.mode == READ_ONLY else
-                    "only the working directory and a private /tmp are writable")
-        network = "network access is allowed" if self.network else "there is no network access"
-        return (f"Commands run in a sandbox: {writable}, the home directory is hidden, and "
+        found = found or rung(self)
+        if found.name == NONE:
+            refused = "every command is refused" if self.required else \
+                "commands run unsandboxed, with your rights"
+            return f"No sandbox can run on this machine ({found.reason}): {refused}."
+        scratch = "a private /tmp" if found.name != LANDLOCK else \
+            "a private temporary directory ($TMPDIR; /tmp itself is not writable)"
+        writable = (f"nothing is writable but {scratch}" if self.mode == READ_ONLY else
+                    f"only the working directory and {scratch} are writable")
+        home = "the home directory is hidden" if found.name != LANDLOCK else \
+            "the home directory is unreadable"
+        if self.hosts:
+            network = ("network access goes only to " + ", ".join(self.hosts)
+                       + ", through the proxy in HTTP_PROXY/HTTPS_PROXY")
+            if (found.name == LANDLOCK and found.abi < 4) or found.name == SEATBELT:
+                network = "there is no network access (this sandbox cannot keep an allow-list)"
+        else:
+            network = "network access is allowed" if self.network else \
+                "there is no network access"
+        return (f"Commands run in a sandbox ({found.label()}): {writable}, {home}, and "
                 f"{network}; a refused write or connection fails inside the command.")
 
     def describe(self) -> str:
         """The policy in a few words, for the tool description and ``dsh doctor``."""
         if self.mode == OFF:
             return "off"
-        return (f"{self.mode}, network {'allowed' if self.network else 'off'}"
-                f"{', required' if self.required else ''}")
+        network = (f"network only {', '.join(self.hosts)} (proxy)" if self.hosts else
+                   f"network {'allowed' if self.network else 'off'}")
+        return f"{self.mode}, {network}{', required' if self.required else ''}"
 
 
 class Probe(NamedTuple):
@@ -170,10 +214,52 @@ class Probe(NamedTuple):
 _PROBES: dict[tuple[str, bool], Probe] = {}
 """Trial results by (bwrap path, network allowed): namespaces do not appear mid-run."""
 
+BUBBLEWRAP = "bubblewrap"
+LANDLOCK = "landlock"
+SEATBELT = "seatbelt"
+NONE = "none"
 
-def kind() -> str:
-    """The sandbox this platform uses: ``bubblewrap``, ``seatbelt`` or ``none``."""
-    return "bubblewrap" if _LINUX else "seatbelt" if _MACOS else "none"
+
+class Rung(NamedTuple):
+    """The sandbox that confines commands here: ``name`` (:data:`BUBBLEWRAP`,
+    :data:`LANDLOCK`, :data:`SEATBELT` or :data:`NONE`), why the rungs above it did not
+    apply (``reason``, '' for the first), and Landlock's ABI."""
+
+    name: str
+    reason: str = ""
+    abi: int = 0
+
+    def label(self) -> str:
+        """The rung in a few words."""
+        if self.name == LANDLOCK:
+            return f"Landlock ABI {self.abi} with seccomp"
+        return {BUBBLEWRAP: "bubblewrap", SEATBELT: "Seatbelt (sandbox-exec)"}.get(
+            self.name, "none")
+
+    def gaps(self, policy: Policy) -> list[str]:
+        """What this rung keeps of ``policy`` less well than bubblewrap, in words (for
+        ``dsh doctor``); empty for bubblewrap."""
+        if self.name != LANDLOCK:
+            return []
+        found = ["no pid namespace", "/tmp replaced by a fresh $TMPDIR",
+                 "modes and timestamps of the user's files outside the workspace can be "
+                 "changed (Landlock restricts content, not metadata)"]
+        if self.abi < 6:
+            found.append("signals to processes outside the sandbox not scoped (Landlock "
+                         "ABI 6, Linux 6.12)")
+        if self.abi < 9:
+            found.append("unix sockets reachable by path, under /tmp and the home too "
+                         "(Landlock ABI 9, Linux 7.1)")
+        if policy.hosts and self.abi < 4:
+            found.append("no TCP rules (Landlock ABI 4, Linux 6.7): the allow-list cannot be "
+                         "kept, so commands get no network")
+        elif not policy.network and self.abi < 4:
+            found.append("network cut by seccomp alone (Landlock ABI 4 adds TCP rules)")
+        return found
+
+
+_LANDLOCK_TRIAL: list[Probe] = []
+"""The Landlock rung's one trial result for this process."""
 
 
 def probe(policy: Policy) -> Probe:
@@ -183,7 +269,7 @@ def probe(policy: Policy) -> Probe:
     takes effect); a binary that failed its trial stays failed until the process ends.
     """
     if _MACOS:
-        return _probe_seatbelt(policy.network)
+        return _probe_seatbelt(policy.network is True)
     if not _LINUX:
         if sys.platform == "win32":
             return Probe(False, "Windows has no sandbox dsh can use (commands run with "
@@ -194,26 +280,55 @@ def probe(policy: Policy) -> Probe:
     if exe is None:
         return Probe(False, f"{os.path.basename(name)} was not found (install the "
                             "bubblewrap package)")
-    key = (exe, policy.network)
+    shared = policy.network is True
+    key = (exe, shared)
     if key not in _PROBES:
-        _PROBES[key] = _trial(exe, policy.network)
+        _PROBES[key] = Probe(*bubblewrap.trial(exe, shared))
     return _PROBES[key]
 
 
-def _trial(exe: str, network: bool) -> Probe:
-    """Run ``true`` under the options every command gets; any failure is the reason."""
-    argv = [exe, *_namespaces(network), *_ROOT, "--tmpfs", "/tmp", *_KERNEL, "true"]
-    try:
-        proc = process.run(argv, timeout=_PROBE_TIMEOUT, env=scrubbed(os.environ))
-    except OSError as exc:
-        return Probe(False, f"bwrap cannot be started: {exc.strerror or exc}")
-    if proc.timed_out:
-        return Probe(False, f"bwrap did not finish a trial run within {_PROBE_TIMEOUT:g} s")
-    if proc.returncode == 0:
-        return Probe(True)
-    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-    detail = lines[-1] if lines else f"exit status {proc.returncode}"
-    return Probe(False, f"bwrap cannot create its sandbox here ({detail})")
+def rung(policy: Policy) -> Rung:
+    """The rung that confines ``policy``'s commands here (see the module docstring)."""
+    if policy.mode == OFF:
+        return Rung(NONE, "the sandbox is off")
+    bwrap = probe(policy)
+    if bwrap.usable:
+        return Rung(SEATBELT if _MACOS else BUBBLEWRAP)
+    if not _LINUX:
+        return Rung(NONE, bwrap.reason)
+    landlock = landlock_probe()
+    if landlock.usable:
+        from dsh.core import landlock as ll
+
+        return Rung(LANDLOCK, bwrap.reason, ll.abi())
+    return Rung(NONE, f"{bwrap.reason}, and {landlock.reason}")
+
+
+def landlock_probe() -> Probe:
+    """Whether the Landlock rung runs here: the kernel offers Landlock on a machine dsh
+    has seccomp numbers for, and ``true`` runs confined (once per process)."""
+    if _LANDLOCK_TRIAL:
+        return _LANDLOCK_TRIAL[0]
+    from dsh.core.confinement import Confinement, available
+
+    level, why = available()
+    if level < 1:
+        found = Probe(False, f"Landlock cannot run here: {why}")
+    else:
+        from dsh.core import landlock
+
+        true = shutil.which("true") or "/bin/true"
+        trial = Confinement((("/", landlock.READ), ("/dev/null", landlock.DEVICE)))
+        try:
+            proc = process.run([true], timeout=_PROBE_TIMEOUT, env=scrubbed(os.environ),
+                               confine=trial)
+        except OSError as exc:
+            found = Probe(False, f"Landlock cannot confine a command here: {exc}")
+        else:
+            found = Probe(True) if proc.returncode == 0 and not proc.timed_out else Probe(
+                False, f"Landlock's trial run failed (exit status {proc.returncode})")
+    _LANDLOCK_TRIAL.append(found)
+    return found
 
 
 def _probe_seatbelt(network: bool) -> Probe:
@@ -240,46 +355,26 @@ def _probe_seatbelt(network: bool) -> Probe:
     return found
 
 
-def _namespaces(network: bool) -> list[str]:
-    """The namespace and privilege options every sandboxed command gets."""
-    options = ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
-    if not network:
-        options.append("--unshare-net")
-    return options
+class Plan(NamedTuple):
+    """What one command's sandbox shows and hides (real paths), every rung's input:
+    the working directory, the writable ``roots``, the ``hidden`` directories (the homes,
+    ``hide``, protected), the ``private`` ones among them (the dsh home and protected,
+    never shown even inside a root), what is ``readable`` inside a hidden one, the
+    ``masked`` ``.env`` and the path of the dsh home's ``.env`` (``secrets``)."""
+
+    cwd: str
+    roots: list[str]
+    hidden: list[str]
+    private: list[str]
+    readable: list[str]
+    masked: list[str]
+    secrets: str | None
 
 
-_ROOT = ["--ro-bind", "/", "/"]
-"""The first mount: the host's filesystem, read-only."""
-_PROC = "/proc"  # platform: bwrap's mount point in its argv, Linux-only
-_KERNEL = ["--dev", "/dev", "--proc", _PROC]
-"""The last mounts: a minimal /dev and the sandbox's own /proc, over any bind of ``/``."""
-
-
-def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None = None,
-         writable: Sequence[str] = (), protected: Sequence[str] = (),
-         home: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
-    """``argv`` as it runs under ``policy`` in ``cwd``.
-
-    ``workspace`` is the session's workspace root, the one ``workspace-write`` makes
-    writable (default ``cwd``), and ``writable`` its granted roots, writable too; a
-    ``cwd`` outside all of them stays read-only (and is shown even in a hidden home, so
-    the command can start there). ``home`` is the dsh home and ``protected`` the other
-    directories no command may see (each hidden, never writable); ``env`` is the
-    environment the process will be given (names the dsh home's ``.env`` set are removed
-    before bwrap starts). Returns ``argv`` unchanged when the mode is off, or when
-    bubblewrap is unusable and not required; raises :class:`SandboxUnavailableError` when it
-    is unusable and required. (Tying the command to the runtime and its resource limits
-    are :mod:`dsh.core.process`'s, for sandboxed and unsandboxed commands alike.)
-    """
-    if policy.mode == OFF:
-        return list(argv)
-    found = probe(policy)
-    if not found.usable:
-        if policy.required:
-            raise SandboxUnavailableError(
-                f"Refused: this profile requires the {policy.mode} sandbox for shell "
-                f"commands, but {found.reason}. The command was not run.")
-        return list(argv)
+def plan_for(policy: Policy, cwd: str, *, workspace: str | None, writable: Sequence[str],
+             protected: Sequence[str], home: str | None,
+             env: Mapping[str, str] | None) -> Plan:
+    """The :class:`Plan` of a command in ``cwd`` (arguments as for :func:`wrap`)."""
     real_cwd = os.path.realpath(cwd)
     roots = list(dict.fromkeys(os.path.realpath(p) for p in (workspace or cwd, *writable)))
     shown = [] if any(_inside(real_cwd, root) for root in roots) else [real_cwd]
@@ -291,24 +386,53 @@ def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None
     if policy.path_toolchains:
         search = (env if env is not None else os.environ).get("PATH", "")
         readable += toolchains(search, hidden, home)
+    return Plan(real_cwd, roots, hidden, private, readable, masked, secrets)
+
+
+def wrap(policy: Policy, argv: Sequence[str], cwd: str, *, workspace: str | None = None,
+         writable: Sequence[str] = (), protected: Sequence[str] = (),
+         home: str | None = None, env: Mapping[str, str] | None = None,
+         binds: Sequence[str] = ()) -> list[str]:
+    """``argv`` as it runs in ``cwd`` under ``policy`` on the bubblewrap or Seatbelt rung.
+
+    ``workspace`` is the session's workspace root, the one ``workspace-write`` makes
+    writable (default ``cwd``), and ``writable`` its granted roots, writable too; a
+    ``cwd`` outside all of them stays read-only (and is shown even in a hidden home, so
+    the command can start there). ``home`` is the dsh home and ``protected`` the other
+    directories no command may see (each hidden, never writable); ``env`` is the
+    environment the process will be given (names the dsh home's ``.env`` set are removed
+    before bwrap starts); ``binds`` are host directories bound writable at the same path
+    (the allow-list relay's socket folder). Returns ``argv`` unchanged when the mode is
+    off; raises :class:`SandboxUnavailableError` when neither bubblewrap nor Seatbelt runs
+    here (:func:`dsh.runtime.tools.confined.prepare` walks the whole ladder). Tying the
+    command to the runtime and its resource limits are :mod:`dsh.core.process`'s, for
+    every rung alike.
+    """
+    if policy.mode == OFF:
+        return list(argv)
+    found = probe(policy)
+    if not found.usable:
+        raise SandboxUnavailableError(found.reason)
+    plan = plan_for(policy, cwd, workspace=workspace, writable=writable,
+                    protected=protected, home=home, env=env)
     if _MACOS:
         text = seatbelt.profile(
-            writable=policy.mode == WORKSPACE_WRITE, network=policy.network,
-            roots=[root for root in roots if os.path.isdir(root)], hidden=hidden,
-            readable=[os.path.realpath(p) for p in readable if os.path.exists(p)],
-            masked=masked, private=private, scratch=scratch_dirs())
-        return [*_without(env, secrets), *seatbelt.argv(text, argv)]
+            writable=policy.mode == WORKSPACE_WRITE, network=policy.network is True,
+            roots=[root for root in plan.roots if os.path.isdir(root)], hidden=plan.hidden,
+            readable=[os.path.realpath(p) for p in plan.readable if os.path.exists(p)],
+            masked=plan.masked, private=plan.private, scratch=scratch_dirs())
+        return [*bubblewrap.unset(from_secrets(env, plan.secrets)), *seatbelt.argv(text, argv)]
     exe = shutil.which(policy.bwrap or "bwrap") or "bwrap"
-    return [*_without(env, secrets), exe, *_namespaces(policy.network), *_ROOT,
-            *_mounts(policy, roots, hidden, readable, masked, private),
-            *_KERNEL, "--chdir", real_cwd, *argv]
+    return [*bubblewrap.unset(from_secrets(env, plan.secrets)),
+            *bubblewrap.argv(exe, argv, network=policy.network is True,
+                             writable=policy.mode == WORKSPACE_WRITE, roots=plan.roots,
+                             hidden=plan.hidden, readable=plan.readable, masked=plan.masked,
+                             private=plan.private, cwd=plan.cwd, binds=binds)]
 
 
 def scratch_dirs() -> list[str]:
     """Where a Seatbelt-sandboxed command may write scratch files (real paths): the
     machine's ``/tmp`` and this user's temporary folder (``TMPDIR``)."""
-    import tempfile
-
     found: list[str] = []
     for path in ("/tmp", tempfile.gettempdir()):
         real = os.path.realpath(path)
@@ -342,21 +466,19 @@ def toolchains(search_path: str, hidden: Sequence[str], home: str | None = None)
     return found
 
 
-
-
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def note(policy: Policy) -> str:
-    """The one line a result carries when the command ran without its sandbox ('' if not).
+    """The one line a result carries when the command ran without any sandbox ('' if not).
 
     Empty for mode off (nothing was promised) and when required (nothing ran).
     """
     if policy.mode == OFF or policy.required:
         return ""
-    found = probe(policy)
-    if found.usable:
+    found = rung(policy)
+    if found.name != NONE:
         return ""
     return f"[Not sandboxed: {found.reason}; this command ran without the {policy.mode} sandbox]"
 
@@ -383,55 +505,10 @@ def _hidden_dirs(home: str | None, more: Sequence[str] = (), *,
     return found
 
 
-def _depth(path: str) -> int:
-    return len([part for part in path.split("/") if part])
-
-
-def _mounts(policy: Policy, roots: Sequence[str], hidden: Sequence[str],
-            readable: Iterable[str], masked: Iterable[str],
-            private: Sequence[str] = ()) -> list[str]:
-    """Mount options, shallow paths first; at equal depth a cover comes before a bind.
-
-    A ``readable`` path is bound only where a cover hid it: elsewhere the read-only root
-    already shows it, and binding, say, ``/`` again would bring back the host's ``/proc``.
-    Each ``private`` directory (the dsh home, protected paths) that is a workspace root or
-    lies in one is covered once more after every bind at its depth, so binding that root
-    does not bring it back; one above the root (a workspace kept in the home) stays
-    covered by its first tmpfs, below which the root's bind shows the workspace. Every
-    private cover is made read-only at the end.
-    """
-    covers = ["/tmp", *hidden]
-    plan: list[tuple[int, int, list[str]]] = [(_depth(path), 0, ["--tmpfs", path])
-                                              for path in covers]
-    for path in readable:
-        real = os.path.realpath(path)
-        if os.path.exists(real) and any(_inside(real, cover) for cover in covers):
-            plan.append((_depth(real), 1, ["--ro-bind", real, real]))
-    bind = "--bind" if policy.mode == WORKSPACE_WRITE else "--ro-bind"
-    plan += [(_depth(root), 2, [bind, root, root]) for root in roots if os.path.isdir(root)]
-    plan += [(_depth(path), 3, ["--ro-bind", "/dev/null", path]) for path in masked]
-    recovered = [path for path in private if any(_inside(path, root) for root in roots)]
-    plan += [(_depth(path), 4, ["--tmpfs", path]) for path in recovered]
-    plan.sort(key=lambda item: (item[0], item[1]))
-    # Read-only last, once every mount point beneath has been made in the cover: a write
-    # there fails instead of vanishing with the sandbox (a root bound beneath, its own
-    # mount, stays writable).
-    return [*(option for _, _, options in plan for option in options),
-            *(option for path in private for option in ("--remount-ro", path))]
-
-
-def _without(env: Mapping[str, str] | None, secrets: str | None) -> list[str]:
-    """``env -u NAME ...`` for each name whose value came from the dsh home's ``.env``.
-
-    Removed before bwrap runs rather than with its ``--unsetenv``: bwrap's own process (the
-    sandbox's pid 1) would otherwise keep the values in its readable ``/proc/1/environ``.
-    """
+def from_secrets(env: Mapping[str, str] | None, secrets: str | None) -> list[str]:
+    """The names of ``env`` whose value came from the dsh home's ``.env`` (``secrets``)."""
     origin = getattr(env, "origin", None)
     if env is None or secrets is None or origin is None:
         return []
-    names = [name for name in sorted(env)
-             if os.path.normpath(origin(name) or "/") == os.path.normpath(secrets)]
-    if not names:
-        return []
-    return [shutil.which("env") or "/usr/bin/env",
-            *(option for name in names for option in ("-u", name))]
+    return [name for name in sorted(env)
+            if os.path.normpath(origin(name) or "/") == os.path.normpath(secrets)]

@@ -39,7 +39,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dsh._version import __version__
@@ -60,9 +60,10 @@ from dsh.runtime.kernel.plugin import (
 )
 from dsh.runtime.tools import confine
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.confined import Command, prepare
 from dsh.runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh.runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
-from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError, note, wrap
+from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
@@ -142,7 +143,7 @@ class Bash:
     @property
     def sandbox(self) -> Policy:
         """The row's sandbox policy now (a sub-agent's shell is given the same)."""
-        return Policy.from_config(self._plugin.config.get("sandbox"))
+        return self._plugin.policy
 
     @property
     def limits(self) -> Limits:
@@ -152,10 +153,12 @@ class Bash:
     @property
     def description(self) -> str:
         """The description the model sees: the base text (naming the shell, which is bash
-        except on Windows) plus the row's sandbox, if any."""
+        except on Windows) plus the row's sandbox, if any, and the rung that keeps it on
+        this machine (so it differs between a machine where bubblewrap runs and one where
+        only Landlock does)."""
         base = _DESCRIPTIONS.get(shell_family(self._plugin.config.get("shell") or ""),
                                  self.base_description)
-        sandbox = Policy.from_config(self._plugin.config.get("sandbox")).sentence()
+        sandbox = self._plugin.policy.sentence()
         return f"{base} {sandbox}" if sandbox else base
 
     @property
@@ -187,23 +190,32 @@ class Bash:
                               f"(resolves to {cwd})", is_error=True)
         env = self._plugin.environment(ctx.env)
         try:
-            argv = command_argv(config, args["command"], cwd, workspace=boundary.root,
-                                writable=boundary.granted, protected=boundary.protected,
-                                home=self._plugin.home, env=env)
+            prepared = await sandboxed(config, args["command"], cwd, workspace=boundary.root,
+                                       writable=boundary.granted,
+                                       protected=boundary.protected, home=self._plugin.home,
+                                       env=env, row_id=self._plugin.row_id)
         except SandboxUnavailableError as exc:
             return ToolResult(str(exc), is_error=True)
         if args.get("run_in_background"):
-            return await self._plugin.jobs.start(ctx, argv, cwd, args["command"], env=env,
-                                                 note=sandbox_note(config))
-        output = CappedOutput(config["max_output_chars"])
-        if unsandboxed := sandbox_note(config):
-            output.feed(f"{unsandboxed}\n".encode())  # first, so no output cap drops it
+            return await self._plugin.jobs.start(ctx, prepared, cwd, args["command"])
         try:
-            child = await process.spawn_async(argv, cwd=cwd, env=env, stdout=process.PIPE,
-                                              stderr=process.STDOUT,
-                                              limits=self._plugin.limits)
+            return await self._run(prepared, cwd, timeout)
+        finally:
+            await prepared.close()
+
+    async def _run(self, prepared: Command, cwd: str, timeout: float) -> ToolResult:
+        config = self._plugin.config
+        output = CappedOutput(config["max_output_chars"])
+        if lead := prepared.lead():
+            output.feed(lead.encode())  # first, so no output cap drops it
+        try:
+            child = await process.spawn_async(prepared.argv, cwd=cwd, env=prepared.env,
+                                              stdout=process.PIPE, stderr=process.STDOUT,
+                                              limits=self._plugin.limits,
+                                              confine=prepared.confine)
         except OSError as exc:
-            return ToolResult(f"cannot start {argv[0]}: {exc.strerror or exc}", is_error=True)
+            return ToolResult(f"cannot start {prepared.argv[0]}: {exc.strerror or exc}",
+                              is_error=True)
         reader = asyncio.ensure_future(_pump(child, output))
         try:
             timed_out = not await child.exited(timeout)
@@ -214,6 +226,8 @@ class Bash:
         text = output.text()
         if text and not text.endswith("\n"):
             text += "\n"
+        if refused := prepared.refusals():
+            text += f"{refused}\n"
         if timed_out:
             return ToolResult(f"{text}[Command timed out after {timeout:g} seconds; "
                               "its process group was killed]", is_error=True)
@@ -223,25 +237,33 @@ class Bash:
         return ToolResult(f"{text}[Command finished with exit code {code}]")
 
 
-def command_argv(config: Mapping[str, Any], command: str, cwd: str, *,
-                 workspace: str | None = None, writable: Sequence[str] = (),
-                 protected: Sequence[str] = (), home: str | None = None,
-                 env: Mapping[str, str] | None = None) -> list[str]:
-    """The argv that runs ``command`` in ``cwd`` under this row's ``config``.
+async def sandboxed(config: Mapping[str, Any], command: str, cwd: str, *,
+                    workspace: str | None = None, writable: Sequence[str] = (),
+                    protected: Sequence[str] = (), home: str | None = None,
+                    env: Mapping[str, str] | None = None, row_id: str = "shell") -> Command:
+    """``command`` made ready to run in ``cwd`` under this row's ``config``.
 
-    The one place a shell command becomes a process, for foreground calls and background
-    jobs alike, so the row's sandbox (:mod:`dsh.runtime.tools.sandbox`) wraps every
-    command. ``workspace`` is the session's workspace root and ``writable`` its granted
-    roots, what the sandbox may make writable (default ``cwd``); ``home`` is the dsh home
-    and ``protected`` the other protected directories it hides, and ``env`` the
-    environment the process gets (names from the dsh home's ``.env`` are dropped). Raises
-    :class:`~dsh.runtime.tools.sandbox.SandboxUnavailableError` when the row requires a sandbox
-    that cannot run here.
+    The one place a shell command becomes a process, for foreground calls, background
+    jobs and ``dsh sandbox`` alike, so the row's sandbox (:mod:`dsh.runtime.tools.sandbox`)
+    confines every command on this machine's rung. ``workspace`` is the session's
+    workspace root and ``writable`` its granted roots, what the sandbox may make writable
+    (default ``cwd``); ``home`` is the dsh home and ``protected`` the other protected
+    directories it hides, and ``env`` the environment the process gets (names from the
+    dsh home's ``.env`` are dropped). Raises
+    :class:`~dsh.runtime.tools.sandbox.SandboxUnavailableError` when the row requires a
+    sandbox that cannot run here. Close the result once the command is over.
     """
-    return wrap(Policy.from_config(config.get("sandbox")),
-                shell_argv(config["shell"] or "", command), cwd,
-                workspace=workspace, writable=writable, protected=protected, home=home,
-                env=env)
+    return await prepare(Policy.from_config(config.get("sandbox"), row_id=row_id),
+                         shell_argv(config["shell"] or "", command), cwd,
+                         workspace=workspace, writable=writable, protected=protected,
+                         home=home, env=env)
+
+
+def command_environment(config: Mapping[str, Any], env: Mapping[str, str],
+                        declared: Iterable[str], *, row_id: str = "shell") -> Mapping[str, str]:
+    """The environment a command of a shell row with ``config`` gets from the runtime's
+    ``env`` (``declared``: the names the running rows declare secret)."""
+    return EnvPolicy.from_config(config.get("env"), row_id=row_id).build(env, declared)
 
 
 def shell_family(configured: str, platform: str = sys.platform) -> str:
@@ -293,11 +315,6 @@ _DESCRIPTIONS = {
 }
 _COMMAND_HELP = {"powershell": "The command to run with PowerShell -Command.",
                  "cmd": "The command to run with cmd /c."}
-
-
-def sandbox_note(config: Mapping[str, Any]) -> str:
-    """The one line a result starts with when its command ran without the row's sandbox."""
-    return note(Policy.from_config(config.get("sandbox")))
 
 
 async def _pump(child: process.AsyncChild, output: CappedOutput) -> None:
@@ -372,8 +389,12 @@ class ShellTools(Plugin):
         """The environment a command gets: the runtime's ``env`` under the row's ``env``
         policy (secrets left out by default: :mod:`dsh.runtime.kernel.envpolicy`)."""
         declared = self._rt.secret_env if self._rt is not None else frozenset()
-        return EnvPolicy.from_config(self.config.get("env"),
-                                     row_id=self.row_id).build(env, declared)
+        return command_environment(self.config, env, declared, row_id=self.row_id)
+
+    @property
+    def policy(self) -> Policy:
+        """The sandbox policy every command of this row runs under (its config now)."""
+        return Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)
 
     @property
     def limits(self) -> Limits:
@@ -416,20 +437,22 @@ class ShellTools(Plugin):
     @classmethod
     def diagnose(cls, row_id: str, config: Mapping[str, Any],
                  checkup: Checkup) -> list[Diagnosis]:
-        """``sandbox.<row>``: the sandbox policy and whether this platform's sandbox really
-        runs here (bubblewrap on Linux, Seatbelt on macOS; Windows has none), with the
-        shell commands run in; ``limits.<row>``: how the resource limits are enforced here.
+        """``sandbox.<row>``: the sandbox policy and the rung that keeps it here
+        (bubblewrap, else Landlock with seccomp, on Linux; Seatbelt on macOS; Windows has
+        none), with the shell commands run in; ``limits.<row>``: how the resource limits
+        are enforced here.
 
-        An unusable sandbox is a warning when commands then run unsandboxed (each result
-        says so), and a failure when the row requires it, since every command would be
-        refused. A cgroup bounds a command's processes and memory together (ok); rlimits
-        bound each process alone, and root ignores the process limit (warn then); none
-        is a warning.
+        The Landlock rung is ok, with why bubblewrap did not run and what it keeps less
+        well (a warning when an allow-list cannot be kept: ABI < 4). No rung is a warning
+        when commands then run unsandboxed (each result says so), and a failure when the
+        row requires a sandbox, since every command would be refused. A cgroup bounds a
+        command's processes and memory together (ok); rlimits bound each process alone,
+        and root ignores the process limit (warn then); none is a warning.
         """
         from dsh.core.errors import DshError
         from dsh.core.process import enforcement
         from dsh.runtime.kernel.schema import validate
-        from dsh.runtime.tools.sandbox import kind, probe
+        from dsh.runtime.tools.sandbox import BUBBLEWRAP, LANDLOCK, SEATBELT, rung
 
         sandbox, limits_id = f"sandbox.{row_id}", f"limits.{row_id}"
         try:
@@ -459,15 +482,20 @@ class ShellTools(Plugin):
             found.append(Diagnosis(sandbox, "ok", f"off: commands run unsandboxed, as "
                                    f"configured ({shell})"))
             return found
-        trial = probe(policy)
-        if trial.usable:
-            name = {"bubblewrap": "bubblewrap", "seatbelt": "Seatbelt (sandbox-exec)"}[kind()]
-            found.append(Diagnosis(sandbox, "ok", f"{policy.describe()}; {name} works here "
-                                   f"({shell})"))
+        found_rung = rung(policy)
+        if found_rung.name in (BUBBLEWRAP, SEATBELT):
+            found.append(Diagnosis(sandbox, "ok", f"{policy.describe()}; "
+                                   f"{found_rung.label()} works here ({shell})"))
+        elif found_rung.name == LANDLOCK:
+            gaps = found_rung.gaps(policy)
+            status = "warn" if policy.hosts and found_rung.abi < 4 else "ok"
+            found.append(Diagnosis(sandbox, status, f"{policy.describe()}; "
+                                   f"{found_rung.label()} ({found_rung.reason}; unlike "
+                                   f"bubblewrap: {'; '.join(gaps)}) ({shell})"))
         elif policy.required:
-            found.append(Diagnosis(sandbox, "fail", f"{policy.describe()}, but {trial.reason}: "
-                                   "every command will be refused"))
+            found.append(Diagnosis(sandbox, "fail", f"{policy.describe()}, but "
+                                   f"{found_rung.reason}: every command will be refused"))
         else:
-            found.append(Diagnosis(sandbox, "warn", f"{policy.describe()}, but {trial.reason}: "
-                                   "commands run unsandboxed"))
+            found.append(Diagnosis(sandbox, "warn", f"{policy.describe()}, but "
+                                   f"{found_rung.reason}: commands run unsandboxed"))
         return found
