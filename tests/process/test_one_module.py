@@ -79,16 +79,20 @@ def test_no_module_but_dsh_process_starts_or_signals_a_process() -> None:
 
 
 def test_the_process_module_is_in_the_core_layer() -> None:
-    """``dsh.core.process`` (with ``dsh.core.limits``, its planning half, and
-    ``dsh.core.winjob``, its Windows job objects) imports only the standard library and the
-    core (errors, JSON-RPC, version) besides these: everything else of dsh may depend on
-    them, so they may depend on nothing of dsh above the core."""
+    """``dsh.core.process`` (with ``dsh.core.limits`` and ``dsh.core.containers``, its
+    planning halves, and ``dsh.core.winjob``, its Windows job objects) imports only the
+    standard library and the core (errors, JSON-RPC, version, atomic files) besides these:
+    everything else of dsh may depend on them, so they may depend on nothing of dsh above
+    the core."""
     core = {"dsh.core.errors", "dsh.core.jsonrpc", "dsh._version", "dsh.core.limits",
-            "dsh.core.process", "dsh.core.winjob"}
-    for name in ("process.py", "limits.py", "winjob.py"):
+            "dsh.core.process", "dsh.core.winjob", "dsh.core.containers",
+            "dsh.core.atomicfile"}
+    for name in ("process.py", "limits.py", "winjob.py", "containers.py"):
         tree = ast.parse((ROOT / "src" / "dsh" / "core" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
+            if isinstance(node, ast.ImportFrom) and node.module == "dsh.core":
+                modules = [f"dsh.core.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
                 modules = [node.module]
             elif isinstance(node, ast.Import):
                 modules = [a.name for a in node.names]

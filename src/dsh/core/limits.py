@@ -228,13 +228,13 @@ def sites(limits: Limits) -> list[Site]:
         wanted.add("memory")
     if not limits.cgroup or not wanted or not _LINUX:
         return []
-    own = _own_cgroups()
-    mounts = _cgroup_mounts()
+    own = own_cgroups()
+    mounts = cgroup_mounts()
     found: list[Site] = []
     for fstype, point, root, _options in mounts:
         if fstype == "cgroup2" and "" in own:
             controllers = _read_words(os.path.join(point, "cgroup.controllers"))
-            folder = _beneath(point, root, own[""])
+            folder = beneath(point, root, own[""])
             if folder is None or not wanted & controllers:
                 continue
             parent = folder if os.path.normpath(folder) == os.path.normpath(point) else \
@@ -249,7 +249,7 @@ def sites(limits: Limits) -> list[Site]:
             continue
         for controller in wanted & set(options):
             if controller in own and controller not in v1:
-                folder = _beneath(point, root, own[controller])
+                folder = beneath(point, root, own[controller])
                 if folder is not None and os.access(folder, os.W_OK):
                     v1[controller] = folder
     if v1:
@@ -260,8 +260,10 @@ def sites(limits: Limits) -> list[Site]:
     return found
 
 
-def plan(limits: Limits, site: Site | None) -> Plan:
-    """Make the command's cgroup at ``site`` (None: rlimits only) and its argv prefix.
+def plan(limits: Limits, site: Site | None, *, join: tuple[str, ...] = ()) -> Plan:
+    """Make the command's cgroup at ``site`` (None: rlimits only) and its argv prefix;
+    ``join`` are more cgroup folders the command joins in the same step (its container,
+    :mod:`dsh.core.containers`).
 
     Raises OSError when the cgroup cannot be made or its limits written (whatever was
     made is removed again).
@@ -279,10 +281,7 @@ def plan(limits: Limits, site: Site | None) -> Plan:
         prefix.append("--")
     elif site is not None:
         cgroup = _make(site, limits)
-        joins = "".join(f'echo $$ >"${n}"/cgroup.procs&&' for n in
-                        range(1, len(cgroup.dirs) + 1))
-        prefix += ["/bin/sh", "-c", f'{joins}shift {len(cgroup.dirs)}&&exec "$@"',
-                   "dsh-cgroup", *cgroup.dirs]
+    prefix += join_prefix((*(cgroup.dirs if cgroup is not None else ()), *join))
     rlimits = limits.rlimits(cgroup_memory="memory" in controllers,
                              cgroup_pids="pids" in controllers)
     prlimit = shutil.which("prlimit") if rlimits else None
@@ -290,6 +289,17 @@ def plan(limits: Limits, site: Site | None) -> Plan:
         prefix += [prlimit, *(f"--{name}={_soft(name, value)}:{value}"
                               for name, value in sorted(rlimits.items())), "--"]
     return Plan(tuple(prefix), cgroup)
+
+
+def join_prefix(folders: tuple[str, ...]) -> list[str]:
+    """The argv in front of a command that moves it into each cgroup of ``folders`` (its
+    own pid, written by a ``/bin/sh`` that then ``exec``s the command: exec-safe, and the
+    pid stays); empty for none."""
+    if not folders:
+        return []
+    joins = "".join(f'echo $$ >"${n}"/cgroup.procs&&' for n in range(1, len(folders) + 1))
+    return ["/bin/sh", "-c", f'{joins}shift {len(folders)}&&exec "$@"', "dsh-cgroup",
+            *folders]
 
 
 def rlimits_available() -> bool:
@@ -372,7 +382,7 @@ def _sweep(parent: str) -> None:
                 continue
 
 
-def _own_cgroups() -> dict[str, str]:
+def own_cgroups() -> dict[str, str]:
     """This process's cgroup path per v1 controller, and the v2 one under ``""``."""
     found: dict[str, str] = {}
     if not _LINUX:
@@ -395,7 +405,7 @@ def _own_cgroups() -> dict[str, str]:
     return found
 
 
-def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
+def cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
     """``(fstype, mount point, root within the hierarchy, options)`` of cgroup mounts."""
     found: list[tuple[str, str, str, list[str]]] = []
     if not _LINUX:
@@ -415,7 +425,7 @@ def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
     return found
 
 
-def _beneath(point: str, root: str, own: str) -> str | None:
+def beneath(point: str, root: str, own: str) -> str | None:
     """The folder of cgroup ``own`` in a hierarchy mounted at ``point`` from ``root``."""
     root = root.rstrip("/")
     if own != root and not own.startswith(root + "/"):
