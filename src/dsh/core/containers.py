@@ -243,8 +243,8 @@ class Site(NamedTuple):
     def describe(self) -> str:
         """The mechanism in a few words, without the folder (doctor output has no paths)."""
         if self.kind == "v2":
-            where = "a v2 hierarchy mounted beside v1 controllers" if self.beside else "v2"
-            return f"cgroup {where}: each child in a cgroup of its own, emptied whole"
+            where = " (a v2 hierarchy mounted beside v1 controllers)" if self.beside else ""
+            return f"cgroup v2{where}: each child in a cgroup of its own, emptied whole"
         how = "frozen, then each member killed" if self.freezer else \
             "each member killed until none is left"
         return f"cgroup v1: each child in a cgroup of its own, emptied ({how})"

@@ -854,36 +854,45 @@ def contain(home: str | os.PathLike[str]) -> int:
     (elsewhere a child has its process group, and on Windows its job object).
     """
     global _contained
-    prefer = os.environ.get(CONTAINMENT_ENV, "").strip() or "auto"
-    if prefer not in containers.PREFER:
-        from dsh.core.errors import ConfigError
-
-        raise ConfigError(f"{CONTAINMENT_ENV}: expected one of "
-                          f"{', '.join(containers.PREFER)}")
+    prefer = _preference()
     ended = sweep(home)
     if _LINUX and _POSIX:
         _contained = _Containment(home, prefer)
     return ended
 
 
+def _preference() -> str:
+    """``DSH_CONTAINMENT``, checked (a ConfigError naming it when it is no known value)."""
+    prefer = os.environ.get(CONTAINMENT_ENV, "").strip() or "auto"
+    if prefer not in containers.PREFER:
+        from dsh.core.errors import ConfigError
+
+        raise ConfigError(f"{CONTAINMENT_ENV}: expected one of "
+                          f"{', '.join(containers.PREFER)}")
+    return prefer
+
+
 def containment() -> str:
     """How this process's children are contained, in a sentence (``dsh doctor``; the
-    mechanism a runtime with the same environment would use here)."""
+    mechanism a runtime with the same environment would use here, tried as it would be).
+    ConfigError for a ``DSH_CONTAINMENT`` that is no known value."""
     if _WINDOWS:
         return ("Windows job objects: each child in a kill-on-close job of its own, so "
                 "whatever it starts ends with it and with dsh")
     if not _LINUX or not _POSIX:
         return ("process groups only: a process that leaves its group (setsid) outlives "
                 "its command, and every child outlives a SIGKILLed dsh")
-    state = _contained or _Containment(os.devnull, os.environ.get(CONTAINMENT_ENV, "")
-                                       .strip() or "auto")
+    prefer = _preference()
+    state = _contained or _Containment(os.devnull, prefer)
     site = state.site()
     if site is not None:
         return f"{site.describe()}; the runtime is their subreaper"
-    return ("the runtime as child subreaper (no cgroup can be made here): what a command "
-            "starts is found through the process tree and its DSH_CONTAINER marker; a "
-            "process that both leaves its parent and clears its environment is ended "
-            "only with the runtime, and survives a SIGKILLed one")
+    why = {"auto": "no cgroup can be made here", "subreaper": f"{CONTAINMENT_ENV}=subreaper"
+           }.get(prefer, f"{CONTAINMENT_ENV}={prefer}, and none can be made here")
+    return (f"the runtime as child subreaper ({why}): what a command starts is found "
+            "through the process tree and its DSH_CONTAINER marker; a process that both "
+            "leaves its parent and clears its environment is ended only with the runtime, "
+            "and survives a SIGKILLed one")
 
 
 def _place(limits_site: Site | None) -> _Placed | None:
