@@ -400,6 +400,19 @@ class Record(NamedTuple):
                            "cgroups": list(self.cgroups),
                            "children": [list(c) for c in self.children]}, indent=1)
 
+    def containers(self) -> list[Container]:
+        """The recorded cgroups that still exist and are this runtime's by their names
+        (``dsh-<pid>.<start>-<n>``, or ``dsh-<pid>-<n>`` for its limits' cgroups): a
+        damaged or forged record must not aim a sweep at any other cgroup."""
+        me = self.runtime
+        own = re.compile(rf"^dsh-{me.pid}(?:\.{me.start})?-\d+$")
+        found = []
+        for folder in self.cgroups:
+            if own.match(os.path.basename(folder)) and \
+                    (box := Container.at(folder)) is not None:
+                found.append(box)
+        return found
+
     @classmethod
     def from_json(cls, text: str) -> Record | None:
         """The record in ``text``; None when it is not one."""

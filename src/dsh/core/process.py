@@ -1027,11 +1027,10 @@ def sweep(home: str | os.PathLike[str]) -> int:
 
 def _sweep_record(record: containers.Record, spared: set[int]) -> int:
     ended: set[int] = set()
-    boxes = [Container.at(folder) for folder in record.cgroups]
+    boxes = record.containers()
     for box in boxes:
-        if box is not None:
-            ended.update(box.members())
-            _empty(box)
+        ended.update(box.members())
+        _empty(box)
     for _ in range(_HUNT_ROUNDS):
         found = containers.leftovers(record, spared)
         if not found:
@@ -1041,7 +1040,7 @@ def _sweep_record(record: containers.Record, spared: set[int]) -> int:
                 ended.add(pid)
     for box in boxes:
         for _ in range(_RELEASE_TRIES):
-            if box is None or box.remove():
+            if box.remove():
                 break
             time.sleep(_POLL)
     return len(ended)
