@@ -478,6 +478,6 @@ def leftovers(record: Record, exclude: set[int]) -> dict[int, int]:
         if pid not in exclude and any(w.startswith(prefix) for w in markers(pid)):
             found.setdefault(pid, start_time(pid) or 0)
     for pid in descendants(list(found)):
-        if pid not in exclude and (start := start_time(pid)) is not None:
-            found.setdefault(pid, start)
+        if pid not in exclude and (s := stat(pid)) is not None and s.state != "Z":
+            found.setdefault(pid, s.start)
     return {pid: start for pid, start in found.items() if pid not in exclude}

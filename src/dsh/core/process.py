@@ -683,7 +683,8 @@ def _direct_children() -> list[int]:
 
 
 _HUNT_ROUNDS = 20
-"""How often a hunt or a sweep looks again: what it killed may have forked meanwhile."""
+"""How often a sweep looks again (every :data:`_POLL` s): what it killed may have forked
+before it died, and takes a moment to exit."""
 _EMPTY_ROUNDS = 50
 """How often a container without ``cgroup.kill`` is read and its members killed."""
 _PR_SET_CHILD_SUBREAPER = 36
@@ -958,12 +959,14 @@ def _empty(box: Container) -> bool:
 
 
 def _hunt(word: str, leader: int, start: int) -> bool:
-    """Kill, in rounds, every process below this one that carries ``word`` or descends
-    from one that does or from the ``leader`` while it runs (the subreaper's way to
-    empty a child's container); False when none was found."""
+    """Kill, in rounds until none is left (at most :data:`KILL_WAIT` seconds), every
+    process below this one that carries ``word`` or descends from one that does or from
+    the ``leader`` while it runs (the subreaper's way to empty a child's container);
+    False when none was found."""
     me = os.getpid()
     hit = False
-    for _ in range(_HUNT_ROUNDS):
+    deadline = time.monotonic() + KILL_WAIT
+    while True:
         marked = [pid for pid in containers.descendants([me]) if word in
                   containers.markers(pid)]
         roots = [*marked, leader] if containers.alive(leader, start) else marked
@@ -971,11 +974,12 @@ def _hunt(word: str, leader: int, start: int) -> bool:
         found = {pid: containers.stat(pid) for pid in victims}
         targets = {pid: s.start for pid, s in found.items() if s is not None
                    and s.state != "Z"}
-        if not targets:
+        if not targets or time.monotonic() > deadline:
             break
         for pid, began in targets.items():
             hit = _kill_exact(pid, began) or hit
         reap_orphans()
+        time.sleep(_POLL)  # a killed process takes a moment to exit; then look again
     return hit
 
 
@@ -1038,6 +1042,7 @@ def _sweep_record(record: containers.Record, spared: set[int]) -> int:
         for pid, start in found.items():
             if _kill_exact(pid, start):
                 ended.add(pid)
+        time.sleep(_POLL)  # a killed process takes a moment to exit; then look again
     for box in boxes:
         for _ in range(_RELEASE_TRIES):
             if box.remove():
@@ -1115,6 +1120,7 @@ def _end_everything() -> None:
         for pid, start in targets.items():
             _kill_exact(pid, start)
         reap_orphans()
+        time.sleep(_POLL)
     with state.lock:
         boxes = list(state.folders.values())
     for box in boxes:
