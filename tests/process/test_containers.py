@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,10 @@ def test_the_marker_is_read_from_the_environment_and_passed_down() -> None:
     assert deep.split()[-1] == "last/1" and len(deep.split()) == 8
     child = subprocess.Popen(["sleep", "30"], env={"A": "1", containers.MARKER: value})
     try:
+        # Popen returns once exec began; the new environment is readable a moment later.
+        deadline = time.monotonic() + 10
+        while not containers.markers(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert containers.markers(child.pid) == ["1.2/3", "4.5/6", "7.8/9"]
     finally:
         child.kill()

@@ -246,10 +246,14 @@ async def spawn_async(argv: Sequence[str], *, cwd: str | None = None,
     try:
         process = await asyncio.shield(starting)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
+        try:
             started = await starting
-            await AsyncChild(started, prepared.cgroup, _adopt(started.pid, started.kill),
-                             prepared.placed).stop(0)
+        except Exception:
+            prepared.undo()
+        else:
+            with contextlib.suppress(Exception):
+                await AsyncChild(started, prepared.cgroup, _adopt(started.pid, started.kill),
+                                 prepared.placed).stop(0)
         raise
     except BaseException:
         prepared.undo()
@@ -709,7 +713,6 @@ class _Containment:
         self.folders: dict[str, Container] = {}
         self.spawning = 0
         self.armed = False
-        self.subreaper = False
         self._site: Any = _UNSET
         self._written: containers.Record | None = None
 
@@ -722,8 +725,7 @@ class _Containment:
         import ctypes
 
         with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            self.subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def site(self) -> containers.Site | None:
         """Where this runtime's containers go: the first site whose trial join works
