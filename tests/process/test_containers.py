@@ -53,18 +53,21 @@ def test_the_marker_is_read_from_the_environment_and_passed_down() -> None:
 
 
 def test_a_record_round_trips_and_aims_only_at_its_own_cgroups(tmp_path: Path) -> None:
+    """A record names the folders its runtime's cgroups are in; a sweep takes from them
+    only the cgroups named after that runtime (a forged or damaged record naming ``/``
+    or another runtime's folder aims at nothing)."""
     me = containers.Identity(12, 34, containers.boot_id())
-    ours = tmp_path / "dsh-12.34-1"
-    limits = tmp_path / "dsh-12-2"
-    others = [tmp_path / "dsh-13.34-1", tmp_path / "dsh-12.345-1", tmp_path / "not-dsh"]
-    for folder in (ours, limits, *others):
-        folder.mkdir()
-    record = containers.Record(me, tuple(str(p) for p in (ours, limits, *others, tmp_path)),
-                               ((5, 6),))
+    first, second = tmp_path / "a", tmp_path / "b"
+    ours = [first / "dsh-12.34-1", second / "dsh-12.34-7"]
+    others = [first / "dsh-13.34-1", first / "dsh-12.345-1", first / "dsh-12-2",
+              second / "not-dsh", second / "dsh-12.34-x"]
+    for folder in (*ours, *others):
+        folder.mkdir(parents=True)
+    record = containers.Record(me, (str(first), str(second), "/"), ((5, 6),))
     path = containers.record_path(tmp_path / "home", me)
     containers.write_record(path, record)
     assert containers.Record.from_json(path.read_text()) == record
-    assert [box.folder for box in record.containers()] == [str(ours), str(limits)]
+    assert sorted(box.folder for box in record.containers()) == [str(p) for p in ours]
     assert containers.Record.from_json("{not json") is None
     assert containers.Record.from_json('{"pid": "x"}') is None
 
@@ -79,12 +82,12 @@ def test_dead_records_are_those_whose_runtime_is_gone(tmp_path: Path) -> None:
     earlier_boot = containers.Identity(1, 1, "another-boot")
     for who in (live, dead, earlier_boot):
         containers.write_record(containers.record_path(home, who), containers.Record(
-            who, ("/x/dsh-1-1",), ((1, 1),)))
+            who, ("/x",), ((1, 1),)))
     (home / containers.RECORDS / "junk.json").write_text("not a record")
     found = {path.name: record for path, record in containers.dead_records(home)}
     assert containers.record_path(home, live).name not in found
     assert found[containers.record_path(home, dead).name].children == ((1, 1),)
     # an earlier boot's record names nothing that can still run: it is only removed
     earlier = found[containers.record_path(home, earlier_boot).name]
-    assert earlier is not None and earlier.cgroups == () and earlier.children == ()
+    assert earlier is not None and earlier.parents == () and earlier.children == ()
     assert found["junk.json"] is None

@@ -27,9 +27,12 @@ neither says what it started. On Linux three things do, each where it can:
   what carries its word; a later start kills what carries a dead runtime's. A process
   that clears its environment loses it, which only the cgroup survives.
 
-**The record** (:class:`Record`, ``$DSH_HOME/processes/<pid>.<start>.json``, written
-atomically whenever a child starts or goes): the runtime's own pid and start time, the
-machine's boot, its containers' folders and its children's pids with their start times.
+**The record** (:class:`Record`, ``$DSH_HOME/processes/<pid>.<start>.json``, replaced
+atomically): the runtime's own pid and start time, the machine's boot, the folders its
+containers are made in (each named ``dsh-<pid>.<start>-<n>``, a limits cgroup too) and
+its children's pids with their start times. Written at once when a folder is added (the
+first child), a moment later, off the start's path, when only the children changed
+(each child is tied to the runtime by the kernel anyway: the list is a second net).
 A start (and ``dsh doctor``) reads the records of dead runtimes: it empties their
 containers, kills every process that carries their marker, and every recorded child
 whose pid still has the recorded start time (from ``/proc/PID/stat``), so a pid that an
@@ -354,9 +357,15 @@ class Container:
         return found
 
 
+def name(me: Identity, number: int) -> str:
+    """The folder name of runtime ``me``'s cgroup ``number`` (a container or a limits
+    cgroup), which says whose it is."""
+    return f"dsh-{me.token}-{number}"
+
+
 def make(site: Site, me: Identity, number: int) -> Container:
     """Runtime ``me``'s container ``number`` at ``site``; OSError when it cannot be made."""
-    folder = os.path.join(site.parent, f"dsh-{me.token}-{number}")
+    folder = os.path.join(site.parent, name(me, number))
     os.mkdir(folder)
     return Container(site.kind, folder, site.freezer)
 
@@ -389,7 +398,8 @@ class Record(NamedTuple):
     """What one runtime has running (see the module docstring)."""
 
     runtime: Identity
-    cgroups: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()
+    """The cgroup folders its containers are made in."""
     children: tuple[tuple[int, int], ...] = ()
     """``(pid, start time)`` of each child it started and has not yet reaped."""
 
@@ -397,20 +407,21 @@ class Record(NamedTuple):
         """The file's text."""
         me = self.runtime
         return json.dumps({"version": 1, "boot": me.boot, "pid": me.pid, "start": me.start,
-                           "cgroups": list(self.cgroups),
+                           "parents": list(self.parents),
                            "children": [list(c) for c in self.children]}, indent=1)
 
     def containers(self) -> list[Container]:
-        """The recorded cgroups that still exist and are this runtime's by their names
-        (``dsh-<pid>.<start>-<n>``, or ``dsh-<pid>-<n>`` for its limits' cgroups): a
-        damaged or forged record must not aim a sweep at any other cgroup."""
-        me = self.runtime
-        own = re.compile(rf"^dsh-{me.pid}(?:\.{me.start})?-\d+$")
+        """Its containers that still exist: the folders in its parents named after it
+        (``dsh-<pid>.<start>-<n>``), so a damaged or forged record cannot aim a sweep at
+        any other cgroup."""
         found = []
-        for folder in self.cgroups:
-            if own.match(os.path.basename(folder)) and \
-                    (box := Container.at(folder)) is not None:
-                found.append(box)
+        for parent in self.parents:
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(parent):
+                    match = _NAME.match(entry.name)
+                    if match and (int(match.group(1)), int(match.group(2))) == \
+                            self.runtime[:2] and (box := Container.at(entry.path)):
+                        found.append(box)
         return found
 
     @classmethod
@@ -419,11 +430,11 @@ class Record(NamedTuple):
         try:
             data = json.loads(text)
             runtime = Identity(int(data["pid"]), int(data["start"]), str(data["boot"]))
-            cgroups = tuple(str(c) for c in data.get("cgroups", ()))
+            parents = tuple(str(c) for c in data.get("parents", ()))
             kids = tuple((int(p), int(s)) for p, s in data.get("children", ()))
         except (ValueError, TypeError, KeyError):
             return None
-        return cls(runtime, cgroups, kids)
+        return cls(runtime, parents, kids)
 
 
 def record_path(home: str | os.PathLike[str], me: Identity) -> Path:
@@ -462,7 +473,7 @@ def dead_records(home: str | os.PathLike[str]) -> Iterator[tuple[Path, Record | 
         if runtime.boot == boot and alive(runtime.pid, runtime.start):
             continue
         yield Path(entry.path), record if runtime.boot == boot else record._replace(
-            cgroups=(), children=())  # an earlier boot's processes are gone already
+            parents=(), children=())  # an earlier boot's processes are gone already
 
 
 def leftovers(record: Record, exclude: set[int]) -> dict[int, int]:

@@ -260,10 +260,12 @@ def sites(limits: Limits) -> list[Site]:
     return found
 
 
-def plan(limits: Limits, site: Site | None, *, join: tuple[str, ...] = ()) -> Plan:
+def plan(limits: Limits, site: Site | None, *, join: tuple[str, ...] = (),
+         name: str | None = None) -> Plan:
     """Make the command's cgroup at ``site`` (None: rlimits only) and its argv prefix;
-    ``join`` are more cgroup folders the command joins in the same step (its container,
-    :mod:`dsh.core.containers`).
+    ``join`` are more cgroup folders the command joins in the same step, ``name`` the
+    cgroup's folder name (a runtime names it as its containers,
+    :mod:`dsh.core.containers`, so a later start finds it by name).
 
     Raises OSError when the cgroup cannot be made or its limits written (whatever was
     made is removed again).
@@ -280,7 +282,7 @@ def plan(limits: Limits, site: Site | None, *, join: tuple[str, ...] = ()) -> Pl
             prefix += ["-p", f"MemoryMax={limits.memory_bytes()}", "-p", "MemorySwapMax=0"]
         prefix.append("--")
     elif site is not None:
-        cgroup = _make(site, limits)
+        cgroup = _make(site, limits, name)
     prefix += join_prefix((*(cgroup.dirs if cgroup is not None else ()), *join))
     rlimits = limits.rlimits(cgroup_memory="memory" in controllers,
                              cgroup_pids="pids" in controllers)
@@ -321,9 +323,10 @@ def _soft(name: str, value: int) -> int:
     return max(value - 5, 1) if name == "cpu" else value
 
 
-def _make(site: Site, limits: Limits) -> Cgroup:
-    """Create one folder per hierarchy and write the limits into each."""
-    name = f"dsh-{os.getpid()}-{next(_names)}"
+def _make(site: Site, limits: Limits, name: str | None = None) -> Cgroup:
+    """Create one folder per hierarchy (``name``, else ``dsh-<pid>-<n>``) and write the
+    limits into each."""
+    name = name or f"dsh-{os.getpid()}-{next(_names)}"
     dirs: list[str] = []
     cgroup = Cgroup(site.kind, ())
     try:

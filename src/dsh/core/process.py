@@ -195,7 +195,8 @@ def _prepare(argv: Sequence[str], *, env: Mapping[str, str] | None, tie: str | N
             prefix += [setpriv, "--pdeathsig", tie, "--"]
     try:
         if limits is not None and _POSIX:
-            planned = plan(limits, site, join=join)
+            planned = plan(limits, site, join=join,
+                           name=placed.name if placed is not None else None)
             prefix += planned.prefix
             cgroup = planned.cgroup
         else:
@@ -692,6 +693,8 @@ before it died, and takes a moment to exit."""
 _EMPTY_ROUNDS = 50
 """How often a container without ``cgroup.kill`` is read and its members killed."""
 _PR_SET_CHILD_SUBREAPER = 36
+_RECORD_DELAY = 0.05
+"""Seconds a record waits for more children before it is written (its folders: none)."""
 CONTAINMENT_ENV = "DSH_CONTAINMENT"
 """Which containment a runtime uses (:data:`dsh.core.containers.PREFER`; default ``auto``)."""
 _UNSET: Any = object()
@@ -710,11 +713,16 @@ class _Containment:
         self.numbers = itertools.count(1)
         self.children: dict[int, int] = {}
         """``pid -> start time`` of each child started and not yet released."""
-        self.folders: dict[str, Container] = {}
+        self.boxes: dict[str, Container] = {}
+        """The containers of those children, by folder."""
+        self.parents: set[str] = set()
         self.spawning = 0
         self.armed = False
         self._site: Any = _UNSET
         self._written: containers.Record | None = None
+        self._kept = False
+        """Whether the record is on disk (a first child after none writes it at once)."""
+        self._flush: threading.Timer | None = None
 
     def arm(self) -> None:
         """Become the subreaper of whatever this runtime starts (once, before its first
@@ -750,18 +758,20 @@ class _Containment:
         with self.lock:
             self.spawning -= 1
             self.children[pid] = start
-            if placed.container is not None:
-                self.folders[placed.container.folder] = placed.container
+            box = placed.container
+            if box is not None:
+                self.boxes[box.folder] = box
+            self.parents.update(os.path.dirname(folder) for folder in placed.folders)
             self._save()
         placed.pid, placed.start = pid, start
 
     def ended(self, placed: _Placed) -> bool:
-        container = placed.container
-        gone = container is None or container.remove()
+        box = placed.container
+        gone = box is None or box.remove()
         with self.lock:
             self.children.pop(placed.pid, None)
-            if gone and container is not None:
-                self.folders.pop(container.folder, None)
+            if gone and box is not None:
+                self.boxes.pop(box.folder, None)
             self._save()
         return gone
 
@@ -776,27 +786,46 @@ class _Containment:
         nothing is left for a later start to sweep."""
         for _ in range(_RELEASE_TRIES):
             with self.lock:
-                boxes = list(self.folders.values())
+                boxes = list(self.boxes.values())
             if not boxes:
                 break
             for box in boxes:
                 if box.remove():
                     with self.lock:
-                        self.folders.pop(box.folder, None)
+                        self.boxes.pop(box.folder, None)
             time.sleep(_POLL)
         with self.lock:
             self.children = {pid: start for pid, start in self.children.items()
                              if containers.alive(pid, start)}
-            self._save()
+            if self._flush is not None:
+                self._flush.cancel()
+            self._save(now=True)
 
-    def _save(self) -> None:
-        """The record as things stand (under the lock); gone when nothing is running."""
-        record = containers.Record(self.me, tuple(sorted(self.folders)),
+    def _save(self, *, now: bool = False) -> None:
+        """The record as things stand (under the lock): written at once when its folders
+        changed (or ``now``), else a moment later, off the start's path, so a burst of
+        children costs one write; removed when nothing is left running."""
+        record = containers.Record(self.me, tuple(sorted(self.parents)),
                                    tuple(sorted(self.children.items())))
         if record == self._written:
             return
+        written = self._written
+        if now or written is None or not self._kept or record.parents != written.parents:
+            self._write(record)
+        elif self._flush is None:
+            self._flush = threading.Timer(_RECORD_DELAY, self._later)
+            self._flush.daemon = True
+            self._flush.start()
+
+    def _later(self) -> None:
+        with self.lock:
+            self._flush = None
+            self._save(now=True)
+
+    def _write(self, record: containers.Record) -> None:
         with contextlib.suppress(OSError):
-            if record.cgroups or record.children:
+            self._kept = bool(self.boxes or record.children)
+            if self._kept:
                 containers.write_record(self.record, record)
             else:
                 self.record.unlink(missing_ok=True)
@@ -805,16 +834,27 @@ class _Containment:
 
 class _Placed:
     """Where one child of a contained runtime lives: its container (None where no cgroup
-    can be made for it) and its marker word; ``join`` are the folders it joins."""
+    can be made for it), its marker word and its number (the names of its cgroups);
+    ``join`` are the folders it joins besides its limits' cgroup, ``folders`` all its
+    cgroups."""
 
-    __slots__ = ("container", "pid", "start", "state", "word")
+    __slots__ = ("container", "folders", "number", "pid", "start", "state")
 
-    def __init__(self, state: _Containment, container: Container | None, word: str) -> None:
+    def __init__(self, state: _Containment, container: Container | None, number: int) -> None:
         self.state = state
         self.container = container
-        self.word = word
+        self.number = number
+        self.folders: tuple[str, ...] = (container.folder,) if container is not None else ()
         self.pid = 0
         self.start = 0
+
+    @property
+    def word(self) -> str:
+        return f"{self.state.me.token}/{self.number}"
+
+    @property
+    def name(self) -> str:
+        return containers.name(self.state.me, self.number)
 
     @property
     def join(self) -> tuple[str, ...]:
@@ -827,10 +867,13 @@ class _Placed:
         return found
 
     def adopt(self, cgroup: Cgroup | None) -> None:
-        """A v2 cgroup made for the child's limits is its container too (a process is in
-        one cgroup of a hierarchy)."""
-        if self.container is None and cgroup is not None and cgroup.kind == "v2":
-            self.container = Container("v2", cgroup.dirs[0])
+        """A cgroup made for the child's limits is its container too: it holds whatever
+        the child starts, as a container does (v1: its first hierarchy's folder)."""
+        if cgroup is None or not cgroup.dirs:
+            return
+        self.folders = (*self.folders, *cgroup.dirs)
+        if self.container is None:
+            self.container = Container(cgroup.kind, cgroup.dirs[0])
 
     def started(self, pid: int) -> None:
         self.state.started(self, pid)
@@ -907,16 +950,15 @@ def _place(limits_site: Site | None) -> _Placed | None:
     number = next(state.numbers)
     site = state.site()
     container = None
-    # A systemd scope moves its command out of any cgroup it joined first, and a v2
-    # cgroup for limits is the container itself.
-    shared = limits_site is not None and (limits_site.kind == "systemd" or (
-        site is not None and limits_site.kind == site.kind == "v2"))
-    if site is not None and not shared:
+    # A cgroup made for the child's limits is its container too (joining one more would
+    # cost another migration, a few milliseconds each), and a systemd scope moves its
+    # command out of any cgroup it joined first: the subreaper's means contain that one.
+    if site is not None and limits_site is None:
         with contextlib.suppress(OSError):
             container = containers.make(site, state.me, number)
     with state.lock:
         state.spawning += 1
-    return _Placed(state, container, f"{state.me.token}/{number}")
+    return _Placed(state, container, number)
 
 
 def _trial_join(site: containers.Site, me: containers.Identity) -> bool:
@@ -1124,7 +1166,7 @@ def _end_everything() -> None:
         reap_orphans()
         time.sleep(_POLL)
     with state.lock:
-        boxes = list(state.folders.values())
+        boxes = list(state.boxes.values())
     for box in boxes:
         _empty(box)
     state.close()
