@@ -14,9 +14,11 @@ neither says what it started. On Linux three things do, each where it can:
   beside v1 controllers (``/sys/fs/cgroup/unified``), emptied at once through
   ``cgroup.kill`` (Linux 5.14+; else frozen, then each member killed); on **cgroup v1**,
   in a hierarchy the resource limits do not use (``freezer`` first: frozen, so nothing
-  forks while the members are killed one by one, until none is left). A sub-agent's
-  runtime makes its own containers beneath the one it was started in, so killing the
-  outer one empties the whole tree.
+  forks while the members are killed one by one, until none is left). A child whose
+  resource limits made it a cgroup of its own (:mod:`dsh.core.limits`) has that one as
+  its container: a second would cost a second migration, a few milliseconds. A
+  sub-agent's runtime makes its own containers beneath the one it was started in, so
+  killing the outer one empties the whole tree.
 * **The runtime as child subreaper** (``PR_SET_CHILD_SUBREAPER``): an orphan of any of
   its descendants becomes its child instead of init's, so it is still in the runtime's
   process tree, found through ``/proc/PID/task/TID/children`` and killed when its
