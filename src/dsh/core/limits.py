@@ -213,7 +213,8 @@ class Plan(NamedTuple):
 
 _names = itertools.count(1)
 _swept: set[str] = set()
-_NAME = re.compile(r"^dsh-(\d+)-\d+$")
+_NAME = re.compile(r"^dsh-(\d+)(?:\.\d+)?-\d+$")
+"""A cgroup folder of dsh (a runtime names it ``dsh-<pid>.<start>-<n>``)."""
 
 
 def sites(limits: Limits) -> list[Site]:
