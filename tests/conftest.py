@@ -27,6 +27,8 @@ PLATFORM_NEEDS: dict[str, tuple[str, str]] = {
     "tools/test_sandbox_process.py": ("linux", "bubblewrap is Linux's"),
     "security/test_cd_escape.py": ("linux", "escapes through /proc/self and bubblewrap"),
     "reliability/test_killed_runtime.py": ("linux", "finds orphans in /proc"),
+    "reliability/test_orphans.py": ("linux", "containment is Linux's (cgroups, subreaper, "
+                                             "/proc)"),
     "mcp/test_mcp_process.py::test_a_killed_runtime_leaves_no_server": (
         "linux", "finds the server in /proc"),
     "acp/test_acp_wire.py": ("posix", "its scripted commands are POSIX shell"),

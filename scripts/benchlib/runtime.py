@@ -8,6 +8,7 @@ the runtime, not a client.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -217,3 +218,98 @@ def reload_latency(opts: Options) -> Result:
     return RELOAD.measure(median_ms(figures[1:]), runs=runs, python_pass_ms=baseline.median_ms,
                           max_ms=ms(max(figures[1:])))
 
+
+
+SWEEP = Metric(
+    "orphan_sweep_100", "ms", "<", 200,
+    about="What a runtime's start pays to end what a SIGKILLed runtime of the same home "
+          "left running: 100 processes that left their group and parent (setsid -f, from "
+          "one shell command), in the containment this machine offers; "
+          "dsh.core.process.sweep on the home, from reading the dead record to the last "
+          "kill. The subreaper's sweep (no cgroup: the marker scan alone) is a detail.",
+    changes="How many processes run on the machine (each one's environment is read for "
+            "the dead runtime's marker), the containment (cgroup.kill or a kill each), the "
+            "kernel; load. Target 200 ms (issue 32).")
+_LEFT = 100
+_LEAVER = """
+import sys, time
+from dsh.core import containers, process
+
+home, left = sys.argv[1], int(sys.argv[2])
+process.contain(home)
+process.spawn(["bash", "-c", f"for i in $(seq {left}); do setsid -f sleep 600; done; sleep 600"],
+              stdout=process.DEVNULL, stderr=process.DEVNULL)
+prefix = containers.identity().token + "/"
+
+
+def sleeping(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read() == "sleep\\n"
+    except OSError:
+        return False
+
+
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    marked = [p for p in containers.all_pids()
+              if any(w.startswith(prefix) for w in containers.markers(p))]
+    if sum(sleeping(p) for p in marked) > left:
+        print("ready", flush=True)
+        time.sleep(600)
+    time.sleep(0.02)
+"""
+
+
+def _left_behind(environ: dict[str, str], tmp: str, home: str) -> None:
+    """Start a contained process that leaves :data:`_LEFT` orphans, then SIGKILL it."""
+    leaver = subprocess.Popen([sys.executable, "-c", _LEAVER, home, str(_LEFT)], env=environ,
+                              cwd=tmp,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        assert leaver.stdout is not None
+        if leaver.stdout.readline().strip() != "ready":
+            raise RuntimeError("the orphans were never all running")
+    finally:
+        leaver.kill()
+        leaver.wait()
+        if leaver.stdout is not None:
+            leaver.stdout.close()
+
+
+def _timed_sweep(environ: dict[str, str], tmp: str, home: str) -> float:
+    """Seconds :func:`dsh.core.process.sweep` takes on what a killed process left."""
+    from dsh.core.process import sweep
+
+    _left_behind(environ, tmp, home)
+    t0 = time.perf_counter()
+    ended = sweep(home)
+    took = time.perf_counter() - t0
+    if ended < _LEFT:
+        raise RuntimeError(f"the sweep ended {ended} of {_LEFT} leftovers")
+    return took
+
+
+@benchmark("orphan_sweep_100", SWEEP)
+def orphan_sweep_100(opts: Options) -> Result:
+    """The sweep a start runs, on 100 leftovers, in this machine's containment and in the
+    subreaper's (interleaved)."""
+    if not sys.platform.startswith("linux"):
+        return SWEEP.skip("containment and its sweep are Linux's")
+    from dsh.core.process import CONTAINMENT_ENV, containment
+
+    runs = opts.reps(11, 3)
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        environ = installed_environ(tmp)
+        baseline = PythonPass(environ, tmp)
+        modes = {"auto": environ, "subreaper": {**environ, CONTAINMENT_ENV: "subreaper"}}
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        for run in range(runs):
+            baseline.sample()
+            for mode in balanced(list(modes), run):
+                home = str(Path(tmp, f"home-{mode}-{run}"))
+                times[mode].append(_timed_sweep(modes[mode], tmp, home))
+    return SWEEP.measure(median_ms(times["auto"]), runs=runs, python_pass_ms=baseline.median_ms,
+                         containment=containment().split(":")[0], leftovers=_LEFT,
+                         subreaper_ms=median_ms(times["subreaper"]),
+                         processes_on_machine=len(os.listdir("/proc")))

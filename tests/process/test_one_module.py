@@ -79,16 +79,18 @@ def test_no_module_but_dsh_process_starts_or_signals_a_process() -> None:
 
 
 def test_the_process_module_is_in_the_core_layer() -> None:
-    """``dsh.core.process`` (with ``dsh.core.limits``, its planning half,
-    ``dsh.core.winjob``, its Windows job objects, and ``dsh.core.confinement`` with
-    ``landlock`` and ``seccomp``, the sandbox's pre-exec step) imports only the standard
-    library and the core (errors, JSON-RPC, version) besides these: everything else of dsh
-    may depend on them, so they may depend on nothing of dsh above the core."""
+    """``dsh.core.process`` (with ``dsh.core.limits`` and ``dsh.core.containers``, its
+    planning halves, ``dsh.core.winjob``, its Windows job objects, and
+    ``dsh.core.confinement`` with ``landlock`` and ``seccomp``, the sandbox's pre-exec
+    step) imports only the standard library and the core (errors, JSON-RPC, version,
+    atomic files) besides these: everything else of dsh may depend on them, so they may
+    depend on nothing of dsh above the core."""
     core = {"dsh.core.errors", "dsh.core.jsonrpc", "dsh._version", "dsh.core.limits",
-            "dsh.core.process", "dsh.core.winjob", "dsh.core.confinement",
-            "dsh.core.landlock", "dsh.core.seccomp"}
-    for name in ("process.py", "limits.py", "winjob.py", "confinement.py", "landlock.py",
-                 "seccomp.py"):
+            "dsh.core.process", "dsh.core.winjob", "dsh.core.containers",
+            "dsh.core.atomicfile", "dsh.core.confinement", "dsh.core.landlock",
+            "dsh.core.seccomp"}
+    for name in ("process.py", "limits.py", "winjob.py", "containers.py", "confinement.py",
+                 "landlock.py", "seccomp.py"):
         tree = ast.parse((ROOT / "src" / "dsh" / "core" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "dsh.core":

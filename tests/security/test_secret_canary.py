@@ -178,7 +178,8 @@ def test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env(
     with (Path.cwd() / ".env").open("a") as f:
         f.write("PROJECT_SETTING=visible-project-setting\n")
     patch = write_patch(tmp_path, SHELL_SCRIPT)
-    env = {**env, "ENV_FILE": str(dsh_home / ".env")}
+    env = {**env, "ENV_FILE": str(dsh_home / ".env"),
+           "LAUNCH_SETTING": "visible-launch-setting"}
     cwd = Path.cwd()
     proc = FullLogRuntime("sdk", [OFFLINE_PATCH, patch], cwd=cwd, env=env)
     try:
@@ -194,7 +195,8 @@ def test_sandboxed_shell_gets_no_secret_and_nothing_of_the_home_env(
     output = next(f["params"]["event"]["data"]["message"]["content"][0]["text"]
                   for f in frames if f.get("method") == "session.event"
                   and f["params"]["event"]["type"] == "tool/result")
-    assert "DSH_LOG_LEVEL=debug" in output  # the launch environment, minus secrets
+    assert "LAUNCH_SETTING=visible-launch-setting" in output  # the launch environment ...
+    assert "DSH_LOG_LEVEL" not in output  # ... minus secrets and the runtime's own names
     assert "PROJECT_SETTING=visible-project-setting" in output  # the project's .env too
     assert "DEEPSEEK_API_KEY" not in output and "PROJECT_DB_PASSWORD" not in output
     assert "HOME_SERVICE_TOKEN" not in output

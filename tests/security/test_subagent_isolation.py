@@ -40,7 +40,9 @@ CHILD_PATCH = """\
 - insert:
     - {id: llm-scripted, name: llm-scripted, config: {script: !path child.json}}
 - {id: agent, merge: {config: {default_route: scripted}}}
-- {id: "tools:shell", merge: {config: {env: {set: {KEY_THE_RUNTIME_GOT: !env DEEPSEEK_API_KEY}}}}}
+- id: "tools:shell"
+  merge: {config: {env: {set: {KEY_THE_RUNTIME_GOT: !env DEEPSEEK_API_KEY,
+                               DSH_HOME: !env DSH_HOME}}}}
 """
 
 

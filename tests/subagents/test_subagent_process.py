@@ -133,7 +133,7 @@ def test_parent_runs_a_child_in_an_isolated_home_with_a_scrubbed_env(
                 Path("child-env.txt").read_text().splitlines() if "=" in line)
     assert "SECRET_TOKEN" not in seen
     assert "PARENT_HOME_ONLY" not in seen
-    assert not [k for k in seen if k.startswith("DSH_") and k != "DSH_HOME"]
+    assert [k for k in seen if k.startswith("DSH_")] == ["DSH_CONTAINER"]  # its marker
     # pass_env reaches the child runtime (its shell gets it only as its policy sets it);
     # the child's shell, like any shell, leaves the secret out by default.
     assert "DEEPSEEK_API_KEY" not in seen

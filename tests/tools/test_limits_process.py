@@ -189,10 +189,11 @@ def test_commands_run_in_a_cgroup_of_their_own_where_one_can_be_made(tmp_path: P
         assert proc.wait() == 0
     finally:
         proc.finish()
-    assert f"/dsh-{pid}-" in text, text
+    mine = f"/dsh-{pid}."  # named after the runtime: dsh-<pid>.<start time>-<n>
+    assert mine in text, text
     for line in text.splitlines():  # the runtime removed the cgroup after the command
         parts = line.split(":", 2)
-        if len(parts) == 3 and parts[0].isdigit() and f"/dsh-{pid}-" in parts[2]:
+        if len(parts) == 3 and parts[0].isdigit() and mine in parts[2]:
             for mount in _cgroup_mounts(parts[1]):
                 assert not (mount / parts[2].lstrip("/")).exists(), f"{line}: not removed"
 

@@ -125,6 +125,9 @@ def test_signal_exit_is_reported_like_a_shell(ctx: ToolContext) -> None:
 
 
 def test_env_is_the_session_env(ctx: ToolContext) -> None:
+    """The session's environment, not the process's (the runtime's own ``DSH_*`` names
+    are withheld with the secrets)."""
+    ctx.env["PER_CALL_SETTING"] = "from-the-context"
     assert os.environ.get("DSH_HOME")
-    result = run(bash(), ctx, command='echo "$DSH_HOME"')
-    assert result.text.splitlines()[0] == os.environ["DSH_HOME"]
+    result = run(bash(), ctx, command='echo "$PER_CALL_SETTING/${DSH_HOME:-withheld}"')
+    assert result.text.splitlines()[0] == "from-the-context/withheld"

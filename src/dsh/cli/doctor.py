@@ -7,7 +7,9 @@ capability (:class:`dsh.runtime.kernel.plugin.Plugin`): the doctor names no plug
 none of their modules. A check is ``ok``, ``warn`` (a failure only under ``--strict``)
 or ``fail``; the command exits 1 when any check fails, 0 otherwise. Messages never
 contain a secret value or an absolute path. Nothing is written: an interrupted ``dsh
-plugin`` is reported, and repaired by ``dsh plugin``.
+plugin`` is reported, and repaired by ``dsh plugin``. The one exception: processes that
+killed runtimes of the home left running are ended, and their records removed
+(``processes``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Doctor:
     def run(self, *, live: bool) -> dict[str, Any]:
         """Run every check; the ``data`` of the envelope."""
         if self.check_home():
+            self.check_processes()
             resolved = self.check_profile()
             if resolved is not None:
                 env, plugins = self.check_plugins_and_env(resolved)
@@ -99,6 +102,24 @@ class Doctor:
             return False
         self.add("home.writable", "ok", "the home exists and is writable")
         return True
+
+    def check_processes(self) -> None:
+        """``processes``: how a runtime contains the processes it starts here, and what
+        runtimes of this home that were killed left running, ended now (the one change
+        the doctor makes: a leftover is never worth keeping, and a reused pid is never
+        touched, :func:`dsh.core.process.sweep`)."""
+        from dsh.core import process
+
+        try:
+            how = process.containment()
+        except DshError as exc:
+            self.add("processes", "fail", str(exc))
+            return
+        ended = process.sweep(self.home) if self.home.exists() else 0
+        status = "warn" if how.startswith("process groups only") else "ok"
+        tail = (f"; ended {ended} processes that killed runtimes of this home left "
+                "running" if ended else "")
+        self.add("processes", status, how + tail)
 
     def check_profile(self) -> Any:
         from dsh.config.resolve import resolve

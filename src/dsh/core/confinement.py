@@ -35,15 +35,20 @@ the child. Why there and how:
   cannot make safe is code that takes any other lock another thread may hold; the
   function above takes none. The rest of process control
   keeps ``posix_spawn``/``vfork`` and applies its parent-death tie and limits with
-  exec-safe wrappers (``setpriv``, ``prlimit``), which then run confined too; the one
-  file such a wrapper writes (the cgroup's ``cgroup.procs``) is allowed by a rule.
-- **What the child does**, in order: as root (or with any capability), drop the bounding
+  exec-safe wrappers (``setpriv``, ``prlimit``), which then run confined too.
+- **What the child does**, in order: first it joins its cgroups (its container and its
+  limits' cgroup, :mod:`dsh.core.containers`) by writing ``0`` (the writer itself) to
+  their ``cgroup.procs`` files, opened in the parent; unconfined commands leave that to
+  a ``/bin/sh`` wrapper, but a confined one joins here, before any confinement, so the
+  ruleset grants no ``cgroup.procs`` at all and the command can neither move itself to
+  another cgroup nor pull another process into its own. Then, as root (or with any
+  capability), drop the bounding
   set and ambient capabilities and clear the rest (``capset``), so a root command keeps
   its uid but no capability (module loading, raw I/O, ``CAP_DAC_OVERRIDE``); set
   ``PR_SET_NO_NEW_PRIVS`` (no set-uid or file capabilities regained by ``exec``, and
   what lets an unprivileged process install the two filters); restrict itself with the
   ruleset; install the seccomp filter (:mod:`dsh.core.seccomp`). A failed step raises, so
-  ``subprocess`` reports the start as failed and nothing runs unconfined.
+  ``subprocess`` reports the start as failed and nothing runs unconfined or uncontained.
 """
 
 from __future__ import annotations
@@ -103,8 +108,13 @@ class PreExec:
     """
 
     def __init__(self, ruleset: landlock.Ruleset, program: seccomp.Filter, *,
-                 drop_caps: Sequence[int]) -> None:
+                 drop_caps: Sequence[int], join: Sequence[int] = ()) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
+        self._write = libc.write
+        self._write.restype = ctypes.c_ssize_t
+        self.join = tuple(join)
+        self._join_args = tuple((ctypes.c_int(fd), ctypes.c_char_p(b"0"), ctypes.c_size_t(1))
+                                for fd in self.join)
         self._prctl = libc.prctl
         self._prctl.restype = ctypes.c_int
         self._syscall = libc.syscall
@@ -134,7 +144,11 @@ class PreExec:
         self._failure = OSError(errno.EPERM, "the sandbox could not confine the command")
 
     def __call__(self) -> None:
-        """Confine the calling (child) process; raise when a step fails."""
+        """Join the cgroups, then confine the calling (child) process; raise when a step
+        fails."""
+        for args in self._join_args:
+            if self._write(*args) != 1:
+                raise self._failure
         prctl = self._prctl
         if self._drop:
             for args in self._bounding:
@@ -150,39 +164,54 @@ class PreExec:
             raise self._failure
 
     def close(self) -> None:
-        """Close the ruleset descriptor (the parent's copy)."""
+        """Close the ruleset descriptor and the ``cgroup.procs`` files (the parent's
+        copies); closing again does nothing."""
         self.ruleset.close()
+        join, self.join, self._join_args = self.join, (), ()
+        _close(join)
 
 
-def prepare(confinement: Confinement, *, writable_files: Sequence[str] = ()) -> PreExec:
+def prepare(confinement: Confinement, *, join: Sequence[str] = ()) -> PreExec:
     """Build ``confinement`` for one child: ruleset, filter, arguments (in the parent).
 
-    ``writable_files`` are single files the exec-safe wrappers in front of the command
-    must write (a cgroup's ``cgroup.procs``). Raises OSError naming what failed (a rule
-    the kernel refused, an unsupported machine).
+    ``join`` are the cgroup folders the child moves itself into before it is confined
+    (its container, its limits' cgroup): their ``cgroup.procs`` files are opened here,
+    so the ruleset needs no rule for them. Raises OSError naming what failed (a rule the
+    kernel refused, a cgroup that cannot be opened, an unsupported machine).
     """
     network = confinement.network
+    fds: list[int] = []
     try:
+        for folder in join:
+            fds.append(os.open(os.path.join(folder, "cgroup.procs"),
+                               os.O_WRONLY | os.O_CLOEXEC))
         ruleset = landlock.Ruleset(confinement.level,
                                    net=network != seccomp.NETWORK_ALL)
     except OSError as exc:
+        _close(fds)
         raise OSError(exc.errno or errno.EPERM, f"cannot confine the command: {exc}") from exc
     try:
         for path, rights in confinement.rules:
             ruleset.allow_path(path, rights)
-        for path in writable_files:
-            ruleset.allow_path(path, landlock.FS_WRITE_FILE | landlock.FS_TRUNCATE)
         if ruleset.net:
             for port in confinement.tcp_connect:
                 ruleset.allow_port(port)
         program = seccomp.Filter.for_network(network)
-        return PreExec(ruleset, program, drop_caps=capabilities_to_drop())
+        return PreExec(ruleset, program, drop_caps=capabilities_to_drop(), join=fds)
     except OSError as exc:
         ruleset.close()
+        _close(fds)
         raise OSError(exc.errno or errno.EPERM, f"cannot confine the command: {exc}") from exc
     except BaseException:
         ruleset.close()
+        _close(fds)
         raise
+
+
+def _close(fds: Sequence[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def capabilities_to_drop() -> tuple[int, ...]:

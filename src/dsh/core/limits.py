@@ -40,10 +40,14 @@ Everything is applied exec-safely, as argv in front of the command, never in a
 cgroup is one ``/bin/sh`` line that writes its own pid into ``cgroup.procs`` and ``exec``s
 the rest; rlimits are util-linux ``prlimit``, which sets them on itself and ``exec``s.
 Neither changes the pid, so the command's process group is still the one dsh started.
+The one exception is a command confined by the sandbox's Landlock rung, which is forked
+with a ``preexec_fn`` anyway: it joins its cgroup there, before it is confined
+(:mod:`dsh.core.confinement`), so no ``cgroup.procs`` is ever writable to it.
 
 The limits guard against accidents and runaway commands. An unsandboxed command run as
 root could lift them (raise its hard rlimits, move itself out of the cgroup); inside the
-bubblewrap sandbox, with capabilities dropped and ``/sys`` read-only, it cannot.
+bubblewrap sandbox, with capabilities dropped and ``/sys`` read-only, or on the Landlock
+rung (capabilities dropped, ``/sys`` granted read-only), it cannot.
 """
 
 from __future__ import annotations
@@ -213,7 +217,8 @@ class Plan(NamedTuple):
 
 _names = itertools.count(1)
 _swept: set[str] = set()
-_NAME = re.compile(r"^dsh-(\d+)-\d+$")
+_NAME = re.compile(r"^dsh-(\d+)(?:\.\d+)?-\d+$")
+"""A cgroup folder of dsh (a runtime names it ``dsh-<pid>.<start>-<n>``)."""
 
 
 def sites(limits: Limits) -> list[Site]:
@@ -228,13 +233,13 @@ def sites(limits: Limits) -> list[Site]:
         wanted.add("memory")
     if not limits.cgroup or not wanted or not _LINUX:
         return []
-    own = _own_cgroups()
-    mounts = _cgroup_mounts()
+    own = own_cgroups()
+    mounts = cgroup_mounts()
     found: list[Site] = []
     for fstype, point, root, _options in mounts:
         if fstype == "cgroup2" and "" in own:
             controllers = _read_words(os.path.join(point, "cgroup.controllers"))
-            folder = _beneath(point, root, own[""])
+            folder = beneath(point, root, own[""])
             if folder is None or not wanted & controllers:
                 continue
             parent = folder if os.path.normpath(folder) == os.path.normpath(point) else \
@@ -249,7 +254,7 @@ def sites(limits: Limits) -> list[Site]:
             continue
         for controller in wanted & set(options):
             if controller in own and controller not in v1:
-                folder = _beneath(point, root, own[controller])
+                folder = beneath(point, root, own[controller])
                 if folder is not None and os.access(folder, os.W_OK):
                     v1[controller] = folder
     if v1:
@@ -260,8 +265,14 @@ def sites(limits: Limits) -> list[Site]:
     return found
 
 
-def plan(limits: Limits, site: Site | None) -> Plan:
-    """Make the command's cgroup at ``site`` (None: rlimits only) and its argv prefix.
+def plan(limits: Limits, site: Site | None, *, join: tuple[str, ...] = (),
+         name: str | None = None, wrapper: bool = True) -> Plan:
+    """Make the command's cgroup at ``site`` (None: rlimits only) and its argv prefix;
+    ``join`` are more cgroup folders the command joins in the same step, ``name`` the
+    cgroup's folder name (a runtime names it as its containers,
+    :mod:`dsh.core.containers`, so a later start finds it by name). ``wrapper`` False
+    leaves the joining to the caller (a confined command joins in its child before it
+    is confined: :mod:`dsh.core.confinement`), so the prefix has no ``/bin/sh`` wrapper.
 
     Raises OSError when the cgroup cannot be made or its limits written (whatever was
     made is removed again).
@@ -278,11 +289,9 @@ def plan(limits: Limits, site: Site | None) -> Plan:
             prefix += ["-p", f"MemoryMax={limits.memory_bytes()}", "-p", "MemorySwapMax=0"]
         prefix.append("--")
     elif site is not None:
-        cgroup = _make(site, limits)
-        joins = "".join(f'echo $$ >"${n}"/cgroup.procs&&' for n in
-                        range(1, len(cgroup.dirs) + 1))
-        prefix += ["/bin/sh", "-c", f'{joins}shift {len(cgroup.dirs)}&&exec "$@"',
-                   "dsh-cgroup", *cgroup.dirs]
+        cgroup = _make(site, limits, name)
+    if wrapper:
+        prefix += join_prefix((*(cgroup.dirs if cgroup is not None else ()), *join))
     rlimits = limits.rlimits(cgroup_memory="memory" in controllers,
                              cgroup_pids="pids" in controllers)
     prlimit = shutil.which("prlimit") if rlimits else None
@@ -290,6 +299,17 @@ def plan(limits: Limits, site: Site | None) -> Plan:
         prefix += [prlimit, *(f"--{name}={_soft(name, value)}:{value}"
                               for name, value in sorted(rlimits.items())), "--"]
     return Plan(tuple(prefix), cgroup)
+
+
+def join_prefix(folders: tuple[str, ...]) -> list[str]:
+    """The argv in front of a command that moves it into each cgroup of ``folders`` (its
+    own pid, written by a ``/bin/sh`` that then ``exec``s the command: exec-safe, and the
+    pid stays); empty for none."""
+    if not folders:
+        return []
+    joins = "".join(f'echo $$ >"${n}"/cgroup.procs&&' for n in range(1, len(folders) + 1))
+    return ["/bin/sh", "-c", f'{joins}shift {len(folders)}&&exec "$@"', "dsh-cgroup",
+            *folders]
 
 
 def rlimits_available() -> bool:
@@ -311,9 +331,10 @@ def _soft(name: str, value: int) -> int:
     return max(value - 5, 1) if name == "cpu" else value
 
 
-def _make(site: Site, limits: Limits) -> Cgroup:
-    """Create one folder per hierarchy and write the limits into each."""
-    name = f"dsh-{os.getpid()}-{next(_names)}"
+def _make(site: Site, limits: Limits, name: str | None = None) -> Cgroup:
+    """Create one folder per hierarchy (``name``, else ``dsh-<pid>-<n>``) and write the
+    limits into each."""
+    name = name or f"dsh-{os.getpid()}-{next(_names)}"
     dirs: list[str] = []
     cgroup = Cgroup(site.kind, ())
     try:
@@ -372,7 +393,7 @@ def _sweep(parent: str) -> None:
                 continue
 
 
-def _own_cgroups() -> dict[str, str]:
+def own_cgroups() -> dict[str, str]:
     """This process's cgroup path per v1 controller, and the v2 one under ``""``."""
     found: dict[str, str] = {}
     if not _LINUX:
@@ -395,7 +416,7 @@ def _own_cgroups() -> dict[str, str]:
     return found
 
 
-def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
+def cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
     """``(fstype, mount point, root within the hierarchy, options)`` of cgroup mounts."""
     found: list[tuple[str, str, str, list[str]]] = []
     if not _LINUX:
@@ -415,7 +436,7 @@ def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
     return found
 
 
-def _beneath(point: str, root: str, own: str) -> str | None:
+def beneath(point: str, root: str, own: str) -> str | None:
     """The folder of cgroup ``own`` in a hierarchy mounted at ``point`` from ``root``."""
     root = root.rstrip("/")
     if own != root and not own.startswith(root + "/"):

@@ -14,8 +14,11 @@ rest of the process's life, the same way for every profile:
   same and exits 130. A second signal, or disposal overrunning its bound, exits at once.
   The exit of the SDK program that started the runtime (``DSH_PARENT_PID``,
   :mod:`dsh.runtime.kernel.parentwatch`) counts as a SIGTERM.
-* Child processes still alive at the end are killed: none outlives the runtime; and none
-  can read the runtime's own environment (:func:`dsh.core.process.protect_parent`).
+* Child processes still alive at the end are killed: none outlives the runtime, nor does
+  anything they started (:func:`dsh.core.process.contain`: containers, the runtime as
+  subreaper, a record in the home by which the next start ends what a SIGKILLed runtime
+  left); and none can read the runtime's own environment
+  (:func:`dsh.core.process.protect_parent`).
 * The profile's plugin environment (``dsh plugin``) is on ``sys.path`` before anything
   loads; a ``live`` profile gets a :class:`~dsh.runtime.kernel.reloader.Reloader` while running
   (a ``startup`` one never imports it: no watcher thread, no OS watch handle).
@@ -81,6 +84,11 @@ def run(launch: Launch) -> int:
 
     reserve_app_stdio()
     _log_to_stderr(launch)
+    from dsh.core.process import contain
+
+    ended = contain(launch.home)  # what a killed runtime of this home left ends first
+    if ended:
+        log.warning("ended %d processes that a killed dsh runtime left running", ended)
     return _Process(kernel, main, list(launch.app_args)).run()
 
 
@@ -195,6 +203,9 @@ class _Process:
         loop = asyncio.get_running_loop()
         self._install_signals(loop)
         unwatch = watch_parent(loop, lambda: self._on_signal(signal.SIGTERM))
+        from dsh.core.process import watch_orphans
+
+        unreap = watch_orphans(loop)
         try:
             await self._kernel.start()
             self._start_reloader()
@@ -210,6 +221,8 @@ class _Process:
             await self._dispose()
             if unwatch is not None:
                 unwatch()
+            if unreap is not None:
+                unreap()
         return self._code
 
     def _start_reloader(self) -> None:

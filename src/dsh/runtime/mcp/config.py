@@ -3,8 +3,11 @@
 Two sources, one :class:`ServerSpec`:
 
 * the row's ``config.servers`` (:func:`from_row`): ``{name, command, args, env: [NAMES],
-  cwd?}`` or ``{name, url, headers: {Header: ENV_NAME}}``; values come from the launch's
-  environment snapshot when the server connects, so a profile never holds a secret;
+  secret_env: [NAMES], cwd?}`` or ``{name, url, headers: {Header: ENV_NAME}}``; values
+  come from the launch's environment snapshot when the server connects, so a profile never
+  holds a secret. A value named in ``env`` that looks like a credential
+  (:func:`dsh.runtime.kernel.envpolicy.secret_value`) is withheld and reported; naming it
+  in ``secret_env`` instead passes it on deliberately (a token the server needs);
 * the ACP shape a client sends (:func:`from_client`): stdio ``{name, command, args,
   env: [{name, value}]}``, http ``{type: "http", name, url, headers: [{name, value}]}``
   with literal values (the client owns them).
@@ -22,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError
+from dsh.runtime.kernel.envpolicy import secret_value
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 TOOL_NAME_MAX = 64
@@ -33,21 +37,23 @@ DEFAULTS = {"startup_timeout_s": 8.0, "call_timeout_s": 60.0, "max_result_chars"
 """Row-level defaults; each server may override them. ``startup_timeout_s`` stays under
 agent-core's ``hook_budget_s`` (10 s), which bounds how long a turn waits for a server."""
 
-_SERVER_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "headers",
-                          *DEFAULTS})
+_SERVER_KEYS = frozenset({"name", "command", "args", "env", "secret_env", "cwd", "url",
+                          "headers", *DEFAULTS})
 
 
 class ServerSpec(NamedTuple):
     """One server to connect: stdio (``command``) or streamable HTTP (``url``).
 
-    ``env_names`` / ``header_envs`` are read from the environment snapshot at connect time;
-    ``env_values`` / ``header_values`` are literal (from a client).
+    ``env_names`` / ``header_envs`` are read from the environment snapshot at connect time
+    (``secret_names`` too, passed on even when their values look secret); ``env_values`` /
+    ``header_values`` are literal (from a client, whose own choice they are).
     """
 
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
     env_names: tuple[str, ...] = ()
+    secret_names: tuple[str, ...] = ()
     env_values: Mapping[str, str] = _EMPTY
     cwd: str | None = None
     url: str | None = None
@@ -62,10 +68,16 @@ class ServerSpec(NamedTuple):
         """``stdio`` or ``http``."""
         return "stdio" if self.command is not None else "http"
 
-    def resolved_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The child's extra environment; a named variable that is unset is a ValueError."""
+    def resolved_env(self, env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """The child's extra environment, and what was withheld (name -> what its value
+        looks like: ``a GitHub token``); a named variable that is unset is a ValueError."""
         values = {name: _lookup(env, name, f"env {name}") for name in self.env_names}
-        return {**values, **self.env_values}
+        withheld = {name: what for name, value in values.items()
+                    if (what := secret_value(value)) is not None}
+        secrets = {name: _lookup(env, name, f"secret_env {name}")
+                   for name in self.secret_names}
+        kept = {k: v for k, v in values.items() if k not in withheld}
+        return {**kept, **secrets, **self.env_values}, withheld
 
     def resolved_headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The HTTP headers; a header whose variable is unset is a ValueError."""
@@ -136,20 +148,24 @@ def _from_row_entry(raw: Mapping[str, Any], config: Mapping[str, Any], where: st
         names = raw.get("env", [])
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise fail(".env", "expected a list of environment variable names")
+        secret = raw.get("secret_env", [])
+        if not isinstance(secret, list) or not all(isinstance(n, str) and n for n in secret):
+            raise fail(".secret_env", "expected a list of environment variable names")
         cwd = raw.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise fail(".cwd", "expected a string")
         if "headers" in raw:
             raise fail(".headers", "only for a 'url' server")
-        return ServerSpec(name, command=command, args=tuple(args), env_names=tuple(names),
-                          cwd=cwd, **limits)
+        return ServerSpec(name, command=command, args=tuple(args),
+                          env_names=tuple(n for n in names if n not in secret),
+                          secret_names=tuple(secret), cwd=cwd, **limits)
     url, headers = raw["url"], raw.get("headers", {})
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise fail(".url", "expected an http:// or https:// URL")
     if not isinstance(headers, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) and v for k, v in headers.items()):
         raise fail(".headers", "expected a mapping of header name to environment variable name")
-    for key in ("args", "env", "cwd"):
+    for key in ("args", "env", "secret_env", "cwd"):
         if key in raw:
             raise fail(f".{key}", "only for a 'command' server")
     return ServerSpec(name, url=url, header_envs=dict(headers), **limits)

@@ -14,11 +14,9 @@ handed once to ``report``; its tools vanish with it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
-import tempfile
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import Any
 
 from dsh._version import __version__
 from dsh.core.errors import (
@@ -30,6 +28,7 @@ from dsh.core.errors import (
 )
 from dsh.runtime.mcp.config import ServerSpec, tool_name
 from dsh.runtime.mcp.session import ClientSession, Transport
+from dsh.runtime.mcp.stdio import StderrTail, StdioTransport
 from dsh.runtime.mcp.tools import McpTool, SchemaError, parameters
 
 _STDERR_TAIL = 300
@@ -126,26 +125,25 @@ class Connection:
     # -- the connection's task ------------------------------------------------------------
 
     async def _run(self) -> None:
-        with contextlib.ExitStack() as files:
-            # A stdio server's stderr goes to a file: its last line explains a failure.
-            errlog = (files.enter_context(tempfile.TemporaryFile())
-                      if self.spec.transport == "stdio" else None)
-            try:
-                lost = await self._serve(errlog)
-            except Exception as exc:
-                self._fail("failed to start" if self.state is State.STARTING else "stopped",
-                           self._explain(exc, errlog))
-            else:
-                if lost is not None:
-                    self._fail("stopped", lost + self._tail(errlog))
-            finally:
-                self._session = None
-                self.tools = {}
-                if self.state is not State.FAILED:
-                    self.state = State.CLOSED
-                self._settled.set()
+        # The end of a stdio server's stderr: its last line explains a failure.
+        errlog = StderrTail() if self.spec.transport == "stdio" and self._stderr_tail \
+            else None
+        try:
+            lost = await self._serve(errlog)
+        except Exception as exc:
+            self._fail("failed to start" if self.state is State.STARTING else "stopped",
+                       self._explain(exc, errlog))
+        else:
+            if lost is not None:
+                self._fail("stopped", lost + self._tail(errlog))
+        finally:
+            self._session = None
+            self.tools = {}
+            if self.state is not State.FAILED:
+                self.state = State.CLOSED
+            self._settled.set()
 
-    async def _serve(self, errlog: IO[bytes] | None) -> str | None:
+    async def _serve(self, errlog: StderrTail | None) -> str | None:
         """Connect, list, publish, hold open; the reason if the server went away by itself."""
         session = ClientSession(self._transport(errlog),
                                 {"name": "dsh", "version": __version__}, self._wake.set)
@@ -168,13 +166,18 @@ class Connection:
         listed = await session.list_tools(_MAX_PAGES)
         self._publish(session, listed)
 
-    def _transport(self, errlog: IO[bytes] | None) -> Transport:
+    def _transport(self, errlog: StderrTail | None) -> Transport:
         spec = self.spec
         if spec.transport == "stdio":
-            from dsh.runtime.mcp.stdio import StdioTransport
 
-            return StdioTransport(spec.command or "", list(spec.args),
-                                  spec.resolved_env(self._env), spec.cwd or self._cwd, errlog)
+            env, withheld = spec.resolved_env(self._env)
+            if self._report is not None:
+                for name, what in sorted(withheld.items()):
+                    self._report(self, f"MCP server '{self.name}': env {name} withheld: its "
+                                       f"value looks like {what}; name it in the server's "
+                                       "secret_env to pass it on")
+            return StdioTransport(spec.command or "", list(spec.args), env,
+                                  spec.cwd or self._cwd, errlog)
         from dsh.runtime.mcp.streamable_http import StreamableHttpTransport
 
         return StreamableHttpTransport(spec.url or "", spec.resolved_headers(self._env))
@@ -211,7 +214,7 @@ class Connection:
         if self._report is not None:
             self._report(self, self.failure)
 
-    def _explain(self, exc: BaseException, errlog: IO[bytes] | None) -> str:
+    def _explain(self, exc: BaseException, errlog: StderrTail | None) -> str:
         if isinstance(exc, JsonRpcError):  # an error answer (a ProtocolError too: first)
             reason = f"{exc.message} (code {exc.code})"
         elif isinstance(exc, ProtocolError):
@@ -233,18 +236,10 @@ class Connection:
             reason = _short(exc)
         return reason + self._tail(errlog)
 
-    def _tail(self, errlog: IO[bytes] | None) -> str:
+    def _tail(self, errlog: StderrTail | None) -> str:
         """``; stderr: <last line>`` of a stdio server, bounded; empty when there is none."""
-        if errlog is None or not self._stderr_tail:
-            return ""
-        try:
-            errlog.seek(0, 2)
-            size = errlog.tell()
-            errlog.seek(max(size - 4096, 0))
-            lines = errlog.read().decode("utf-8", "replace").strip().splitlines()
-        except (OSError, ValueError):
-            return ""
-        return f"; stderr: {lines[-1][-_STDERR_TAIL:]}" if lines else ""
+        line = errlog.last_line() if errlog is not None else ""
+        return f"; stderr: {line[-_STDERR_TAIL:]}" if line else ""
 
 
 def _short(exc: BaseException) -> str:

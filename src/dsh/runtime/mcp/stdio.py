@@ -1,21 +1,30 @@
 """The stdio transport: a server process, one JSON-RPC message per line each way.
 
-The child gets the few variables a program needs to run (``HOME``, ``PATH``, ``USER``...,
-as the MCP SDKs pass them) plus the server's own, never the runtime's whole environment:
-credentials meant for dsh's model provider stay in dsh. It starts through
-:mod:`dsh.core.process`: a group of its own, tied to the runtime, so a killed runtime leaves no
-server behind; :meth:`StdioTransport.close` closes its stdin, gives it
-:data:`STDIN_GRACE_S` to leave, then stops its whole process group.
+The child gets the few variables a program needs to run (the policy's ``core``:
+``HOME``, ``PATH``, ``USER``, locale, time zone..., as the MCP SDKs pass them, minus any
+value that looks like a credential) plus the server's own, never the runtime's whole
+environment: credentials meant for dsh's model provider stay in dsh. It starts through
+:mod:`dsh.core.process`: a group and a container of its own, tied to the runtime, so
+neither a stop nor a killed runtime leaves the server or anything it started behind;
+:meth:`StdioTransport.close` closes its stdin, gives it :data:`STDIN_GRACE_S` to leave,
+then stops it with everything it started.
+
+Its stderr is read as it comes and only the last :data:`STDERR_KEEP` bytes are kept
+(:class:`StderrTail`), for the line that explains a failure: a server that writes
+gigabytes of logs costs that much reading, never that much memory or disk.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import IO, Any
+from typing import Any
 
 from dsh.core import jsonrpc, process
 from dsh.core.errors import ConnectionClosedError, ProtocolError
+from dsh.runtime.kernel.envpolicy import EnvPolicy
 
 STDIN_GRACE_S = 0.5
 """Seconds a server has to exit after its stdin closes, before SIGTERM (well-behaved
@@ -25,32 +34,67 @@ TERM_GRACE_S = 1.0
 MAX_LINE = 64 * 1024 * 1024
 """The longest message line read; a longer one is a protocol error, not unbounded memory."""
 _READ_CHUNK = 256 * 1024
-INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
-"""Variables of the runtime's environment every server gets (when set)."""
+STDERR_KEEP = 64 * 1024
+"""Bytes of a server's stderr kept (its last ones)."""
+_STDERR_CHUNK = 64 * 1024
+_STDERR_DRAIN_S = 0.5
+"""How long a stopped server's stderr is still read for its last words (a process it
+left behind may hold the pipe open for ever)."""
+INHERITED = EnvPolicy(inherit="core")
+"""What of the runtime's environment every server gets: the core names, secrets left out."""
+
+
+class StderrTail:
+    """The last ``keep`` bytes of a stream, whatever its length: a ring over a buffer."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        self.keep = keep
+        self.total = 0
+        self._data = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        """Take the next piece; older bytes beyond ``keep`` are dropped."""
+        self.total += len(data)
+        self._data += data[-self.keep:]
+        if len(self._data) > self.keep:
+            del self._data[:-self.keep]
+
+    def last_line(self) -> str:
+        """The last non-empty line kept (empty when there is none)."""
+        lines = self._data.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
 
 
 class StdioTransport:
-    """``command args`` in ``cwd`` with ``env`` added; its stderr goes to ``errlog``."""
+    """``command args`` in ``cwd`` with ``env`` added; the end of its stderr is kept in
+    ``stderr`` (None: stderr is discarded)."""
 
     def __init__(self, command: str, args: list[str], env: Mapping[str, str], cwd: str,
-                 errlog: IO[bytes] | None) -> None:
+                 stderr: StderrTail | None) -> None:
         self.protocol_version: str | None = None
         self._command = command
         self._args = args
         self._env = env
         self._cwd = cwd
-        self._errlog = errlog
+        self._stderr = stderr
         self._proc: process.AsyncChild | None = None
+        self._pump: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         """Spawn the server; ``FileNotFoundError`` when its command is not found."""
-        env = {k: os.environ[k] for k in INHERITED
-               if k in os.environ and not os.environ[k].startswith("()")}
+        env = {k: v for k, v in INHERITED.build(os.environ).items() if not v.startswith("()")}
         env.update(self._env)
         self._proc = await process.spawn_async(
             [self._command, *self._args], env=env, cwd=self._cwd, stdin=process.PIPE,
             stdout=process.PIPE,
-            stderr=self._errlog if self._errlog is not None else process.DEVNULL)
+            stderr=process.PIPE if self._stderr is not None else process.DEVNULL)
+        if self._stderr is not None:
+            self._pump = asyncio.ensure_future(self._read_stderr(self._stderr))
+
+    async def _read_stderr(self, tail: StderrTail) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        while chunk := await self._proc.stderr.read(_STDERR_CHUNK):
+            tail.feed(chunk)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one line; :class:`ConnectionClosedError` when the server's stdin is gone."""
@@ -90,3 +134,7 @@ class StdioTransport:
             proc.stdin.close()
         await proc.exited(STDIN_GRACE_S)
         await proc.stop(TERM_GRACE_S)
+        if self._pump is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._pump), _STDERR_DRAIN_S)
+            self._pump.cancel()

@@ -18,9 +18,10 @@ the job id at once; the model then reads the job with these tools. The table's r
   stdout and stderr merged. ``job_kill``, the end of its session (``session_end``) and the
   end of the runtime (the row's ``dispose``) send SIGTERM to the whole group, SIGKILL after a
   short grace, and wait for the shell to be reaped. A finished job stays readable until its
-  session ends. Leftovers of a job whose shell already exited (``sleep 100 &``) live on
-  until one of those moments too: the job is the group, not just its shell. Cancelling a
-  turn does not stop its jobs: they belong to the session.
+  session ends. Leftovers of a job whose shell already exited (``sleep 100 &``, or a
+  daemon that left the group) live on until one of those moments too: the job is its
+  container (:mod:`dsh.core.containers`: the group and everything it started), not just
+  its shell. Cancelling a turn does not stop its jobs: they belong to the session.
 
 Processes start and stop through :mod:`dsh.core.process`, with the row's resource limits.
 """
