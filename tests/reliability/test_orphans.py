@@ -17,6 +17,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 from faultkit import OFFLINE_PATCH, SETTLE, Figure, eventually
 from proctable import argv0
+from sandboxrungs import LANDLOCK_WAYS, Arranged, arrange, skip_reason
 
 from dsh.core import containers, process
 
@@ -53,12 +55,17 @@ def _how(mechanism: str) -> str:
     return proc.stdout.strip()
 
 
+def _usable(mechanism: str) -> str:
+    """``mechanism``, or the test skipped when this machine does not offer it."""
+    how = _how(mechanism)
+    if not how.startswith(MECHANISMS[mechanism]):
+        pytest.skip(f"{mechanism} is not available here: {how}")
+    return mechanism
+
+
 @pytest.fixture(params=list(MECHANISMS))
 def mechanism(request: pytest.FixtureRequest) -> str:
-    how = _how(request.param)
-    if not how.startswith(MECHANISMS[request.param]):
-        pytest.skip(f"{request.param} is not available here: {how}")
-    return str(request.param)
+    return _usable(str(request.param))
 
 
 def token() -> str:
@@ -90,7 +97,8 @@ class Runtime:
     """A real ``dsh --profile sdk`` on ``home`` with the scripted model and ``steps``."""
 
     def __init__(self, tmp: Path, home: Path, mechanism: str, steps: list[dict[str, Any]],
-                 name: str, rows: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+                 name: str, rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
+                 env: dict[str, str] | None = None, wrapper: list[str] | None = None) -> None:
         work = tmp / "work"
         work.mkdir(exist_ok=True)
         script = tmp / f"{name}.json"
@@ -102,7 +110,8 @@ class Runtime:
         self.work = work
         self.kept: list[dict[str, Any]] = []
         self.proc = RuntimeProcess("sdk", [OFFLINE_PATCH, patch], cwd=work, env={
-            "DSH_HOME": str(home), process.CONTAINMENT_ENV: mechanism})
+            "DSH_HOME": str(home), process.CONTAINMENT_ENV: mechanism, **(env or {})},
+            wrapper=wrapper or [])
         self.proc.initialize(work, provider="scripted", model="scripted")
 
     def prompt(self, **params: Any) -> None:
@@ -383,3 +392,128 @@ def test_a_command_that_escapes_in_a_loop_is_contained(
     finally:
         runtime.proc.finish()
     figure("orphans left", 0)
+
+
+# -- on the sandbox's Landlock rung ----------------------------------------------------------
+
+
+CGROUPS = ("cgroup-v2", "cgroup-v1")
+LANDLOCK_SHELL = [{"id": "tools:shell", "merge": {"config": {
+    "sandbox": {"mode": "workspace-write"}, "limits": {"cgroup": False}}}}]
+"""The shipped sandbox back on, and no limits cgroup: the command's one cgroup is its
+container, which it must join by itself before it is confined."""
+
+
+def _landlock(way: str, tmp: Path) -> Arranged:
+    if why := skip_reason(way):
+        pytest.skip(why)
+    return arrange(way, tmp)
+
+
+def _container_lines(text: str, runtime: int) -> list[str]:
+    """The ``/proc/self/cgroup`` lines in ``text`` naming a container of ``runtime``."""
+    return [line for line in text.splitlines()
+            if re.fullmatch(rf"\d+:[\w,=]*:/(.*/)?dsh-{runtime}\.\d+-\d+", line)]
+
+
+@pytest.mark.parametrize("way", LANDLOCK_WAYS)
+@pytest.mark.parametrize("mechanism", CGROUPS)
+def test_a_landlock_confined_command_starts_in_a_cgroup_of_its_own_and_goes_whole(
+        tmp_path: Path, dsh_home: Path, mechanism: str, way: str, figure: Figure) -> None:
+    """On the Landlock rung (each way there) with no limits cgroup, a command joins its
+    container in its child, before it is confined (a join wrapper running after the
+    confinement would need a ``cgroup.procs`` the rung does not grant, and the command
+    would not start): it runs, it and a ``setsid`` grandchild are in the one cgroup named
+    after the runtime, and the grandchild is gone when the command stops."""
+    _usable(mechanism)
+    arranged = _landlock(way, tmp_path)
+    name = token()
+    grandchild = (f"setsid -f bash -c 'cat /proc/self/cgroup > orphan.tmp && "
+                  f"mv orphan.tmp orphan.txt; exec -a {name} sleep 120'")
+    steps = [bash(f"ls /tmp >/dev/null 2>&1 || echo host-tmp-refused; cat /proc/self/cgroup; "
+                  f"{grandchild}; until [ -s orphan.txt ]; do sleep 0.05; done; "
+                  "echo started"), {"text": "done"}]
+    runtime = Runtime(tmp_path, dsh_home, mechanism, steps, "landlock", rows=LANDLOCK_SHELL,
+                      env=arranged.env, wrapper=arranged.wrapper)
+    pid = runtime.proc.proc.pid
+    try:
+        runtime.prompt()
+        (text,) = results(runtime.idle())
+        left = orphans(name)  # the command has stopped: its container was emptied
+        runtime.exit_cleanly()
+    finally:
+        runtime.proc.finish()
+    assert "host-tmp-refused" in text and "started" in text, text  # Landlock, and it ran
+    mine = _container_lines(text, pid)
+    assert len(mine) == 1, text  # one container, in the hierarchy asked for
+    assert mine[0].startswith("0::") == (mechanism == "cgroup-v2"), mine
+    assert _container_lines((runtime.work / "orphan.txt").read_text(), pid) == mine
+    assert left == [], f"{len(left)} grandchildren outlived the confined command"
+    figure("orphans left", len(left))
+
+
+@pytest.mark.parametrize("sandbox", ["workspace-write", "off"])
+@pytest.mark.parametrize("mechanism", CGROUPS)
+def test_a_landlock_confined_command_cannot_write_any_cgroup_procs(
+        tmp_path: Path, dsh_home: Path, mechanism: str, sandbox: str) -> None:
+    """A confined command tries to pull an outside process into its container (which its
+    stop then kills), to make a cgroup, and to move itself to its runtime's cgroup and to
+    another cgroup: each is refused, and nothing moved. ``off`` is the control: the same
+    command unsandboxed, as root, does all four (so the refusals are the rung's)."""
+    _usable(mechanism)
+    arranged = _landlock("landlock-docker-bwrap", tmp_path)
+    if sandbox == "off" and os.geteuid() != 0:
+        pytest.skip("the control needs root (who may write any cgroup.procs)")
+    parent = Path(containers.sites(mechanism)[0].parent)  # the runtime's own cgroup
+    target = parent / f"escape-target-{os.getpid()}"
+    made = parent / f"escape-made-{os.getpid()}"
+    target.mkdir()
+    stranger = subprocess.Popen(["sleep", "120"])
+    before = Path(f"/proc/{stranger.pid}/cgroup").read_text()
+    command = "; ".join([
+        "own=$(grep -o 'dsh-[0-9.]*-[0-9]*' /proc/self/cgroup | head -1)",
+        f'{{ echo {stranger.pid} > "{parent}/$own/cgroup.procs" && echo pulled-in; }}',
+        f"{{ mkdir {made} && echo made; }}",
+        f"{{ echo $$ > {parent}/cgroup.procs && echo moved-to-parent; }}",
+        f"{{ echo $$ > {target}/cgroup.procs && echo moved-to-target; }}",
+        "cat /proc/self/cgroup"])
+    rows = [{"id": "tools:shell", "merge": {"config": {"sandbox": {"mode": sandbox},
+                                                       "limits": {"cgroup": False}}}}]
+    runtime = Runtime(tmp_path, dsh_home, mechanism, [bash(f"{command} 2>&1"),
+                                                      {"text": "done"}],
+                      "escape", rows=rows, env=arranged.env)
+    pid = runtime.proc.proc.pid
+    try:
+        runtime.prompt()
+        (text,) = results(runtime.idle())
+        runtime.exit_cleanly()
+        words = [w for w in ("pulled-in", "made", "moved-to-parent", "moved-to-target")
+                 if re.search(rf"^{w}$", text, re.M)]
+        if sandbox == "off":
+            assert len(words) == 4, text
+            assert stranger.wait(SETTLE) == -signal.SIGKILL  # pulled in, killed at the stop
+            return
+        assert words == [], text
+        assert text.count("Permission denied") == 4, text
+        assert len(_container_lines(text, pid)) == 1, text  # still in its container
+        assert stranger.poll() is None, "an outside process was pulled in and killed"
+        assert Path(f"/proc/{stranger.pid}/cgroup").read_text() == before
+        assert (target / "cgroup.procs").read_text() == ""
+        assert not made.exists()
+    finally:
+        runtime.proc.finish()
+        if stranger.poll() is None:
+            stranger.kill()
+            stranger.wait()
+        for folder in (made, target):
+            eventually(lambda f=folder: _removed(f), f"{folder} removed")
+
+
+def _removed(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
