@@ -1,8 +1,10 @@
 """Fixtures shared by every suite: a private home and cwd per test, and the real ``dsh``.
 
 Every test runs with ``DSH_HOME`` pointing at its own fresh folder (created, 0700), no
-other ``DSH_*`` variable, and the working directory set to a fresh folder, so no test can
-read or write a developer's ``~/.dsh`` or pick up a stray ``.env``. ``run_dsh`` spawns the
+other ``DSH_*`` variable but ``DSH_CONTAINMENT`` (which containment the runtimes use: a
+run of the suite may pin one, as a CI matrix does), and the working directory set to a
+fresh folder, so no test can read or write a developer's ``~/.dsh`` or pick up a stray
+``.env``. ``run_dsh`` spawns the
 real launcher as a process with the interpreter under test (``python -m dsh``).
 """
 
@@ -70,11 +72,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"needs {where}: {rule[1]}"))
 
 
+KEPT = "DSH_CONTAINMENT"
+"""The one ``DSH_*`` variable a test run keeps (``dsh.core.process.CONTAINMENT_ENV``)."""
+
+
 @pytest.fixture(autouse=True)
 def dsh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The test's ``DSH_HOME`` (``tmp_path/home``); the cwd becomes ``tmp_path/cwd``."""
     for name in list(os.environ):
-        if name.startswith("DSH_"):
+        if name.startswith("DSH_") and name != KEPT:
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
