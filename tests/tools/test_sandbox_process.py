@@ -340,3 +340,30 @@ def test_dsh_sandbox_stops_the_commands_whole_group_when_it_is_stopped(
         time.sleep(0.02)
     else:
         pytest.fail("what the command started outlived dsh sandbox")
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_dsh_sandbox_contains_the_command_as_a_runtime_does(tmp_path: Path, way: str) -> None:
+    """The command gets its container's marker, as the model's does, and a ``setsid``
+    grandchild (out of its group and its parent) is gone when ``dsh sandbox`` returns."""
+    usable(way)
+    arranged = arrange(way, tmp_path)
+    work = tmp_path / "project"
+    work.mkdir()
+    name = f"dsh-sandbox-orphan-{os.getpid()}-{len(way)}"
+    command = (f"setsid -f bash -c 'exec -a {name} sleep 120'; "
+               f'until pgrep -f "^{name} " >/dev/null; do sleep 0.05; done; '
+               'echo "marker=${DSH_CONTAINER:-none}"')
+    done = subprocess.run(
+        [*arranged.wrapper, sys.executable, "-m", "dsh", "sandbox", "--quiet", "--", "bash",
+         "-c", command],
+        cwd=work, env={**os.environ, **arranged.env}, capture_output=True, text=True,
+        timeout=60, check=False)
+    assert done.returncode == 0, done
+    assert done.stdout.startswith("marker=") and "marker=none" not in done.stdout, done
+    for _ in range(300):
+        if not _running(f"{name} 120"):
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the command's setsid grandchild outlived dsh sandbox")

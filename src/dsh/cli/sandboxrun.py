@@ -27,7 +27,10 @@ What it prints and returns, exactly:
   could not be confined; 127 when the program was not found; 2 for a bad profile or
   config.
 
-Whatever the group leaves running when the command exits is killed, as after a tool call.
+Whatever the command leaves running when it exits is killed, as after a tool call: it runs
+in a container of its own (:func:`dsh.core.process.contain`, a cgroup or the subreaper's
+marker), so a process that left its group goes too; and, as a runtime's start does, what
+killed runtimes of the home left running is ended first.
 """
 
 from __future__ import annotations
@@ -68,7 +71,13 @@ def run(home: Path, profile: str, patches: Sequence[str], cwd: Path, argv: Seque
     if not argv:
         raise ConfigError("dsh sandbox needs a command after --")
     found = _shell_row(home, profile, list(patches), cwd, row)
-    return asyncio.run(_run(found, argv, cwd, quiet=quiet))
+    from dsh.core import process
+
+    process.contain(home)  # in a container of its own, as a runtime's command is
+    try:
+        return asyncio.run(_run(found, argv, cwd, quiet=quiet))
+    finally:
+        process.kill_children()  # whatever is left, and the record with it
 
 
 class _Row:
