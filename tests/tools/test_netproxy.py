@@ -180,11 +180,12 @@ def test_the_relay_hands_each_connection_to_the_proxy(
     """The relay as a sandboxed command runs it (here outside a sandbox, on a free port):
     it listens, execs the command, and every connection it accepts is served by the
     proxy in this process; the frozen runtime's entry (``--dsh-netrelay``) runs the
-    same source."""
-    import subprocess
+    same source. Run as a sandboxed command is, in a process group of its own that is
+    killed at the end: the relay's accepting child outlives the command by design (a
+    sandbox's pid namespace or container ends it), and must not outlive the test."""
     import sys
 
-    from dsh.core import netrelay
+    from dsh.core import netrelay, process
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -203,9 +204,8 @@ def test_the_relay_hands_each_connection_to_the_proxy(
         proxy = Proxy(AllowList([f"127.0.0.1:{server}"], "S"))
         proxy.listen_relay(path)
         try:
-            done = await asyncio.to_thread(subprocess.run, argv, capture_output=True,
-                                           timeout=30, check=False)
-            return done.stdout + done.stderr
+            done = await asyncio.to_thread(process.run, argv, timeout=30)
+            return bytes(done.stdout + done.stderr)
         finally:
             await proxy.close()
 
