@@ -328,6 +328,8 @@ class Turn:
         data = events.placed(self.number, self._step, message)
         if answer.error is not None:
             data["error"] = dict(answer.error)
+        if result.diff is not None:
+            data["diff"] = dict(result.diff)
         extra = dict(events.APPEND)
         if call_seq is not None:
             extra["sourceEventSeqs"] = [call_seq]

@@ -45,12 +45,15 @@ class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
-    :attr:`ToolContext.images_supported` says the model can take them.
+    :attr:`ToolContext.images_supported` says the model can take them. ``diff`` is for
+    clients, never the model: a file change (:func:`dsh.runtime.tools.filediff.file_diff`)
+    the agent puts in the ``tool/result`` event's ``data.diff``.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    diff: Mapping[str, Any] | None = None
 
 
 def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
