@@ -82,7 +82,10 @@ def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, 
     home_path = resolve_home(home or inv.home)
     runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict)
     data = runner.run(live=live)
-    _emit("doctor", profile, as_json, data, doctor_mod.render)
+    from dsh.core.termstyle import wants_color
+
+    color = not as_json and wants_color("auto", sys.stdout.fileno())
+    _emit("doctor", profile, as_json, data, lambda d: doctor_mod.render(d, color=color))
     if data["failed"]:
         sys.exit(1)
 
@@ -103,8 +106,10 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
     rows = info_mod.collect(home_path, home or inv.home)["profiles"]
 
     def render(data: dict[str, Any]) -> str:
+        from dsh.core.termtext import visible  # a broken profile's error quotes its file
+
         return "".join(
-            f"{r['id']}\tERROR {r['error']}\n" if "error" in r
+            f"{r['id']}\tERROR {visible(r['error'], one_line=True)}\n" if "error" in r
             else f"{r['id']}\t{r['patchReload']}\t{', '.join(r['bundles'])}\n"
             for r in data["profiles"]
         )

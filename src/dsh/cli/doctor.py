@@ -270,9 +270,20 @@ class Doctor:
         return "ok", f"{manifest.get('version')} ({manifest.get('platform')}), checksums verified"
 
 
-def render(data: dict[str, Any]) -> str:
-    """The text projection of the doctor document."""
-    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-    lines = [f"[{marks[c['status']]}] {c['id']}: {c['message']}" for c in data["checks"]]
+def render(data: dict[str, Any], *, color: bool = False) -> str:
+    """The text projection of the doctor document.
+
+    Messages quote files, plugins' own words and servers' answers, so each goes through
+    :func:`dsh.core.termtext.visible` (one line per check); ``color`` marks the status
+    with dsh's own styling, added after.
+    """
+    from dsh.core.termstyle import Style
+    from dsh.core.termtext import visible
+
+    paint = Style(color).paint
+    marks = {"ok": paint("ok  ", "green"), "warn": paint("WARN", "yellow"),
+             "fail": paint("FAIL", "bold", "red")}
+    lines = [f"[{marks[c['status']]}] {visible(c['id'], one_line=True)}: "
+             f"{visible(c['message'], one_line=True)}" for c in data["checks"]]
     lines.append(f"{data['failed']} check(s) failed" if data["failed"] else "all checks passed")
     return "\n".join(lines) + "\n"

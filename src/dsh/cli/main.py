@@ -2,8 +2,10 @@
 
 ``main`` is the single exit point (click's habit): commands raise typed
 :class:`~dsh.core.errors.DshError`\\ s and the handler here prints one line and exits with the
-error's code. Heavy modules (YAML, click, the runtime) are imported only on the paths that
-need them, so ``dsh --version`` and ``dsh -h`` stay fast.
+error's code. Error and warning lines often quote what dsh did not write (a patch file's
+value, a peer's message), so they pass through :func:`dsh.core.termtext.visible` first.
+Heavy modules (YAML, click, the runtime) are imported only on the paths that need them, so
+``dsh --version`` and ``dsh -h`` stay fast.
 """
 
 from __future__ import annotations
@@ -126,9 +128,13 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
                 created.path.parent.rmdir()  # the profiles folder, if this made it
         raise
     resolved.files.cache.save()
-    for warning in (*(prepared.env.warnings if prepared is not None else ()),
-                    *resolved.tree.warnings):
-        sys.stderr.write(f"dsh: warning: {warning}\n")
+    warnings = (*(prepared.env.warnings if prepared is not None else ()),
+                *resolved.tree.warnings)
+    if warnings:
+        from dsh.core.termtext import visible  # they quote patch files, values, names
+
+        for warning in warnings:
+            sys.stderr.write(f"dsh: warning: {visible(warning)}\n")
     if prepared is None:
         document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
         if inv.json:
@@ -177,7 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = _run(args)
     except DshError as exc:
-        sys.stderr.write(f"dsh: error: {exc}\n")
+        from dsh.core.termtext import visible  # errors quote files, values and peers
+
+        sys.stderr.write(f"dsh: error: {visible(str(exc))}\n")
         code = exc.exit_code
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED

@@ -66,7 +66,9 @@ _NEW_PREFIX = "plugin-new."
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"dsh: {text}\n")
+    from dsh.core.termtext import visible  # notes quote pip's output and package names
+
+    sys.stderr.write(f"dsh: {visible(text)}\n")
 
 
 def canonical(name: str) -> str:
