@@ -63,3 +63,16 @@ def test_what_was_never_reported_is_said_to_be_unknown() -> None:
 def test_money_and_duration() -> None:
     assert money(0.00012) == "$0.0001" and money(12.345) == "$12.35"
     assert duration(0.04) == "0.0s" and duration(3600) == "60m 00s"
+
+
+def test_json_to_a_terminal_escapes_what_json_leaves_raw() -> None:
+    import json
+
+    from dsh.runtime.headless.views import json_line
+
+    value = {"text": "a\x1b[2J\x9b2J\u202e\x7f日本"}
+    assert json_line(value, terminal=False) == json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"))
+    shown = json_line(value, terminal=True)
+    assert shown == '{"text":"a\\u001b[2J\\u009b2J\\u202e\\u007f日本"}'
+    assert json.loads(shown) == value
