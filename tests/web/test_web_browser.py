@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from webkit import REPO, WebProcess, write_patch
 
@@ -402,8 +403,17 @@ def test_turn_errors_usage_and_the_session_list(tmp_path: Path) -> None:
             expect(items).to_have_text(["no session matches"])
             page.fill("#session-filter", "")
             expect(items).to_have_count(2)
-            meta = page.inner_text("#sessions li:first-child .meta")
-            assert "idle" in meta
+            # With the listing's summaries (updatedAt, turns, costUsd) each session says
+            # how old it is and how many turns it had, newest first; without them, its
+            # status only.
+            listing = httpx.get(f"{web.base}/api/sessions",
+                                headers={"Authorization": f"Bearer {web.token}"}).json()
+            metas = page.locator("#sessions li .meta").all_inner_texts()
+            if "turns" in listing["sessions"][0]:
+                assert metas == ["just now · 1 turn · idle", "just now · 3 turns · idle"]
+                assert page.inner_text("#sessions li:first-child .title") == "beta question"
+            else:
+                assert metas == ["idle", "idle"]
             page.screenshot(path=str(tmp_path / "sessions.png"), full_page=True)
             watched.assert_nothing_ran_or_left()
         finally:

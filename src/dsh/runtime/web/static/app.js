@@ -93,9 +93,12 @@ function renderSessions() {
     if (typeof s.turns === "number") {
       meta.append(el("span", "turns", `${s.turns} turn${s.turns === 1 ? "" : "s"}`));
     }
-    const cost = typeof s.costUsd === "number" ? s.costUsd : (s.usage && s.usage.costUsd);
-    if (typeof cost === "number") meta.append(el("span", "cost", dshRender.money(cost)));
+    // A route without prices reports no cost: 0 here means "not priced", not "free".
+    if (typeof s.costUsd === "number" && s.costUsd > 0) {
+      meta.append(el("span", "cost", dshRender.money(s.costUsd)));
+    }
     meta.append(el("span", "status", s.status));
+    for (const part of [...meta.children].slice(1)) part.before(" · ");
     item.append(meta);
     const when = dshRender.when(s.updatedAt ?? s.createdAt);
     item.title = [s.title, s.sessionId, s.cwd, when && `updated ${when}`]
