@@ -20,7 +20,6 @@ runs in the tool's worker thread, with the write.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 MAX_UNIFIED_CHARS = 64 * 1024
@@ -37,6 +36,8 @@ def file_diff(path: str, before: str | None, after: str) -> dict[str, Any]:
     if max(len(before or ""), len(after)) > MAX_DIFF_INPUT_CHARS:
         return omitted(path, kind, f"the file is over {MAX_DIFF_INPUT_CHARS // 1024 // 1024} "
                                    "MiB of text, too large to diff")
+    import difflib  # on the first write, not at boot (spawn to initialize is timed)
+
     old = (before or "").splitlines(keepends=True)
     new = after.splitlines(keepends=True)
     lines = difflib.unified_diff(old, new, "/dev/null" if before is None else f"a/{path}",
