@@ -51,7 +51,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     Command: ("name", "help", "run"),
     ContextRequest: ("session_id", "cwd", "turn"),
     Image: ("mime_type", "data"),
-    ToolResult: ("text", "is_error", "images"),
+    ToolResult: ("text", "is_error", "images", "diff"),
     ToolContext: ("session_id", "env", "cancelled", "get_cwd", "change_cwd", "emit", "history",
                   "images_supported", "boundary"),
     ToolCall: ("session_id", "call_id", "name", "arguments", "cwd", "tool", "can_ask",
