@@ -9,16 +9,19 @@ these, and :func:`paint` never styles text it did not get whole.
 Whether a stream is styled (:func:`wants_color`) follows the common conventions:
 ``--color always`` and ``never`` decide outright; ``auto`` (the default) styles a
 terminal only, and not when ``NO_COLOR`` is set to anything non-empty (no-color.org) or
-``TERM`` is ``dumb``. This module is small and imports nothing, so what only a terminal
-needs stays out of a piped run's imports.
+``TERM`` is ``dumb``. A Windows console obeys escape codes only once asked to
+(:func:`escape_codes_work`); where it cannot be, it is treated as no terminal for styling.
+This module is small and imports nothing at load, so what only a terminal needs stays out
+of a piped run's imports.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
-__all__ = ["CHOICES", "RESET", "Style", "wants_color"]
+__all__ = ["CHOICES", "RESET", "Style", "escape_codes_work", "wants_color"]
 
 CHOICES = ("auto", "always", "never")
 """The values of ``--color``."""
@@ -41,8 +44,30 @@ def wants_color(choice: str, fd: int, env: Mapping[str, str] | None = None) -> b
     if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
         return False
     try:
-        return os.isatty(fd)
+        return os.isatty(fd) and escape_codes_work(fd)
     except OSError:
+        return False
+
+
+def escape_codes_work(fd: int) -> bool:
+    """Whether the terminal at ``fd`` obeys escape codes: always outside Windows; on
+    Windows, once its console is switched to virtual terminal processing (Windows 10 and
+    later; Windows Terminal has it on already)."""
+    if sys.platform != "win32":
+        return True
+    import ctypes
+    import msvcrt
+
+    enable_virtual_terminal_processing = 0x0004
+    try:
+        handle = msvcrt.get_osfhandle(fd)
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        mode = ctypes.c_uint32()
+        if not kernel32.GetConsoleMode(handle, ctypes.byref(mode)):
+            return False
+        return bool(mode.value & enable_virtual_terminal_processing) or bool(
+            kernel32.SetConsoleMode(handle, mode.value | enable_virtual_terminal_processing))
+    except (OSError, AttributeError):
         return False
 
 

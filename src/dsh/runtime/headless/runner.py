@@ -129,7 +129,10 @@ def choose_view(options: Options, out: Any, *, out_terminal: bool,
     err_terminal = _terminal(err_fd) and os.environ.get("TERM") != "dumb"
     if not err_terminal and options.color != "always":
         return QuietView(out, _stderr, plain, out_terminal=out_terminal)
-    from dsh.core.termstyle import Style, wants_color
+    from dsh.core.termstyle import Style, escape_codes_work, wants_color
+
+    # A console that cannot redraw a line (an old Windows one) gets the quiet lines.
+    err_terminal = err_terminal and escape_codes_work(err_fd)
 
     style = Style(wants_color(options.color, err_fd))
     if not err_terminal:  # --color always on a pipe: the quiet lines, coloured
