@@ -116,6 +116,7 @@ class LiveView:
         self._stream_ends_line = True
         self._streamed_step = False
         self._stream_text = _Visible()
+        self._lines_before = False  # progress lines since the model last wrote text
         self._frame = 0
         self._ticker: asyncio.Task[None] | None = None
 
@@ -192,6 +193,9 @@ class LiveView:
             return
         if not self._streaming:
             self._clear_status()
+            if self._lines_before:  # the model speaks again: set off from the tool lines
+                self._err("\n")
+                self._lines_before = False
             self._streaming = True
         self._term.write(shown)
         self._stream_ends_line = shown.endswith("\n")
@@ -230,6 +234,7 @@ class LiveView:
         self._end_stream()
         self._clear_status()
         self._err(line + "\n")
+        self._lines_before = True
         self._draw()
 
     def _set_phase(self, phase: str | None) -> None:
