@@ -133,7 +133,6 @@ def choose_view(options: Options, out: Any, *, out_terminal: bool,
 
     # A console that cannot redraw a line (an old Windows one) gets the quiet lines.
     err_terminal = err_terminal and escape_codes_work(err_fd)
-
     style = Style(wants_color(options.color, err_fd))
     if not err_terminal:  # --color always on a pipe: the quiet lines, coloured
         return QuietView(out, _stderr, style.paint, out_terminal=out_terminal)
