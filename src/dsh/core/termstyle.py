@@ -61,7 +61,7 @@ def escape_codes_work(fd: int) -> bool:
     enable_virtual_terminal_processing = 0x0004
     try:
         handle = msvcrt.get_osfhandle(fd)
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        kernel32 = ctypes.windll.kernel32
         mode = ctypes.c_uint32()
         if not kernel32.GetConsoleMode(handle, ctypes.byref(mode)):
             return False
