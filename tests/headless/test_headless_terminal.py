@@ -81,7 +81,7 @@ THINKING = [
     {"reasoning": "The user wants to know where they are. I will ask the tool.",
      "text": "Let me look.", "delay_ms": 1200,
      "tool_calls": [{"name": "working_directory", "arguments": {}}]},
-    {"reasoning": "Now I know.", "delay_ms": 600, "chunk_delay_ms": 150,
+    {"reasoning": "Now I know.", "delay_ms": 600, "chunk_delay_ms": 250,
      "text": "Streaming answer: alpha bravo charlie delta echo foxtrot golf hotel omega."},
 ]
 
