@@ -150,7 +150,7 @@ class Doctor:
         from dsh.runtime.kernel.loader import resolve as resolve_plugin
 
         # Plugins load from the profile's plugin environment, exactly as the runtime does.
-        add_plugin_dir(resolved.profile.plugin_dir)
+        add_plugin_dir(resolved.plugin_dir)
 
         try:
             env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())

@@ -16,13 +16,7 @@ from pathlib import Path
 
 from dsh._version import __version__
 from dsh.cli import argv as argv_mod
-from dsh.core.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    DshError,
-    ProfileNotFoundError,
-    UsageError,
-)
+from dsh.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, DshError, UsageError
 
 HELP = """\
 usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
@@ -95,9 +89,12 @@ def _run(argv: list[str]) -> int:
 
 
 def _run_profile(inv: argv_mod.Invocation) -> int:
+    """argv to a composed tree, in one direction: the profile is resolved once (created
+    here from a template with ``--from-default-profile``) and handed down to the layers,
+    the composition and the :class:`~dsh.core.launch.Launch`."""
     from dsh.config import profiles
     from dsh.config.resolve import prepare, resolve
-    from dsh.core.home import ensure_dir, resolve_home
+    from dsh.core.home import resolve_home
 
     if inv.dump is not None and inv.app_args:
         raise UsageError(f"{inv.dump} takes no application arguments "
@@ -106,16 +103,14 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     cwd = Path.cwd()
     created = None
     if inv.from_template is not None:
-        profiles.validate_name(inv.profile)
-        ensure_dir(home)
         created = profiles.create_from_template(home, inv.profile, inv.from_template)
     try:
-        resolved = resolve(home, inv.profile, inv.patches, cwd,
-                                  default_only=inv.dump == "--dump-default-config")
+        # `dsh doctr` may mean a command, not a profile: the error says so.
+        resolved = resolve(home, inv.profile, inv.patches, cwd, profile=created,
+                           commands=argv_mod.SUBCOMMANDS,
+                           default_only=inv.dump == "--dump-default-config")
         prepared = None if inv.dump is not None else prepare(
             resolved, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS)
-    except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
-        raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
     except DshError:
         if created is not None:  # bad input writes nothing: take the new profile back
             import contextlib

@@ -22,8 +22,7 @@ from dsh.config.layers import (
     load_user_layers,
 )
 from dsh.config.patchfile import PatchLayer
-from dsh.config.profiles import Profile, load_profile, validate_name
-from dsh.core.home import ensure_dir
+from dsh.config.profiles import Profile, load_profile
 from dsh.core.launch import Launch
 
 # ``auth`` catches HTTP headers such as ``Authorization: Bearer ...`` and ``X-Auth-...``.
@@ -56,10 +55,15 @@ def mask_secrets(value: Any) -> Any:
 
 
 class Resolved(NamedTuple):
-    """Everything the launcher resolved from files before a runtime exists."""
+    """Everything the launcher resolved from files before a runtime exists.
+
+    ``plugin_dir`` is the profile's plugin environment as this launch found it (the live
+    folder, or the one an interrupted ``dsh plugin`` set aside), looked up once.
+    """
 
     home: Path
     profile: Profile
+    plugin_dir: Path
     files: LayerFiles
     bundle_layers: tuple[PatchLayer, ...]
     patch_layers: tuple[PatchLayer, ...]
@@ -67,27 +71,30 @@ class Resolved(NamedTuple):
 
 
 def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
-            *, default_only: bool = False, seed: bool = True) -> Resolved:
+            *, default_only: bool = False, seed: bool = True, profile: Profile | None = None,
+            commands: tuple[str, ...] = ()) -> Resolved:
     """Resolve the profile and compose its layers (bundles only when ``default_only``).
 
-    ``seed`` off is for commands that only read (``dsh doctor``): a shipped template not
-    in the home yet is read from the installation, and nothing is created.
+    The profile is resolved once (:func:`~dsh.config.profiles.load_profile`: name, home,
+    seeding, ``profile.toml``) and handed down, unless the caller already holds it
+    (``profile``: one it just created from a template). ``seed`` off is for commands that
+    only read (``dsh doctor``): a shipped template not in the home yet is read from the
+    installation, and nothing is created. ``commands`` name what ``dsh NAME`` may have
+    meant when no such profile exists.
     """
-    validate_name(profile_name)  # a bad name touches nothing on disk
-    if home.exists():
-        ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
     cache = LayerCache(home)
-    # seeding creates the home privately
-    profile = load_profile(home, profile_name, seed=seed, read=cache.load_profile)
-    if seed:
-        ensure_dir(home)
-    files = layer_files(home, profile, patches, cwd, cache)
+    if profile is None:
+        profile = load_profile(home, profile_name, seed=seed, read=cache.load_profile,
+                               commands=commands)
+    plugin_dir = profile.plugin_dir
+    files = layer_files(home, profile, plugin_dir, patches, cwd, cache)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:
-        return Resolved(home, profile, files, bundle_layers, (), compose(bundle_layers))
+        return Resolved(home, profile, plugin_dir, files, bundle_layers, (),
+                        compose(bundle_layers))
     patch_layers = tuple(load_patch_layers(files))
     tree = compose([*bundle_layers, *load_user_layers(files), *patch_layers])
-    return Resolved(home, profile, files, bundle_layers, patch_layers, tree)
+    return Resolved(home, profile, plugin_dir, files, bundle_layers, patch_layers, tree)
 
 
 def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
@@ -125,7 +132,7 @@ def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
         app_args=tuple(app_args),
         layer_files=files.existing(),
         watch_files=files.user_files if profile.patch_reload == "live" else (),
-        plugin_dir=profile.plugin_dir,
+        plugin_dir=resolved.plugin_dir,
         recompose=recompose,
         help_footer=help_footer,
     )

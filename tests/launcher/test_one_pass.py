@@ -1,0 +1,53 @@
+"""A launch resolves its profile once and hands the result down.
+
+From argv to a composed tree (and a :class:`~dsh.core.launch.Launch`), the profile's name
+is checked once, each home folder made or checked once, ``profile.toml`` read once and the
+plugin environment looked up once; no function of ``dsh.config.profiles`` is asked twice.
+Each launch runs in its own process under ``passprobe.py``'s profile hook.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROBE = Path(__file__).resolve().parent / "passprobe.py"
+
+
+def traced(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    out = tmp_path / "trace.json"
+    done = subprocess.run([sys.executable, str(PROBE), str(out), *argv], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("argv", [["--profile", "sdk", "--dump-config"],
+                                  ["--profile", "sdk", "-h"],
+                                  ["--profile", "mine", "--from-default-profile", "sdk",
+                                   "--dump-config"]],
+                         ids=["dump-config", "launch-help", "from-template"])
+def test_one_pass_cold_and_warm(tmp_path: Path, dsh_home: Path, argv: list[str]) -> None:
+    for run in ("cold", "warm"):
+        if run == "warm" and "--from-default-profile" in argv:
+            argv = ["--profile", "mine", "--dump-config"]
+        trace = traced(tmp_path, *argv)
+        assert trace["exit"] == 0, (run, trace)
+        assert trace["validate_name"] == 1, (run, trace)
+        assert trace["ensure_dir"].get(str(dsh_home)) == 1, (run, trace)
+        assert set(trace["ensure_dir"].values()) == {1}, (run, trace)
+        assert trace["profile_reads"] <= 1 and trace["plugin_dir"] == 1, (run, trace)
+        assert len(trace["entries"]) == len(set(trace["entries"])), (run, trace["entries"])
+
+
+def test_a_bad_name_is_checked_once_and_touches_nothing(tmp_path: Path,
+                                                       dsh_home: Path) -> None:
+    dsh_home.rmdir()
+    trace = traced(tmp_path, "--profile", "../x", "--dump-config")
+    assert (trace["exit"], trace["validate_name"], trace["ensure_dir"]) == (2, 1, {})
+    assert not dsh_home.exists()
