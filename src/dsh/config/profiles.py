@@ -130,11 +130,11 @@ def _string_list(value: Any, path: Path, field_name: str) -> list[str]:
 def seed_template(home: Path, name: str) -> bool:
     """Copy the shipped template ``name`` into the home unless a profile is already there.
 
-    A profile is there when its ``profile.toml`` is. A folder without one (a user who made ``profiles/sdk/skills/``
-    before first use) gets the template's missing files beside its own, never replacing
-    any. Returns True when this call created the ``profile.toml``. Concurrent seeders race
-    on one ``rename`` (a new folder) or one ``link`` (a file into an existing folder); the
-    loser discards its copy.
+    A profile is there when its ``profile.toml`` is. A folder without one (a user who
+    made ``profiles/sdk/skills/`` before first use) gets the template's missing files
+    beside its own, never replacing any. Returns True when this call created the
+    ``profile.toml``. Concurrent seeders race on one ``rename`` (a new folder) or one
+    ``link`` (a file into an existing folder); the loser discards its copy.
     """
     target = profiles_dir(home) / name
     source = shipped.template_dir(name)
