@@ -83,12 +83,12 @@ def _run(argv: list[str]) -> int:
     # the collector back on once its plugins are loaded (dsh.runtime.app.run).
     gc.disable()
     try:
-        return _run_profile(inv)
+        return _run_profile(inv, inv.profile)
     finally:
         gc.enable()
 
 
-def _run_profile(inv: argv_mod.Invocation) -> int:
+def _run_profile(inv: argv_mod.Invocation, name: str) -> int:
     """argv to a composed tree, in one direction: the profile is resolved once (created
     here from a template with ``--from-default-profile``) and handed down to the layers,
     the composition and the :class:`~dsh.core.launch.Launch`."""
@@ -103,10 +103,10 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     cwd = Path.cwd()
     created = None
     if inv.from_template is not None:
-        created = profiles.create_from_template(home, inv.profile, inv.from_template)
+        created = profiles.create_from_template(home, name, inv.from_template)
     try:
         # `dsh doctr` may mean a command, not a profile: the error says so.
-        resolved = resolve(home, inv.profile, inv.patches, cwd, profile=created,
+        resolved = resolve(home, name, inv.patches, cwd, profile=created,
                            commands=argv_mod.SUBCOMMANDS,
                            default_only=inv.dump == "--dump-default-config")
         prepared = None if inv.dump is not None else prepare(
