@@ -1,13 +1,14 @@
 """Trace one launch in this process and say how it resolved its profile.
 
-Usage: ``python tests/launcher/passprobe.py OUT.json DSH-ARGS...`` runs
-``dsh.cli.main.main(DSH-ARGS)`` under a profile hook (``sys.setprofile``) and writes to
-``OUT.json``: the exit code; ``validate_name``, the profile name checks; ``ensure_dir``,
-each directory made or checked with how often; ``profile_reads``, how often a
-``profile.toml`` was read; ``plugin_dir``, how often the profile's plugin folder was looked
-up; ``entries``, the calls into ``dsh/config/profiles.py`` from other modules, each as
-``caller -> function``. ``tests/launcher/test_one_pass.py`` runs it; run by hand against
-another tree (``PYTHONPATH=OTHER/src``) it gives the figures to compare.
+:func:`main` (``OUT.json``, ``DSH-ARGS``) runs ``dsh.cli.main.main(DSH-ARGS)`` under a
+profile hook (``sys.setprofile``) and writes to ``OUT.json``: the exit code;
+``validate_name``, the profile name checks; ``ensure_dir``, each directory made or checked
+with how often; ``profile_reads``, how often a ``profile.toml`` was read; ``plugin_dir``,
+how often the profile's plugin folder was looked up; ``entries``, the calls into
+``dsh/config/profiles.py`` from other modules, each as ``caller -> function``.
+``tests/launcher/test_one_pass.py`` calls it in a fresh interpreter (:data:`CALL`, with
+``OUT.json`` and the arguments after it); called so by hand against another tree
+(``PYTHONPATH=OTHER/src``) it gives the figures to compare.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import json
 import sys
 from types import FrameType
 from typing import Any
+
+CALL = ("import sys; sys.path.insert(0, {folder!r}); import passprobe; "
+        "passprobe.main(sys.argv[1], sys.argv[2:])")
+"""``python -c`` code that runs :func:`main` (``folder``: this file's)."""
 
 
 def _module(frame: FrameType | None) -> str:
@@ -62,6 +67,3 @@ def main(out: str, argv: list[str]) -> None:
                    "profile_reads": reads, "plugin_dir": plugin_dir, "entries": entries}, f,
                   indent=1)
 
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])

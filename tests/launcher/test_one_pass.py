@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
-PROBE = Path(__file__).resolve().parent / "passprobe.py"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from passprobe import CALL  # noqa: E402
 
 
 def traced(tmp_path: Path, *argv: str) -> dict[str, Any]:
     out = tmp_path / "trace.json"
-    done = subprocess.run([sys.executable, str(PROBE), str(out), *argv], capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", CALL.format(folder=str(HERE)), str(out),
+                           *argv], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text(encoding="utf-8"))
 
