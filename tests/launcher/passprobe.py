@@ -4,7 +4,8 @@
 profile hook (``sys.setprofile``) and writes to ``OUT.json``: the exit code;
 ``validate_name``, the profile name checks; ``ensure_dir``, each directory made or checked
 with how often; ``profile_reads``, how often a ``profile.toml`` was read; ``plugin_dir``,
-how often the profile's plugin folder was looked up; ``entries``, the calls into
+how often the profile's plugin folder was looked up; ``composed``, how often the layers
+were resolved and composed (``dsh.config.resolve.resolve``); ``entries``, the calls into
 ``dsh/config/profiles.py`` from other modules, each as ``caller -> function``.
 ``tests/launcher/test_one_pass.py`` calls it in a fresh interpreter (:data:`CALL`, with
 ``OUT.json`` and the arguments after it); called so by hand against another tree
@@ -35,11 +36,12 @@ def main(out: str, argv: list[str]) -> None:
     validate = 0
     reads = 0
     plugin_dir = 0
+    composed = 0
     ensured: collections.Counter[str] = collections.Counter()
     entries: list[str] = []
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal validate, reads, plugin_dir
+        nonlocal validate, reads, plugin_dir, composed
         if event != "call":
             return
         module, name = _module(frame), frame.f_code.co_name
@@ -50,6 +52,8 @@ def main(out: str, argv: list[str]) -> None:
             validate += name == "validate_name"
             reads += name == "read_profile_text"
             plugin_dir += name == "plugin_dir"
+        elif module == "dsh/config/resolve.py" and name == "resolve":
+            composed += 1
         elif module == "dsh/core/home.py" and name == "ensure_dir":
             ensured[str(frame.f_locals["path"])] += 1
 
@@ -64,6 +68,6 @@ def main(out: str, argv: list[str]) -> None:
         sys.setprofile(None)
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"exit": code, "validate_name": validate, "ensure_dir": dict(ensured),
-                   "profile_reads": reads, "plugin_dir": plugin_dir, "entries": entries}, f,
-                  indent=1)
+                   "profile_reads": reads, "plugin_dir": plugin_dir, "composed": composed,
+                   "entries": entries}, f, indent=1)
 

@@ -1,8 +1,8 @@
-"""Tests for :func:`dsh.config.resolve.mask_secrets`: what ``config/get`` and the web app show."""
+"""Tests for :func:`dsh.config.prepare.mask_secrets`: what ``config/get`` and the web app show."""
 
 from __future__ import annotations
 
-from dsh.config.resolve import mask_secrets
+from dsh.config.prepare import mask_secrets
 
 
 def test_literal_secret_values_are_masked_at_any_depth() -> None:

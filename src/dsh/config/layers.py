@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dsh.config.bundles import find_bundle
+from dsh.config.launchcache import patch_path
 from dsh.config.layercache import LayerCache
 from dsh.config.patchfile import PatchLayer
 from dsh.config.profiles import PATCH_FILE, PROFILE_FILE, Profile
@@ -49,7 +50,7 @@ def layer_files(home: Path, profile: Profile, plugin_dir: Path, patches: list[st
                     for name in profile.bundles)
     resolved = []
     for patch in patches:
-        path = (cwd / patch).resolve() if not Path(patch).is_absolute() else Path(patch)
+        path = patch_path(patch, cwd)
         if not path.is_file():
             raise PatchError(f"--patch {patch}: file not found ({path})")
         resolved.append(path)
