@@ -339,6 +339,7 @@ def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tu
 def run_subcommand(inv: Invocation) -> int:
     """Run ``inv.subcommand`` with its arguments and return its exit code (click hands
     back the code of an ``Exit``, raised or its own); click errors become UsageError."""
+    assert inv.subcommand is not None  # dsh.cli.main runs only a named subcommand here
     try:
         code = group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
                           standalone_mode=False)

@@ -93,7 +93,7 @@ def installed(plugin_dir: Path) -> list[Installed]:
 
     if not plugin_dir.is_dir():
         return []
-    found = {}
+    found: dict[str, Installed] = {}
     for dist in distributions(path=[str(plugin_dir)]):
         name = dist.metadata["Name"]
         if not name:
