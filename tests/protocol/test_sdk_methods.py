@@ -16,9 +16,9 @@ import pytest
 from peerkit import PipeClient, serving_peer
 
 from dsh.core.errors import JsonRpcError
+from dsh.core.peer import Peer
 from dsh.runtime.agent.store import HistoryPage
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
-from dsh.core.peer import Peer
 from dsh.runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 
 
