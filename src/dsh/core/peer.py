@@ -88,7 +88,10 @@ class MessageTransport(Protocol):
     protocols, always on the event loop's thread: ``connection_made(transport)`` before
     anything else, ``message_received(message)`` for each decoded message (a dict, or a
     :class:`~dsh.core.jsonrpc.FrameFault` for input that is not one), and
-    ``connection_lost(reason)`` once when input ends, with a :class:`DshError` saying why.
+    ``connection_lost(reason)`` when the connection ends (input ended, the process died,
+    the output is gone for good), with a :class:`DshError` saying why; the peer takes the
+    first. A send that fails raises to its caller; the end is still the transport's to
+    report, since it knows the reason (an exit code, a stderr tail).
     """
 
     def send(self, message: dict[str, Any]) -> None:
@@ -144,9 +147,9 @@ class Peer:
     sent with ``{requestId, reason}`` as MCP defines it; ``None`` for protocols without.
     ``max_in_flight`` bounds the incoming requests running at once; ``drain_timeout`` is
     how long :meth:`serve` lets them answer after input ended. ``on_close(reason)`` is
-    called once when the connection ends by itself (input ended, strict bad input, output
-    lost) and may return the error to fail everyone with instead of ``reason`` (a client
-    names its runtime there); ``None`` keeps ``reason``.
+    called once when the connection ends by itself (the transport's ``connection_lost``,
+    or bad input to a strict peer) and may return the error to fail everyone with instead
+    of ``reason`` (a client names its runtime there); ``None`` keeps ``reason``.
     """
 
     def __init__(
@@ -246,8 +249,10 @@ class Peer:
         if not waiter.done():  # done: the connection ended meanwhile, and it says so
             try:
                 transport.send(jsonrpc.request(rid, method, params))
-            except BaseException:
+            except BaseException as exc:
                 self._pending.discard(rid)
+                if isinstance(exc, ConnectionClosedError):
+                    self._output_lost = True
                 raise
         try:
             if timeout is None:
@@ -274,9 +279,9 @@ class Peer:
             transport = self._usable()
             try:
                 transport.send(jsonrpc.notification(method, params))
-            except ConnectionClosedError as exc:
-                self._lose_output(exc)
-                raise self._failure or exc from None
+            except ConnectionClosedError:
+                self._output_lost = True
+                raise
         except DshError as exc:
             if not quiet:
                 raise
@@ -287,12 +292,7 @@ class Peer:
 
     async def drain(self) -> None:
         """Wait while the transport's unsent output is above its high-water mark."""
-        transport = self._usable()
-        try:
-            await transport.drain()
-        except ConnectionClosedError as exc:
-            self._lose_output(exc)
-            raise self._failure or exc from None
+        await self._usable().drain()
 
     def pause_receiving(self) -> None:
         """Take no more messages until :meth:`resume_receiving` (the owner is behind)."""
@@ -386,12 +386,14 @@ class Peer:
 
     async def _exchange(self, waiter: asyncio.Future[Any]) -> Any:
         # Wait while the other side is not reading: the output stays bounded, and that
-        # wait counts against the request's timeout.
+        # wait counts against the request's timeout. An output that is gone is the
+        # transport's to report (connection_lost, which fails the waiter with its reason).
         if self._transport is not None and not self._output_lost:
-            try:
+            # Per request: a try costs nothing here, a suppress() context is two calls.
+            try:  # noqa: SIM105
                 await self._transport.drain()
-            except ConnectionClosedError as exc:
-                self._lose_output(exc)
+            except ConnectionClosedError:
+                pass
         return await waiter
 
     def _abandon(self, rid: RequestId, reason: str) -> None:
@@ -413,10 +415,6 @@ class Peer:
             # Nobody will wind the handlers down: nobody is left to answer.
             for task in list(self._tasks):
                 task.cancel()
-
-    def _lose_output(self, exc: DshError) -> None:
-        self._output_lost = True
-        self._end(exc, by_transport=True)
 
     def _bad_input(self, error: ProtocolError, answer: dict[str, Any]) -> None:
         if self._strict:
@@ -479,10 +477,10 @@ class Peer:
             reply = jsonrpc.error(request.id, jsonrpc.INTERNAL_ERROR,
                                   f"internal error ({type(exc).__name__})")
         if self._send_answer(reply, request.method) and self._transport is not None:
-            try:
+            try:  # noqa: SIM105 - per request, as in _exchange
                 await self._transport.drain()
-            except ConnectionClosedError as exc:
-                self._lose_output(exc)
+            except ConnectionClosedError:
+                pass  # the transport reports the end
 
     def _send_answer(self, reply: dict[str, Any], what: str, *, fallback: bool = True) -> bool:
         """Send an answer, even after input ended; one too large or not JSON becomes a
@@ -491,8 +489,8 @@ class Peer:
             return False
         try:
             self._transport.send(reply)
-        except ConnectionClosedError as exc:
-            self._lose_output(exc)
+        except ConnectionClosedError:
+            self._output_lost = True  # and the transport reports the end
             return False
         except DshError as exc:
             self._log.error("dropped %s: %s", what, exc)

@@ -202,7 +202,7 @@ class StdioTransport:
         try:
             self._writer.write(frame)
         except ConnectionError as exc:
-            raise ConnectionClosedError(f"the output is closed ({exc})") from exc
+            raise self._output_lost(exc) from exc
 
     async def drain(self) -> None:
         """Wait while unsent output is above the high-water mark."""
@@ -210,7 +210,15 @@ class StdioTransport:
             try:
                 await self._writer.drain()
             except ConnectionError as exc:
-                raise ConnectionClosedError(f"the output is closed ({exc})") from exc
+                raise self._output_lost(exc) from exc
+
+    def _output_lost(self, exc: ConnectionError) -> ConnectionClosedError:
+        """The output is gone for good (the client stopped reading or closed it): that
+        ends the connection, as the end of input does."""
+        lost = ConnectionClosedError(f"the output is closed ({exc})")
+        if self._receiver is not None:
+            self._receiver.connection_lost(lost)
+        return lost
 
     def pause_receiving(self) -> None:
         """Stop taking input (the peer is at its in-flight bound)."""
