@@ -6,7 +6,7 @@ The SDK client (:mod:`dsh.sdk`), the SDK and ACP servers and the MCP client are 
 (strict or lenient input, the error table, a cancel notification), never a second copy of
 request matching, timeouts or answering. The transport moves whole messages, as asyncio's
 transports move bytes: it tells its receiver (the peer) :meth:`~Peer.connection_made`,
-each :meth:`~Peer.message_received` and, once, :meth:`~Peer.connection_lost`. The stdio
+each :meth:`~Peer.message_received` and, at the end, :meth:`~Peer.connection_lost`. The stdio
 transports (the SDK client's pipes to its runtime, a server's own stdio, an MCP server's
 pipes) frame bytes below this interface with :class:`~dsh.core.jsonrpc.FrameDecoder`;
 MCP's streamable HTTP has no byte stream at all::
@@ -37,7 +37,7 @@ while ``max_in_flight`` incoming requests run, and whenever its owner asks
 (:meth:`~Peer.pause_receiving`: the SDK client's lagging subscriber), so memory stays
 bounded by the transport's buffers and nothing is dropped.
 
-Everything the peer raises is a :class:`~dsh.core.errors.DshError`: a timeout is
+Every error the peer raises is a :class:`~dsh.core.errors.DshError`: a timeout is
 :class:`~dsh.core.errors.RequestTimeoutError` (also a ``TimeoutError``), never a bare one.
 A handler's error leaves through ``error_answer``, which the servers set to their one
 table (:mod:`dsh.runtime.servers.errors`); the core knows no runtime.
