@@ -2,7 +2,8 @@
 
 Every field name a client reads is spelled here and nowhere else, so the SDK, ACP, web
 and headless servers all forward one shape, and the snapshot tests pin one module. The
-names follow the original runtime's transcripts (``reference/`` beside DESIGN.md):
+names follow the original runtime's transcripts (``docs/contracts.md``, "The SDK
+protocol"; their order is pinned by ``tests/protocol/test_sdk_snapshots.py``):
 ``turn``, ``step``, ``callId``, ``toolCallId``, ``isError``, ``source``, and ``usage`` as
 ``inputTokens/outputTokens/totalTokens`` (plus, where the provider reports them,
 ``cacheHitTokens``, ``cacheMissTokens``, ``cacheWriteTokens``, ``reasoningTokens``,
@@ -118,14 +119,14 @@ def shown_sections(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def reasoning_block(text: str, signature: str | None = None,
-                    redacted: str | None = None) -> dict[str, Any]:
-    """The model's reasoning inside an assistant message (``signature`` and ``redacted``:
-    Anthropic's signed and encrypted thinking, sent back as they came)."""
+                    redacted: str | None = None, field: str | None = None) -> dict[str, Any]:
+    """The model's reasoning inside an assistant message (``signature``, ``redacted`` and
+    ``field``: what the route that produced it needs to send it back the way it came,
+    e.g. Anthropic's signed and encrypted thinking; see :mod:`dsh.runtime.providers.base`)."""
     block: dict[str, Any] = {"type": "reasoning", "text": text}
-    if signature is not None:
-        block["signature"] = signature
-    if redacted is not None:
-        block["redacted"] = redacted
+    for name, value in (("signature", signature), ("redacted", redacted), ("field", field)):
+        if value is not None:
+            block[name] = value
     return block
 
 

@@ -157,8 +157,14 @@ class Agent:
         return self._turns.enqueue(session, content_blocks)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs."""
-        session = self._sessions.get(session_id)
+        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs,
+        a stored session's included (it runs nothing here); unknown is
+        SessionNotFoundError."""
+        session = self._sessions.live(session_id)
+        if session is None:
+            if any(s["sessionId"] == session_id for s in self._sessions.listing()):
+                return False
+            raise SessionNotFoundError(session_id)
         task = session.turn_task
         if session.turn is None or session.cancel_requested or (task is not None and task.done()):
             return False
