@@ -3,7 +3,8 @@
 The client walks the readiness ladder of :mod:`dsh.sdk._lifecycle` on :meth:`start` and
 the shutdown ladder on :meth:`close`; between the two it offers the SDK protocol as
 sessions plus a low-level ``request``/``notify``/``subscribe``. It owns the process
-(:mod:`._transport`) and the routing (:mod:`._router`) but is referenced by neither, so
+(:mod:`._transport`) and the connection (:mod:`._router`, over the core
+:class:`~dsh.core.peer.Peer`) but is referenced by neither, so
 a client dropped without ``close()`` is collected and its finalizer kills the process
 group; the same finalizer runs at interpreter exit.
 """
@@ -196,9 +197,9 @@ class AsyncDshClient:
 
     async def notify(self, method: str, params: Params | None = None) -> None:
         """Send a notification (no answer)."""
-        self._usable(method).notify(method, params)
-        assert self._process is not None
-        await self._process.drain()
+        router = self._usable(method)
+        router.notify(method, params)
+        await router.peer.drain()
 
     def subscribe(self, predicate: Predicate | None = None) -> AsyncSubscription:
         """Receive the runtime's notifications (those ``predicate`` accepts) from now on.
@@ -281,7 +282,7 @@ class AsyncDshClient:
                 raise head.error
             router = self._router = Router(context)
             self._process = await RuntimeProcess.spawn(
-                spec, router, max_frame_bytes=config.max_frame_bytes,
+                spec, router.peer, max_frame_bytes=config.max_frame_bytes,
                 stderr_callback=config.stderr, child=head.child,
             )
             head.take()

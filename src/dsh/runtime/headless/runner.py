@@ -40,7 +40,13 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
-from dsh.core.errors import DshError, InvalidArgumentError, SessionBusyError, UsageError
+from dsh.core.errors import (
+    ConnectionClosedError,
+    DshError,
+    InvalidArgumentError,
+    SessionBusyError,
+    UsageError,
+)
 from dsh.core.termtext import visible
 from dsh.runtime.agent import events
 from dsh.runtime.headless.options import HELP, Options, parse
@@ -339,7 +345,7 @@ class _Stdout:
         os.close(eof_fd)
         transport = StdioTransport(read_fd, write_fd,
                                    max_frame_bytes=jsonrpc.DEFAULT_MAX_FRAME_BYTES)
-        await transport.start(lambda _items: None, lambda: None)
+        await transport.start(None)
         return cls(transport)
 
     def write_line(self, line: str) -> None:
@@ -348,9 +354,9 @@ class _Stdout:
             return
         try:
             self._transport.write(line.encode("utf-8") + b"\n")
-        except ConnectionError:
+        except ConnectionClosedError:
             self._broken = True
 
     async def close(self) -> None:
         """Flush what is queued, bounded, and release the fds."""
-        await self._transport.aclose(FLUSH_BOUND)
+        await self._transport.close(FLUSH_BOUND)
