@@ -147,7 +147,8 @@ class CodexEvents:
         failed = bool(message.get("isError"))
         kind = item["type"]
         if kind == "file_change":
-            diff = data.get("diff") if isinstance(data.get("diff"), Mapping) else {}
+            found = data.get("diff")
+            diff: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
             path = str(diff.get("path") or item["path"])
             change = {"path": path, "kind": "add" if diff.get("kind") == "add" else "update"}
             return [self._completed({"type": "file_change", "changes": [change],

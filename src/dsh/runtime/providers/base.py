@@ -91,7 +91,8 @@ class ReasoningDelta(NamedTuple):
     """
 
     text: str = ""
-    index: int = 0
+    # ``index`` shadows ``tuple.index``: a field providers have always set by name, kept.
+    index: int = 0  # type: ignore[assignment]
     signature: str | None = None
     redacted: str | None = None
     field: str | None = None
@@ -104,7 +105,7 @@ class ToolCallDelta(NamedTuple):
     concatenated in arrival order into the call's JSON argument text.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as ReasoningDelta's
     id: str | None = None
     name: str | None = None
     arguments: str = ""
