@@ -160,6 +160,18 @@ class TurnRunner:
         return Plan(route, provider, model, config.max_steps, prompt,
                     choice["max_tokens"], choice["reasoning_effort"])
 
+    def check_ready(self) -> None:
+        """Raise :class:`InvalidArgumentError` (with its code) when the next turn could
+        not call the model: an unknown or retired route or model (:meth:`plan`), or what
+        the route says any request would fail with before it is sent (a missing key, a
+        base URL that is no URL). Asked before a prompt creates a session."""
+        provider = self.plan().provider
+        refuse = getattr(provider, "request_refusal", None)
+        problem = refuse() if refuse is not None else None
+        if problem is not None:
+            raise InvalidArgumentError(problem.message,
+                                       code=getattr(problem, "code", None) or "model-error")
+
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; InvalidArgumentError naming what is wrong."""
         route = provider or self._config().default_route

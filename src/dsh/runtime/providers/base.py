@@ -166,6 +166,8 @@ class Provider(Protocol):
     #   model_refusal(model) -> str | None: why ``model`` cannot be used (a retired id),
     #       checked when a client chooses it; None when it can.
     #   effort_refusal(effort) -> str | None: why this route cannot send ``effort``.
+    #   request_refusal() -> ModelError | None: what any request would fail with before
+    #       it is sent (a missing key): asked before a prompt creates a session.
     #   supports_images_for(model) -> bool: image input for that model (else the
     #       ``supports_images`` attribute).
 

@@ -302,6 +302,19 @@ class HttpRoute:
         """Why ``model`` cannot be chosen on this route (retired, unknown), or None."""
         return self.catalog.refusal(model)
 
+    def request_refusal(self) -> ModelError | None:
+        """What any request on this route would fail with before it is sent (a base URL
+        that is no URL, a key missing or malformed), or None. The agent asks before it
+        creates a session for a prompt, so a run that cannot reach the model leaves no
+        session behind; :meth:`stream` fails the same way."""
+        if self._url_problem is not None:
+            return ModelError(self._url_problem, code="bad-base-url")
+        try:
+            self._checked_key()
+        except ModelError as exc:
+            return exc
+        return None
+
     def effort_refusal(self, effort: str) -> str | None:  # pragma: no cover - interface
         """Why this route cannot send reasoning effort ``effort``, or None."""
         raise NotImplementedError
@@ -351,9 +364,10 @@ class HttpRoute:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one response; see the module docstring for the failure policy."""
-        if self._url_problem is not None:
-            raise ModelError(self._url_problem, code="bad-base-url")
-        headers = self._headers()  # missing-key fails here, before any request
+        problem = self.request_refusal()
+        if problem is not None:
+            raise problem
+        headers = self._headers()
         model = self.catalog.wire_id(request.model)
         if request.reasoning_effort is None and self.reasoning_effort is not None:
             request = request._replace(reasoning_effort=self.reasoning_effort)

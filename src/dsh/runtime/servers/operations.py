@@ -126,8 +126,13 @@ class Operations:
         await self.agent.resume(session_id)
 
     def list_sessions(self) -> list[dict[str, Any]]:
-        """Every known session, sorted by id."""
+        """Every known session, sorted by id, with its summary (title, times, turns,
+        workspace, usage, cost)."""
         return self.agent.list_sessions()
+
+    def known(self, session_id: str) -> bool:
+        """Whether the session is live here or stored (one lookup, not a listing)."""
+        return bool(self.agent.known(session_id))
 
     def live_events(self, session_id: str) -> list[dict[str, Any]]:
         """Every event of a session live in this runtime (SessionNotFoundError otherwise):

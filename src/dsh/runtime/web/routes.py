@@ -116,7 +116,7 @@ class WebApi:
         return body
 
     def _known(self, session_id: str) -> str:
-        if not any(s["sessionId"] == session_id for s in self.ops.list_sessions()):
+        if not self.ops.known(session_id):
             raise ProblemError(404, "unknown-session", f"unknown session '{session_id}'")
         return session_id
 
@@ -204,7 +204,7 @@ class WebApi:
                         yield b": keepalive\n\n"
                         continue
                     method, params = item
-                    if method == "session.event":
+                    if method == "session.event" and "seq" in params["event"]:
                         if params["event"]["seq"] <= last:
                             continue
                         last = params["event"]["seq"]
