@@ -9,7 +9,6 @@ restart is exactly :class:`SessionRecord`, so a persistence service only ever st
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import os
 from collections import deque
@@ -21,6 +20,8 @@ from dsh.runtime.agent import events, summary
 from dsh.runtime.tools.confine import Boundary
 
 if TYPE_CHECKING:
+    import asyncio
+
     from dsh.runtime.agent.loop import Turn
 
 
@@ -173,9 +174,14 @@ class Session:
             if not ended:
                 ended = True
                 self.kept -= 1
-                self._settle(self)
+                self.settle()
 
         return end
+
+    def settle(self) -> None:
+        """Work of this session ended (a turn runner, a hold): the agent checks whether
+        any is left and, if none, gives the lease back after its grace."""
+        self._settle(self)
 
     def has_work(self) -> bool:
         """Whether anything still runs or waits here: a turn (its approvals included),

@@ -134,8 +134,11 @@ def entry(session_id: str, *, cwd: str, workspace: str, title: str, created: int
     ``title`` is the stored row's (the first title wins there too); ``costUsd`` is rounded
     to a millionth of a dollar, as summed floats drift below that.
     """
+    usage = summary.usage
     return {"sessionId": session_id, "cwd": cwd, "workspace": workspace,
             "title": title or summary.title, "createdAt": created,
             "updatedAt": max(created, summary.updated), "turns": summary.turns,
-            "usage": dict(zip(USAGE_KEYS, summary.usage, strict=True)),
+            "usage": {"inputTokens": usage[0], "outputTokens": usage[1],
+                      "cacheHitTokens": usage[2], "cacheMissTokens": usage[3],
+                      "reasoningTokens": usage[4]},
             "costUsd": round(summary.cost, 6), **more}

@@ -81,6 +81,7 @@ class TurnRunner:
         finally:
             session.runner = None
             session.set_status(Status.IDLE)
+            session.settle()
 
     async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
         record = session.record

@@ -20,7 +20,7 @@ STDIN_TASK = "-"
 APPROVALS = ("auto", "never")
 
 HELP = """\
-usage: dsh --profile headless [-h] [--json] [--session-id ID [--compact]]
+usage: dsh --profile headless [-h] [--json] [--session-id ID | --continue] [--compact]
                               [--approval auto|never] [--model M] [--provider R]
                               [--effort LEVEL] TASK... | -
 
@@ -32,8 +32,11 @@ options:
                      each is a protocol event object ({type, seq, time, data, ...}) with
                      its "sessionId" added; the last one is the task's turn/end
   --session-id ID    continue a persisted session (an unknown id exits 2)
-  --compact          with --session-id: summarise the session's older turns into one
-                     message before running the task (as the SDK's session/compact)
+  --continue         continue the session of this workspace (the current directory)
+                     updated last (none yet exits 2)
+  --compact          with --session-id or --continue: summarise the session's older
+                     turns into one message before running the task (as the SDK's
+                     session/compact)
   --approval MODE    guarded tool calls (those the policy would ask about): `auto`
                      allows them, `never` denies them; default: the profile policy's
                      unattended answer (shipped: deny). `ask` needs an interactive
@@ -68,6 +71,7 @@ class Options:
     provider: str | None = None
     compact: bool = False
     effort: str | None = None
+    continue_last: bool = False
 
     @property
     def task_from_stdin(self) -> bool:
@@ -83,6 +87,7 @@ _COMMAND = cmdline.command("dsh --profile headless", [
     click.Option(["--provider"], metavar="R"),
     click.Option(["--effort"], metavar="LEVEL"),
     click.Option(["--compact"], is_flag=True),
+    click.Option(["--continue", "continue_last"], is_flag=True),
     click.Argument(["task"], nargs=-1),
 ])
 _HINT = "dsh --profile headless -h"
@@ -105,8 +110,11 @@ def parse(argv: list[str]) -> Options:
         value = given[name]
         if value is not None and not value.strip():
             raise UsageError(f"--{name.replace('_', '-')} must not be empty")
-    if given["compact"] and given["session_id"] is None:
-        raise UsageError("--compact needs --session-id (a new session has nothing to compact)")
+    if given["continue_last"] and given["session_id"] is not None:
+        raise UsageError("--continue and --session-id both name the session: give one")
+    if given["compact"] and given["session_id"] is None and not given["continue_last"]:
+        raise UsageError("--compact needs --session-id or --continue (a new session has "
+                         "nothing to compact)")
     words = list(given["task"])
     if not words:
         raise UsageError("no task given (words, or - to read it from stdin)", hint=_HINT)
@@ -117,4 +125,5 @@ def parse(argv: list[str]) -> Options:
         raise UsageError("the task is empty")
     return Options(task=task, json=given["json"], session_id=given["session_id"],
                    approval=approval, model=given["model"], provider=given["provider"],
-                   compact=given["compact"], effort=given["effort"])
+                   compact=given["compact"], effort=given["effort"],
+                   continue_last=given["continue_last"])

@@ -15,22 +15,28 @@ back ``idle_release_s`` (default 2 s) after the session's work ends.
 
 The lease keys are one schema, :data:`LEASE_PROPERTIES`, that every sessions row
 (``sessions-sqlite``, ``sessions-postgres``) shares, read by :func:`lease_timing`.
+
+``asyncio`` is imported where the row runs, not with the module: ``dsh sessions list``
+loads this module to open the store, and asyncio alone would cost it a tenth of its
+300 ms budget.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh._version import __version__
 from dsh.core.errors import ConfigError
 from dsh.runtime.agent.store import DEFAULT_IDLE_RELEASE_S
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, RuntimeContext
 from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
+
+if TYPE_CHECKING:
+    import asyncio
 
 DB_NAME = "sessions.db"
 HEARTBEAT_S = 5.0
@@ -104,6 +110,8 @@ class SessionsSqlite(Plugin):
             self.store = None
             raise
         rt.publish("sessions", self.store)
+        import asyncio
+
         self._heartbeat = asyncio.get_running_loop().create_task(
             _beat(self.store, heartbeat_s), name="dsh-session-leases")
 
@@ -118,6 +126,8 @@ class SessionsSqlite(Plugin):
             self.store.idle_release_s = idle_release(config)
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
+            import asyncio
+
             self._heartbeat = asyncio.get_running_loop().create_task(
                 _beat(self.store, heartbeat_s), name="dsh-session-leases")
         return True
@@ -134,6 +144,8 @@ class SessionsSqlite(Plugin):
         """Stop heartbeating; mark this runtime's sessions closed, release its leases and
         close the database."""
         if self._heartbeat is not None:
+            import asyncio
+
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
@@ -163,6 +175,8 @@ def idle_release(config: Mapping[str, Any]) -> float:
 async def _beat(store: SqliteSessionStore, interval: float) -> None:
     """Refresh the store's leases every ``interval`` seconds until cancelled; a failed
     beat (a locked or full database) is logged and retried at the next one."""
+    import asyncio
+
     while True:
         await asyncio.sleep(interval)
         try:

@@ -356,6 +356,12 @@ class SqliteSessionStore(Tracking):
             args.append(limit)
         return [summaries.entry_of(row) for row in self._conn.execute(sql, args)]
 
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """The listing entry of one stored session, or None."""
+        row = self._conn.execute(f"SELECT {summaries.LISTED} FROM sessions WHERE id = ?",
+                                 (session_id,)).fetchone()
+        return None if row is None else summaries.entry_of(row)
+
     def status(self, session_id: str) -> str | None:
         """The stored status of ``session_id`` (open, closed, interrupted), or None."""
         row = self._conn.execute("SELECT status FROM sessions WHERE id = ?",

@@ -141,6 +141,16 @@ class Tracking:
         """The stored lease on ``session_id``, or None when nobody holds it."""
         return self._read_lease(session_id)
 
+    def live_leases(self, session_ids: list[str]) -> dict[str, Lease]:
+        """The leases of those sessions that a live runtime holds (not stale), by id: what
+        ``dsh sessions`` shows, and why ``rm`` refuses."""
+        if not session_ids:
+            return {}
+        now = self._clock()
+        return {session_id: lease for session_id, lease in self._leases(session_ids).items()
+                if not stale(lease, host=self.holder.host, now_ms=now,
+                             expiry_ms=self.lease_expiry_ms, alive=self._alive)}
+
     def heartbeat(self) -> list[str]:
         """Refresh this holder's leases; returns (and forgets) the ones another took, after
         telling each lost-listener. Then checks the watched sessions (:meth:`watch`)."""

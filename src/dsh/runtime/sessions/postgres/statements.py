@@ -38,6 +38,7 @@ def statements(s: str) -> dict[str, str]:
         "exists": f"SELECT 1 FROM {s}.sessions WHERE id = %s",
         "page": f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s "
                 "ORDER BY seq LIMIT %s",
+        "summary": f"{listed} WHERE id = %s",
         "list_by_id": f"{listed} ORDER BY id LIMIT %s",
         "list_newest": f"{listed} ORDER BY updated_at DESC, id LIMIT %s",
         "list_workspace_by_id": f"{listed} WHERE workspace = %s ORDER BY id LIMIT %s",

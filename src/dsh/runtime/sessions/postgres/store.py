@@ -200,6 +200,11 @@ class PostgresSessionStore(Tracking):
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
         return [summaries.entry_of(row) for row in rows]
 
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """The listing entry of one stored session, or None."""
+        row = self._run(lambda c: c.execute(self._sql["summary"], (session_id,)).fetchone())
+        return None if row is None else summaries.entry_of(row)
+
     def status(self, session_id: str) -> str | None:
         """The stored status of ``session_id`` (open, closed, interrupted), or None."""
         row = self._run(lambda c: c.execute(self._sql["status"], (session_id,)).fetchone())
