@@ -20,7 +20,6 @@ import pytest
 
 from dsh.core.errors import SessionHeldError
 from dsh.runtime.agent import events
-from dsh.runtime.agent.session import SessionRecord
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
 from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
 from dsh.runtime.tools.base import ToolContext, ToolResult

@@ -217,9 +217,10 @@ class Session:
         """The listing entry of a session the store does not list (yet): folded from its
         log (see :mod:`.summary`)."""
         record = self.record
-        return summary.entry(self.id, cwd=record.cwd, workspace=record.root,
-                             title=record.title, created=0,
-                             summary=summary.fold(record.events), status=self.status.value)
+        folded = summary.fold(record.events)
+        return summary.entry(self.id, record.cwd, record.root, record.title or folded.title,
+                             0, folded.updated, folded.turns, folded.usage, folded.cost,
+                             status=self.status.value)
 
 
 def _redacted(type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:

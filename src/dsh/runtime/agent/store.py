@@ -304,9 +304,10 @@ class MemorySessionStore:
             if workspace is not None and record.root != workspace:
                 continue
             created, _, summary = self._rows[session_id]
-            found.append(summaries.entry(session_id, cwd=record.cwd, workspace=record.root,
-                                         title=record.title, created=created,
-                                         summary=summary, status="open", profile=""))
+            found.append(summaries.entry(session_id, record.cwd, record.root,
+                                         record.title or summary.title, created,
+                                         summary.updated, summary.turns, summary.usage,
+                                         summary.cost, status="open", profile=""))
         if newest_first:
             found.sort(key=lambda e: (-e["updatedAt"], e["sessionId"]))
         return found if limit is None else found[:limit]

@@ -21,7 +21,7 @@ model's answer costs no more than before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.runtime.agent import events
@@ -125,20 +125,21 @@ def fold(log: Iterable[Mapping[str, Any]]) -> Summary:
     return Summary() if change is None else Summary().plus(change)
 
 
-def entry(session_id: str, *, cwd: str, workspace: str, title: str, created: int,
-          summary: Summary, **more: Any) -> dict[str, Any]:
+def entry(session_id: str, cwd: str, workspace: str, title: str, created: int,
+          updated: int, turns: int, usage: Sequence[int], cost: float,
+          **more: Any) -> dict[str, Any]:
     """A listing entry in the wire spelling (``session/list``, the web's list, ``dsh
     sessions list --json``): ``sessionId, cwd, workspace, title, createdAt, updatedAt,
     turns, usage: {inputTokens, ...}, costUsd`` and ``more`` (``status``, ``profile``).
 
-    ``title`` is the stored row's (the first title wins there too); ``costUsd`` is rounded
-    to a millionth of a dollar, as summed floats drift below that.
+    ``usage`` is in :data:`USAGE_KEYS` order; ``costUsd`` is rounded to a millionth of a
+    dollar, as summed floats drift below that. A listing builds 10,000 of these, so this
+    is plain positional work.
     """
-    usage = summary.usage
-    return {"sessionId": session_id, "cwd": cwd, "workspace": workspace,
-            "title": title or summary.title, "createdAt": created,
-            "updatedAt": max(created, summary.updated), "turns": summary.turns,
+    return {"sessionId": session_id, "cwd": cwd, "workspace": workspace, "title": title,
+            "createdAt": created, "updatedAt": updated if updated > created else created,
+            "turns": turns,
             "usage": {"inputTokens": usage[0], "outputTokens": usage[1],
                       "cacheHitTokens": usage[2], "cacheMissTokens": usage[3],
                       "reasoningTokens": usage[4]},
-            "costUsd": round(summary.cost, 6), **more}
+            "costUsd": round(cost, 6) if cost else 0.0, **more}

@@ -322,6 +322,10 @@ class SqliteSessionStore(Tracking):
 
     def _leases(self, session_ids: list[str]) -> dict[str, Lease]:
         found: dict[str, Lease] = {}
+        if len(session_ids) > _MANY:  # a listing's: the lease table (held ones only) is small
+            wanted = set(session_ids)
+            return {row[5]: _lease(row) for row in self._conn.execute(_LEASE)
+                    if row[5] in wanted}
         for chunk in _chunks(session_ids):
             marks = ", ".join("?" * len(chunk))
             for row in self._conn.execute(f"{_LEASE} WHERE session_id IN ({marks})", chunk):

@@ -50,14 +50,11 @@ def update_params(session_id: str, change: Delta) -> tuple[Any, ...]:
 
 
 def entry_of(row: Sequence[Any]) -> dict[str, Any]:
-    """The listing entry of a row selected as :data:`LISTED` (a listing makes 10,000 of
-    these: one tuple unpacked, no conversions the drivers already did)."""
+    """The listing entry of a row selected as :data:`LISTED`."""
     (session_id, cwd, workspace, title, status, profile, created, updated, turns,
      tokens_in, tokens_out, hit, miss, reasoning, cost) = row
-    return summary.entry(session_id, cwd=cwd, workspace=workspace or cwd, title=title,
-                         created=created,
-                         summary=Summary(title, turns, (tokens_in, tokens_out, hit, miss,
-                                                        reasoning), cost, updated),
+    return summary.entry(session_id, cwd, workspace or cwd, title, created, updated, turns,
+                         (tokens_in, tokens_out, hit, miss, reasoning), cost,
                          status=status, profile=profile)
 
 
