@@ -145,7 +145,11 @@ class Holdings:
         if (self._closed or session.parked is not None or session.has_work()
                 or self._sessions.get(session.id) is not session):
             return
-        session.release_timer = asyncio.get_running_loop().call_later(
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs (the runtime is going): close releases it
+            return
+        session.release_timer = loop.call_later(
             max(0.0, float(self._store.idle_release_s)), self._park, session)
 
     def _park(self, session: Session) -> None:
