@@ -156,3 +156,38 @@ def test_a_run_refused_for_a_missing_key_leaves_the_store_unchanged(
     finally:
         proc.finish()
     assert snapshot(dsh_home) == before
+
+
+def test_the_sdk_client_surfaces_the_move_and_takes_the_session_back(
+        run_dsh: Any, dsh_home: Path, tmp_path: Path) -> None:
+    import threading
+
+    from dsh.sdk import ClientConfig, DshClient, SessionMoved
+
+    config = ClientConfig(dsh_home=dsh_home, cwd=Path.cwd(), patches=patches(tmp_path),
+                          provider="scripted", model="scripted", carrier="python",
+                          initialize_timeout=60, request_timeout=60)
+    with DshClient(config) as client:
+        session = client.new_session()
+        assert session.run("from the SDK").stop_reason == "completed"
+        seen: list[SessionMoved] = []
+
+        def watch() -> None:
+            for moved in client.moves(session.id):
+                seen.append(moved)
+                return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        released(dsh_home, session.id)
+        done = run_dsh("--profile", "headless", *(a for p in patches(tmp_path)
+                                                  for a in ("--patch", str(p))),
+                       "--session-id", session.id, "from a terminal")
+        assert done.returncode == 0, done.stderr
+        watcher.join(30)
+        assert seen == [SessionMoved(session.id, None)]
+        again = session.run("back in the SDK")
+        assert (again.stop_reason, again.final_text) == ("completed", "ok")
+        texts = [e["data"]["content"][0]["text"] for e in session.history()
+                 if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
+        assert texts == ["from the SDK", "from a terminal", "back in the SDK"]
