@@ -170,8 +170,14 @@ class Agent:
         return self._turns.enqueue(session, content_blocks)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs."""
-        session = self._sessions.get(session_id)
+        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs,
+        a stored session's included (it runs nothing here); unknown is
+        SessionNotFoundError."""
+        session = self._sessions.live(session_id)
+        if session is None:
+            if self._sessions.known(session_id):
+                return False
+            raise SessionNotFoundError(session_id)
         task = session.turn_task
         if session.turn is None or session.cancel_requested or (task is not None and task.done()):
             return False
@@ -218,10 +224,6 @@ class Agent:
         ``{sessionId, cwd, workspace, status, title, createdAt, updatedAt, turns, usage,
         costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read)."""
         return self._sessions.listing()
-
-    def known(self, session_id: str) -> bool:
-        """Whether ``session_id`` is live here or stored (without listing every session)."""
-        return self._sessions.known(session_id)
 
     def latest_session(self, workspace: str) -> str | None:
         """The stored session of workspace root ``workspace`` (a real path) updated last,

@@ -130,10 +130,6 @@ class Operations:
         workspace, usage, cost)."""
         return self.agent.list_sessions()
 
-    def known(self, session_id: str) -> bool:
-        """Whether the session is live here or stored (one lookup, not a listing)."""
-        return bool(self.agent.known(session_id))
-
     def live_events(self, session_id: str) -> list[dict[str, Any]]:
         """Every event of a session live in this runtime (SessionNotFoundError otherwise):
         what an event stream replays before it goes live, one event per frame."""

@@ -40,8 +40,8 @@ from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError
 from dsh.runtime.agent import summary
 from dsh.runtime.agent.session import SessionRecord
 from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, Version
-from dsh.runtime.planning.goalstore import SqliteGoals
 from dsh.runtime.sessions import records, schema, summaries, workspaces
+from dsh.runtime.sessions.goals import SqliteGoals
 from dsh.runtime.sessions.tracking import DEFAULT_LEASE_EXPIRY_MS, Tracking
 from dsh.runtime.sessions.transfer import SessionInfo
 
