@@ -145,6 +145,11 @@ def test_an_unknown_id_is_one_line_and_exit_2(run_dsh: Any) -> None:
         assert done.returncode == 2
         assert done.stderr.strip().splitlines() == [
             "dsh: error: no session 'nope' in this store (dsh sessions list shows them)"]
+        as_json = run_dsh("sessions", *command, "--profile", "headless", "--json")
+        assert as_json.returncode == 2 and as_json.stderr == ""
+        document = json.loads(as_json.stdout)
+        assert document["ok"] is False and document["error"]["code"] == 2
+        assert "no session 'nope'" in document["error"]["message"]
 
 
 def test_rm_asks_on_a_terminal_refuses_without_one_and_removes_everything(

@@ -13,8 +13,10 @@ bytecode is compiled without docstrings (``wheels/hatch_build.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -337,8 +339,9 @@ def sessions_list(inv: Invocation, home: str | None, profile: str, patches: tupl
                   limit: int | None, here: bool, as_json: bool) -> None:
     from dsh.cli.sessionview import list_sessions
 
-    list_sessions(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
-                  limit=limit, here=here, as_json=as_json, out=sys.stdout)
+    with _json_failure("sessions list", profile, as_json):
+        list_sessions(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
+                      limit=limit, here=here, as_json=as_json, out=sys.stdout)
 
 
 @sessions.command("show", help="One session's transcript: prompts, answers (Markdown, rendered "
@@ -364,8 +367,9 @@ def sessions_show(inv: Invocation, home: str | None, profile: str, patches: tupl
 
         if importlib.util.find_spec("rich") is not None:
             form = "rich"
-    show_session(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
-                 session_id, form=form, out=sys.stdout)
+    with _json_failure("sessions show", profile, as_json):
+        show_session(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
+                     session_id, form=form, out=sys.stdout)
 
 
 @sessions.command("rm", help="Remove sessions (their logs, goals and workspaces). Asks first; "
@@ -381,8 +385,27 @@ def sessions_rm(inv: Invocation, home: str | None, profile: str, patches: tuple[
                 session_ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
     from dsh.cli.sessionview import remove_sessions
 
-    remove_sessions(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
-                    list(session_ids), yes=yes, as_json=as_json, ask=_ask, out=sys.stdout)
+    with _json_failure("sessions rm", profile, as_json):
+        refused = remove_sessions(resolve_home(home or inv.home), profile, list(patches),
+                                  Path.cwd(), list(session_ids), yes=yes, as_json=as_json,
+                                  ask=_ask, out=sys.stdout)
+    if refused and as_json:  # the document lists them
+        raise click.exceptions.Exit(1)
+    if refused:
+        raise DshError("not removed: " + "; ".join(refused))
+
+
+@contextlib.contextmanager
+def _json_failure(command: str, profile: str, as_json: bool) -> Iterator[None]:
+    """With ``--json``, a failure is one JSON document (``ok: false``) and its exit code;
+    without, it goes to the launcher's one handler."""
+    try:
+        yield
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json(command, profile, exc)
+        raise click.exceptions.Exit(exc.exit_code) from exc
 
 
 def _ask(question: str) -> bool:

@@ -176,11 +176,12 @@ def _json_document(profile: str, entry: dict[str, Any], held: str | None,
 
 def remove_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
                     session_ids: list[str], *, yes: bool, as_json: bool,
-                    ask: Any, out: IO[str]) -> None:
-    """Remove each session after ``ask(question) -> bool`` agreed (``yes``: no question).
+                    ask: Any, out: IO[str]) -> list[str]:
+    """Remove each session after ``ask(question) -> bool`` agreed (``yes``: no question);
+    returns why each refused one was (the command exits 1 for any).
 
     Every id is checked first (an unknown one: exit 2, nothing removed); a session held by
-    a live runtime is refused (exit 1) and the others are still removed.
+    a live runtime is refused and the others are still removed.
     """
     if not yes and not sys.stdin.isatty():
         raise UsageError("dsh sessions rm asks before removing, and there is no terminal to "
@@ -213,5 +214,4 @@ def remove_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
             "removed": removed, "refused": refused})))
     else:
         out.write("".join(f"removed {visible(s, one_line=True)}\n" for s in removed))
-    if refused:
-        raise DshError("not removed: " + "; ".join(refused))
+    return refused
