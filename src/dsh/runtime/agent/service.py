@@ -135,13 +135,14 @@ class Agent:
 
     async def new_session(self, *, cwd: str | None = None, session_id: str | None = None,
                           history: Any = None) -> str:
-        """Create a session now; an id already in use is an InvalidArgumentError.
+        """Create a session now; an id already in use (live here or stored) is an
+        InvalidArgumentError.
 
         ``history`` (a forked sub-agent's start) seeds the conversation with a copy of
         another one, checked first (:mod:`.seeding`): a bad one creates nothing.
         """
         self._check_open()
-        if session_id is not None and self._sessions.find(session_id) is not None:
+        if session_id is not None and self._sessions.known(session_id):
             raise InvalidArgumentError(f"session '{session_id}' already exists")
         messages = None if history is None else seeding.check_history(history)
         session = await self._sessions.create(session_id or events.new_id(), cwd)

@@ -32,9 +32,9 @@ class SessionTable:
         self._lifecycle = lifecycle
         self._default_cwd = default_cwd
 
-    def live(self, session_id: str, *, confirm: bool = False) -> Session | None:
+    def live(self, session_id: str) -> Session | None:
         """The session in memory here (see :meth:`.leasing.Holdings.live`), or None."""
-        return self.holdings.live(session_id, confirm=confirm)
+        return self.holdings.live(session_id)
 
     def get(self, session_id: str) -> Session:
         """The session in memory here (held or parked: to read it); SessionNotFoundError
