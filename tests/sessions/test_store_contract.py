@@ -463,7 +463,10 @@ def test_live_leases_and_removing_a_session(backend: Backend, clock: Clock) -> N
     with pytest.raises(SessionHeldError):
         cli.delete("held")
     assert holder.load("held") is not None and holder.lease("held").holder == holder.holder
+    workspace = cli.acquire_workspace("free")
+    assert workspace.is_dir()
     assert cli.delete("free") is True and cli.delete("orphan") is True
+    assert not workspace.exists()  # its last hold went with it
     assert cli.load("free") is None and cli.version("orphan") is None
     assert cli.lease("free") is None and cli.lease("orphan") is None
     assert cli.history_page("free", start_seq=0, limit=10, max_bytes=1 << 20) is None

@@ -274,13 +274,18 @@ class SqliteSessionStore(Tracking):
                                            (session_id,)).rowcount == 1
                 self._conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
                 self._conn.execute("DELETE FROM goals WHERE session_id = ?", (session_id,))
-                held = self._conn.execute("SELECT workspace_id FROM workspace_refs WHERE "
-                                          "session_id = ?", (session_id,)).fetchall()
         finally:
             self.release(session_id)
+        self.release_workspaces_of(session_id)
+        return found
+
+    def release_workspaces_of(self, session_id: str) -> None:
+        """Drop every workspace hold of ``session_id`` (a removed session's); a workspace
+        left at zero is cleaned."""
+        held = self._conn.execute("SELECT workspace_id FROM workspace_refs WHERE "
+                                  "session_id = ?", (session_id,)).fetchall()
         for (workspace_id,) in held:
             workspaces.release(self._conn, self.home, workspace_id, session_id)
-        return found
 
     def goals(self) -> SqliteGoals:
         """The goals of this store's sessions (the ``goals`` table, same connection)."""

@@ -467,7 +467,7 @@ class PostgresSessionStore(Tracking):
             found = self._run(remove)
         finally:
             self.release(session_id)
-        self._local.release_workspace(session_id, force=False)
+        self._local.release_workspaces_of(session_id)
         return found
 
     def close(self) -> None:
