@@ -145,7 +145,8 @@ class TurnRunner:
                                        f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
         route, chosen, name = self._resolve(provider, model)
         refuse = getattr(chosen, "effort_refusal", None)
-        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        problem = refuse(reasoning_effort, name) if refuse and reasoning_effort is not None \
+            else None
         if problem is not None:
             raise InvalidArgumentError(problem, code="unsupported-effort")
         self._choice = {"provider": provider, "model": model,
@@ -164,11 +165,12 @@ class TurnRunner:
     def check_ready(self) -> None:
         """Raise :class:`InvalidArgumentError` (with its code) when the next turn could
         not call the model: an unknown or retired route or model (:meth:`plan`), or what
-        the route says any request would fail with before it is sent (a missing key, a
-        base URL that is no URL). Asked before a prompt creates a session."""
-        provider = self.plan().provider
-        refuse = getattr(provider, "request_refusal", None)
-        problem = refuse() if refuse is not None else None
+        the route says its request would fail with before it is sent (a missing key, a
+        base URL that is no URL, an effort the model cannot take). Asked before a prompt
+        creates a session."""
+        plan = self.plan()
+        refuse = getattr(plan.provider, "request_refusal", None)
+        problem = refuse(plan.model, plan.reasoning_effort) if refuse is not None else None
         if problem is not None:
             raise InvalidArgumentError(problem.message,
                                        code=getattr(problem, "code", None) or "model-error")

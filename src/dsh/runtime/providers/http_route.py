@@ -55,6 +55,7 @@ from dsh.core.redact import redact as redact_url
 from dsh.runtime.kernel.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh.runtime.providers.base import (
     EFFORTS,
+    OFF_EFFORTS,
     Chunk,
     ModelError,
     ModelRequest,
@@ -63,7 +64,7 @@ from dsh.runtime.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from dsh.runtime.providers.catalog import ModelCatalog
+from dsh.runtime.providers.catalog import ModelCatalog, allowed_efforts, shown_efforts
 from dsh.runtime.providers.pricing import PriceTable, estimated
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ class HttpRoute:
     """The ``llm:<route>`` service of one HTTP provider row (the Provider contract).
 
     Subclasses set :attr:`path` and implement :meth:`encode`, :meth:`decoder`,
-    :meth:`auth_headers` and :meth:`effort_refusal`.
+    :meth:`auth_headers` and :meth:`form_refusal`.
     """
 
     path: ClassVar[str] = ""
@@ -282,7 +283,7 @@ class HttpRoute:
         self._env = env
         self._timeouts = (config["timeout_s"], config["connect_timeout_s"])
         if self.reasoning_effort is not None:
-            problem = self.effort_refusal(self.reasoning_effort)
+            problem = self.effort_refusal(self.reasoning_effort, self.default_model)
             if problem is not None:
                 raise ConfigError(f"row '{row_id}' config.reasoning_effort: {problem}")
         # Built on the first request: importing httpx and its TLS context costs ~10 MB and
@@ -302,26 +303,55 @@ class HttpRoute:
         """Why ``model`` cannot be chosen on this route (retired, unknown), or None."""
         return self.catalog.refusal(model)
 
-    def request_refusal(self) -> ModelError | None:
-        """What any request on this route would fail with before it is sent (a base URL
-        that is no URL, a key missing or malformed), or None. The agent asks before it
-        creates a session for a prompt, so a run that cannot reach the model leaves no
-        session behind; :meth:`stream` fails the same way."""
+    def request_refusal(self, model: str, effort: str | None = None) -> ModelError | None:
+        """What a request for ``model`` with ``effort`` (None: the row's default) would
+        fail with before it is sent, or None: a base URL that is no URL, a key missing or
+        malformed, an effort the model or the route's wire form cannot take (the row's
+        default effort, or a session's model changed since the effort was chosen). The
+        agent asks before it creates a session for a prompt, so a run that cannot reach
+        the model leaves no session behind; :meth:`stream` fails the same way."""
         if self._url_problem is not None:
             return ModelError(self._url_problem, code="bad-base-url")
         try:
             self._checked_key()
         except ModelError as exc:
             return exc
-        return None
+        effort = effort if effort is not None else self.reasoning_effort
+        problem = None if effort is None else self.effort_refusal(effort, model)
+        return None if problem is None else ModelError(problem, code="unsupported-effort")
 
-    def effort_refusal(self, effort: str) -> str | None:  # pragma: no cover - interface
-        """Why this route cannot send reasoning effort ``effort``, or None."""
+    def effort_refusal(self, effort: str, model: str | None = None) -> str | None:
+        """Why this route cannot send reasoning effort ``effort`` to ``model``, or None:
+        its wire form cannot carry it (:meth:`form_refusal`), or the model's facts
+        (``model_facts``) do not list it, a model that always thinks refusing ``none``.
+        Asked when a client chooses the effort and again before each request, so what a
+        model would refuse is refused before anything is sent."""
+        problem = self.form_refusal(effort, model)
+        if problem is not None or model is None:
+            return problem
+        efforts = self.catalog.facts(model).efforts
+        if efforts is None or effort in allowed_efforts(efforts):
+            return None
+        served = self.catalog.wire_id(model)
+        if effort in OFF_EFFORTS:
+            return (f"model '{served}' on route '{self.route}' always thinks (it cannot "
+                    f"turn thinking off); it takes reasoning effort {shown_efforts(efforts)}")
+        return (f"model '{served}' on route '{self.route}' takes reasoning effort "
+                f"{shown_efforts(efforts)}; not '{effort}'")
+
+    def form_refusal(self, effort: str,
+                     model: str | None) -> str | None:  # pragma: no cover - interface
+        """Why the route's wire form (its reasoning or thinking style, for ``model``)
+        cannot carry ``effort``, or None."""
         raise NotImplementedError
 
     def supports_images_for(self, model: str) -> bool:
         """Whether ``model`` takes image input on this route."""
         return self.catalog.images(model)
+
+    def context_window_for(self, model: str) -> int:
+        """``model``'s context window: its facts' where they say, else the route's."""
+        return self.catalog.facts(model).context_window or self.context_window
 
     # -- the wire format (subclasses) ---------------------------------------------------
 
@@ -364,7 +394,7 @@ class HttpRoute:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one response; see the module docstring for the failure policy."""
-        problem = self.request_refusal()
+        problem = self.request_refusal(request.model, request.reasoning_effort)
         if problem is not None:
             raise problem
         headers = self._headers()
@@ -553,6 +583,18 @@ class HttpRoute:
                           retryable=True)
 
     # -- doctor --live --------------------------------------------------------------------
+
+    def unconfigured(self) -> str | None:
+        """Why nobody has set this route up, or None: its key variable is unset, or (a
+        keyless route) the variable naming its server is, so it points at a default
+        nobody chose. Such a route is reported, not failed, while nobody uses it."""
+        if self._literal_key or self._key:
+            return None
+        if self._key_env is not None:
+            return f"{self._key_env} is not set"
+        if self._url_where == "the row's default_base_url" and self.routing_env:
+            return f"{self.routing_env[0]} is not set"
+        return None
 
     async def probe(self, model: str | None = None) -> list[tuple[str, str, str]]:
         """``(check, status, message)`` for ``dsh doctor --live``: the key, the base URL,
