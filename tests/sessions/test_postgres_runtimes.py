@@ -397,7 +397,8 @@ def test_an_idle_session_moves_between_homes_and_comes_back(
         assert done.stdout == "answered on b\n"
         moved = first.until("session.event", lambda f: f["params"]["event"]["type"]
                             == "session/moved", timeout=20)[-1]["params"]["event"]
-        assert moved["data"] == {"holder": None}
+        holder = moved["data"]["holder"]  # the terminal's run, or nobody once it exited
+        assert holder is None or holder["pid"] != first.proc.pid, holder
         second = deployment.start(deployment.home("b"), script)
         turn(second, "from an SDK runtime on b")
         released("s")
