@@ -309,7 +309,7 @@ class MemorySessionStore:
                                          summary.updated, summary.turns, summary.usage,
                                          summary.cost, status="open", profile=""))
         if newest_first:
-            found.sort(key=lambda e: (-e["updatedAt"], e["sessionId"]))
+            found.sort(key=lambda e: (e["updatedAt"], e["sessionId"]), reverse=True)
         return found if limit is None else found[:limit]
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,

@@ -359,7 +359,8 @@ class SqliteSessionStore(Tracking):
         if workspace is not None:
             sql += " WHERE workspace = ?"
             args.append(workspace)
-        sql += " ORDER BY updated_at DESC, id" if newest_first else " ORDER BY id"
+        # (updated_at, id) is the updated index's own order: no sort step
+        sql += " ORDER BY updated_at DESC, id DESC" if newest_first else " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)

@@ -40,10 +40,10 @@ def statements(s: str) -> dict[str, str]:
                 "ORDER BY seq LIMIT %s",
         "summary": f"{listed} WHERE id = %s",
         "list_by_id": f"{listed} ORDER BY id LIMIT %s",
-        "list_newest": f"{listed} ORDER BY updated_at DESC, id LIMIT %s",
+        "list_newest": f"{listed} ORDER BY updated_at DESC, id DESC LIMIT %s",
         "list_workspace_by_id": f"{listed} WHERE workspace = %s ORDER BY id LIMIT %s",
         "list_workspace_newest": f"{listed} WHERE workspace = %s ORDER BY updated_at DESC, "
-                                 "id LIMIT %s",
+                                 "id DESC LIMIT %s",
         "versions": f"SELECT id, revision, (SELECT max(seq) FROM {s}.events e WHERE "
                     f"e.session_id = {s}.sessions.id) FROM {s}.sessions WHERE id = ANY(%s)",
         "delete_session": f"DELETE FROM {s}.sessions WHERE id = %s",
