@@ -199,3 +199,23 @@ def test_the_sdk_client_surfaces_the_move_and_takes_the_session_back(
         texts = [e["data"]["content"][0]["text"] for e in session.history()
                  if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
         assert texts == ["from the SDK", "from a terminal", "back in the SDK"]
+
+
+def test_a_mode_set_on_a_released_session_takes_it_back_and_is_logged(
+        dsh_home: Path, tmp_path: Path) -> None:
+    proc = start(tmp_path)
+    try:
+        run_turn(proc, "m", "hello")
+        released(dsh_home, "m")
+        answer = proc.call("session/mode/set", {"sessionId": "m", "mode": "plan"})
+        assert answer.get("result") == {"mode": "plan"}, answer
+        assert proc.call("session/mode/get", {"sessionId": "m"})["result"]["mode"] == "plan"
+        log = proc.call("session/history", {"sessionId": "m"})["result"]["events"]
+        assert [e["data"] for e in log if e["type"] == "mode/update"] == [
+            {"mode": "plan", "reason": "client"}]
+        unknown = proc.call("session/mode/get", {"sessionId": "never-was"})
+        assert unknown["error"]["code"] == -32602
+        proc.close_stdin()
+        assert proc.wait() == 0, proc.stderr()
+    finally:
+        proc.finish()

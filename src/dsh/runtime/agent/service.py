@@ -209,6 +209,15 @@ class Agent:
         if await self._sessions.confirmed(session_id) is None:
             await self._sessions.create(session_id, cwd)
 
+    async def take(self, session_id: str) -> None:
+        """Make a session this runtime's now, without running a turn: held here already,
+        taken back from parked, or restored from the store; unknown is
+        SessionNotFoundError, one another runtime holds SessionHeldError. What a client's
+        change to a session outside a turn (its mode) needs before it is logged."""
+        self._check_open()
+        if await self._sessions.confirmed(session_id) is None:
+            raise SessionNotFoundError(session_id)
+
     def get_cwd(self, session_id: str) -> str:
         """The session's working directory."""
         return self._sessions.get(session_id).cwd
