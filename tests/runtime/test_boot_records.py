@@ -53,7 +53,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     Image: ("mime_type", "data"),
     ToolResult: ("text", "is_error", "images", "diff"),
     ToolContext: ("session_id", "env", "cancelled", "get_cwd", "change_cwd", "emit", "history",
-                  "images_supported", "boundary"),
+                  "images_supported", "boundary", "keep"),
     ToolCall: ("session_id", "call_id", "name", "arguments", "cwd", "tool", "can_ask",
                "outside"),
     ToolSpec: ("name", "description", "parameters"),

@@ -238,8 +238,9 @@ class SessionHeldError(SessionBusyError):
     session").
 
     ``holder`` is ``{"host", "pid"}`` of the runtime holding it, or None when this runtime
-    lost a lease it held and nobody holds it now. Retryable: the holder may end, or die and
-    be taken over. ``lost`` says the session was this runtime's until another took it.
+    lost a lease it held and nobody holds it now. Retryable: the holder gives the session
+    back once its work there ends, or dies and is taken over. ``lost`` says the session
+    was this runtime's until another took it.
     """
 
     def __init__(self, session_id: str, holder: Mapping[str, Any] | None, *,
@@ -257,8 +258,9 @@ class SessionHeldError(SessionBusyError):
         elif self.holder is None:
             message = f"session '{session_id}' is not leased by this runtime"
         else:
-            message = (f"session busy: '{session_id}' is held by {by}; retry once it "
-                       "exits (a dead holder's lease is taken over)")
+            message = (f"session busy: '{session_id}' is held by {by}; retry once its "
+                       "work ends (an idle session is given back within seconds, a dead "
+                       "holder's lease taken over)")
         super().__init__(message, {"holder": self.holder})
 
 

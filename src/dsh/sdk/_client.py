@@ -35,9 +35,12 @@ from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (
     ApprovalRequest,
     Decision,
+    SessionMoved,
     approval_request,
     history_page,
+    session_event,
     session_id,
+    session_moved,
 )
 from dsh.sdk._launch import HeadStart
 from dsh.sdk._lifecycle import ClientState, ErrorContext, Readiness, Stage, not_usable
@@ -259,6 +262,20 @@ class AsyncDshClient:
             if cursor == params.get("cursor"):
                 raise ProtocolError(f"session/history did not move past cursor {cursor!r}")
             params["cursor"] = cursor
+
+    async def moves(self, session_id: str | None = None) -> AsyncIterator[SessionMoved]:
+        """Yield each :class:`SessionMoved` from now on (of ``session_id`` only, when
+        given): a session this runtime gave back that another runtime continued. Leave
+        the loop to stop listening; it ends with the client."""
+        def wanted(notification: Any) -> bool:
+            moved = session_moved(session_event(notification.params))
+            return moved is not None and session_id in (None, moved.session_id)
+
+        with self.subscribe(wanted) as subscription:
+            async for notification in subscription:
+                moved = session_moved(session_event(notification.params))
+                if moved is not None:
+                    yield moved
 
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""

@@ -314,7 +314,7 @@ class Turn:
         context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
                               emit=s.emit, history=lambda: copy.deepcopy(s.messages),
                               images_supported=self._images,
-                              boundary=self.host.boundary(s))
+                              boundary=self.host.boundary(s), keep=s.keep)
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
                                approver=self.host.approver, context=context, grant=s.grant)

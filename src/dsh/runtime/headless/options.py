@@ -23,9 +23,9 @@ COLORS = ("auto", "always", "never")  # dsh.core.termstyle.CHOICES, not imported
 
 HELP = """\
 usage: dsh --profile headless [-h] [--json [--json-format dsh|codex]]
-                              [--session-id ID [--compact]] [--approval auto|never]
-                              [--model M] [--provider R] [--effort LEVEL]
-                              [--color auto|always|never] TASK... | -
+                              [--session-id ID | --continue] [--compact]
+                              [--approval auto|never] [--model M] [--provider R]
+                              [--effort LEVEL] [--color auto|always|never] TASK... | -
 
 Run one task to completion and exit. TASK's words are joined with spaces; `-` reads the
 task from stdin instead (UTF-8, up to 16 MiB).
@@ -38,8 +38,11 @@ options:
                      prints (thread.started, turn.started, item.started/updated/
                      completed, turn.completed with usage, turn.failed); implies --json
   --session-id ID    continue a persisted session (an unknown id exits 2)
-  --compact          with --session-id: summarise the session's older turns into one
-                     message before running the task (as the SDK's session/compact)
+  --continue         continue the session of this workspace (the current directory)
+                     updated last (none yet exits 2)
+  --compact          with --session-id or --continue: summarise the session's older
+                     turns into one message before running the task (as the SDK's
+                     session/compact)
   --approval MODE    guarded tool calls (those the policy would ask about): `auto`
                      allows them, `never` denies them; default: the profile policy's
                      unattended answer (shipped: deny). `ask` needs an interactive
@@ -83,6 +86,7 @@ class Options:
     effort: str | None = None
     json_format: str = "dsh"
     color: str = "auto"
+    continue_last: bool = False
 
     @property
     def task_from_stdin(self) -> bool:
@@ -100,6 +104,7 @@ _COMMAND = cmdline.command("dsh --profile headless", [
     click.Option(["--compact"], is_flag=True),
     click.Option(["--json-format", "json_format"], metavar="F"),
     click.Option(["--color"], metavar="WHEN"),
+    click.Option(["--continue", "continue_last"], is_flag=True),
     click.Argument(["task"], nargs=-1),
 ])
 _HINT = "dsh --profile headless -h"
@@ -128,8 +133,11 @@ def parse(argv: list[str]) -> Options:
     color = given["color"]
     if color is not None and color not in COLORS:
         raise UsageError(f"--color must be auto, always or never (got {color!r})")
-    if given["compact"] and given["session_id"] is None:
-        raise UsageError("--compact needs --session-id (a new session has nothing to compact)")
+    if given["continue_last"] and given["session_id"] is not None:
+        raise UsageError("--continue and --session-id both name the session: give one")
+    if given["compact"] and given["session_id"] is None and not given["continue_last"]:
+        raise UsageError("--compact needs --session-id or --continue (a new session has "
+                         "nothing to compact)")
     words = list(given["task"])
     if not words:
         raise UsageError("no task given (words, or - to read it from stdin)", hint=_HINT)
@@ -142,4 +150,4 @@ def parse(argv: list[str]) -> Options:
                    session_id=given["session_id"], approval=approval, model=given["model"],
                    provider=given["provider"], compact=given["compact"],
                    effort=given["effort"], json_format=json_format or "dsh",
-                   color=color or "auto")
+                   color=color or "auto", continue_last=given["continue_last"])

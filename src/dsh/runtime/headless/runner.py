@@ -20,8 +20,10 @@ options and from which of stdout and stderr are terminals; the terminal's view
   ``cancelled`` (the message on stderr); 2 for usage errors, raised as
   :class:`~dsh.core.errors.UsageError` for the launcher's one handler. An unknown
   ``--session-id``, route or model is a usage error too: it is a wrong command-line value,
-  found before any model call. SIGINT cancels the turn (bounded wait for its ``turn/end``)
-  and the application runner exits 130.
+  found before any model call; a route that cannot be used for a new session (no key,
+  a base URL that is no URL) is a configuration error (exit 2), and no session is left
+  behind. SIGINT cancels the turn (bounded wait for its ``turn/end``) and the
+  application runner exits 130.
 
 Guarded tool calls follow ``--approval``: an approver answering ``allow`` (``auto``) or
 ``deny`` (``never``) is installed on the agent; without the option none is, and the
@@ -41,6 +43,7 @@ from typing import Any
 from dsh._version import __version__
 from dsh.core import jsonrpc
 from dsh.core.errors import (
+    ConfigError,
     ConnectionClosedError,
     DshError,
     InvalidArgumentError,
@@ -157,6 +160,8 @@ class HeadlessTask:
         self._cwd = cwd
         self._view = view
         self._session_id: str | None = None
+        self._early: list[dict[str, Any]] | None = []
+        """Events that came before the view was told the session (None: it was told)."""
         self._answer = ""
         self._end: dict[str, Any] | None = None
         self._ended = asyncio.Event()
@@ -171,10 +176,18 @@ class HeadlessTask:
             self._agent.set_approver(_approver(self._options.approval))
         try:
             session_id = await self._open_session()
-            self._view.started(session_id)
             if self._options.compact:  # after subscribing: --json streams its event too
                 await self._compact(session_id)
-            await self._agent.prompt(session_id, [{"type": "text", "text": task}], cwd=self._cwd)
+            try:
+                await self._agent.prompt(session_id, [{"type": "text", "text": task}],
+                                         cwd=self._cwd)
+            except InvalidArgumentError as exc:  # the route cannot be used: nothing created
+                raise ConfigError(exc.message + (f" ({exc.code})" if exc.code else "")
+                                  ) from exc
+            self._view.started(session_id)
+            early, self._early = self._early or [], None
+            for event in early:  # the prompt's own first events, sent while it was queued
+                self._view.event(event)
             await self._wait_for_end(session_id)
         finally:
             unsubscribe()
@@ -204,11 +217,19 @@ class HeadlessTask:
                         if done["compacted"] else "dsh: nothing to compact")
 
     async def _open_session(self) -> str:
-        """A new session in the launch's cwd, or the persisted one ``--session-id`` names."""
+        """The persisted session ``--session-id`` names or ``--continue`` finds, resumed;
+        else a new id, whose session the prompt creates in the launch's cwd once it knows
+        the model can be reached (a refused run leaves no session behind)."""
         session_id = self._options.session_id
+        if self._options.continue_last:
+            root = os.path.realpath(self._cwd)
+            session_id = self._agent.latest_session(root)
+            if session_id is None:
+                raise UsageError(f"no session to continue in {visible(root, one_line=True)}"
+                                 " (run a task there without --continue first)")
         if session_id is None:
             self._session_id = events.new_id()
-            return await self._agent.new_session(cwd=self._cwd, session_id=self._session_id)
+            return self._session_id
         self._session_id = session_id
         try:
             await self._agent.resume(session_id)
@@ -239,7 +260,10 @@ class HeadlessTask:
         event = params.get("event")
         if not isinstance(event, dict) or self._ended.is_set():
             return
-        self._view.event(event)
+        if self._early is None:
+            self._view.event(event)
+        else:  # the view hears of the session once its prompt was taken
+            self._early.append(event)
         kind = event.get("type")
         data = event.get("data") or {}
         if kind == "assistant/message":

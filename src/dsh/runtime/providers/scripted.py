@@ -8,6 +8,8 @@ in order, separately for each session::
     - reasoning: "The user wants the directory; I know it now."   # streamed first
       text: "Done."
       usage: {inputTokens: 10, outputTokens: 2}   # optional; estimated when absent
+                                                  # (also cacheHitTokens, reasoningTokens,
+                                                  # costUsd, as a priced route reports)
     - error: {message: "rate limited", code: "rate-limit"}   # raised as a model error
     - {text: "slow", delay_ms: 500}                # waits first (cancellation tests)
     - text: "You are in {where}."                  # quotes what a tool answered
@@ -242,7 +244,21 @@ def _usage(item: Any, fail: _Fail) -> Usage | None:
               for k in ("inputTokens", "outputTokens")]
     if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
         raise fail("'usage' must be {inputTokens, outputTokens} with counts >= 0")
-    return Usage(*counts)
+    extra = {}
+    for key, field in (("cacheHitTokens", "cache_hit_tokens"),
+                       ("reasoningTokens", "reasoning_tokens")):
+        value = item.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
+                                      and value >= 0):
+            raise fail(f"'usage' {key} must be a count >= 0")
+        extra[field] = value
+    cost = item.get("costUsd")
+    if cost is not None and not (isinstance(cost, (int, float)) and not isinstance(cost, bool)
+                                 and cost >= 0):
+        raise fail("'usage' costUsd must be a number >= 0")
+    return Usage(*counts, cache_hit_tokens=extra["cache_hit_tokens"],
+                 reasoning_tokens=extra["reasoning_tokens"],
+                 cost_usd=None if cost is None else float(cost))
 
 
 def _error(item: Any, fail: _Fail) -> tuple[str, str] | None:

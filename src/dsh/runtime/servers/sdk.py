@@ -318,12 +318,12 @@ class SdkProtocol:
 
     async def get_mode(self, params: Params | None) -> dict[str, Any]:
         """The session's mode and the modes there are."""
-        return self._ops.mode(_session_id(params))
+        return await self._ops.mode(_session_id(params))
 
     async def set_mode(self, params: Params | None) -> dict[str, Any]:
         """Switch the session between ``default`` and ``plan`` (read-only until approved)."""
         p = _object(params)
-        return self._ops.set_mode(_session_id(p), _str(p, "mode"))
+        return await self._ops.set_mode(_session_id(p), _str(p, "mode"))
 
     async def history(self, params: Params | None) -> dict[str, Any]:
         """A page of the session's log (``cursor``, ``limit``): ``{events, nextCursor}``."""

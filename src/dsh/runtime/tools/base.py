@@ -19,7 +19,6 @@ mutating tool that does not is asked about rather than trusted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -28,6 +27,8 @@ from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.kernel.schema import validate
 
 if TYPE_CHECKING:
+    import asyncio
+
     from dsh.runtime.tools.confine import Boundary
 
 __all__ = ["ArgumentError", "Image", "Tool", "ToolCall", "ToolContext", "ToolResult",
@@ -64,6 +65,11 @@ def _no_history() -> list[dict[str, Any]]:
     return []
 
 
+def _keep_nothing() -> Callable[[], None]:
+    """The ``keep`` of a context with no session behind it: nothing to hold."""
+    return lambda: None
+
+
 class ToolContext(NamedTuple):
     """A running call's view of its session.
 
@@ -77,7 +83,9 @@ class ToolContext(NamedTuple):
     workspace root, its granted roots, the protected directories, and the paths this call
     was approved for; a file tool opens paths only through it
     (:func:`dsh.runtime.tools.confine.of` gives a context without one a boundary rooted at
-    its cwd).
+    its cwd). ``keep()`` holds the session in this runtime (its lease kept, so no other
+    runtime continues it meanwhile) while work the call started lives on after it (a
+    background job, a sub-agent); call the function it returns when that work ends.
     """
 
     session_id: str
@@ -89,6 +97,7 @@ class ToolContext(NamedTuple):
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
+    keep: Callable[[], Callable[[], None]] = _keep_nothing
 
     @property
     def cwd(self) -> str:

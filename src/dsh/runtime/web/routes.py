@@ -206,7 +206,7 @@ class WebApi:
                         yield b": keepalive\n\n"
                         continue
                     method, params = item
-                    if method == "session.event":
+                    if method == "session.event" and "seq" in params["event"]:
                         if params["event"]["seq"] <= last:
                             continue
                         last = params["event"]["seq"]
