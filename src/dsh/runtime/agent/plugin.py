@@ -15,6 +15,7 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core.errors import DshError
+from dsh.core.redact import EnvValue, shown
 from dsh.runtime.agent.service import Agent
 from dsh.runtime.agent.settings import AgentConfig
 from dsh.runtime.kernel.loader import resolve
@@ -140,8 +141,10 @@ class AgentCore(Plugin):
             if published is None or published(row["config"]) != route:
                 continue
             return _probe(route, row, plugin, checkup)
-        return [Diagnosis(check, "fail", f"no enabled row publishes route '{route}', the "
-                          "agent row's default_route")]
+        if isinstance(route, EnvValue):  # no route's name: maybe a secret, never shown
+            check = f"route.env.{route.name}"
+        return [Diagnosis(check, "fail", f"no enabled row publishes route {shown(route)}, "
+                          "the agent row's default_route")]
 
 
 def _probe(route: str, row: Mapping[str, Any], plugin: type[Plugin],

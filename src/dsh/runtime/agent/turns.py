@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.core.errors import InvalidArgumentError, PluginError, SessionBusyError
+from dsh.core.redact import shown
 from dsh.runtime.agent import events
 from dsh.runtime.agent.compactor import Compactor
 from dsh.runtime.agent.journal import Journal
@@ -218,7 +219,9 @@ class TurnRunner:
             chosen = self._rt.service("llm:" + route)
         except PluginError:
             routes = ", ".join(self._routes()) or "none"
-            raise InvalidArgumentError(f"unknown provider route '{route}' (registered: "
+            # A route from a patch's !env is named by its variable, never quoted: the
+            # message goes to clients, logs and the session's stored turn/end.
+            raise InvalidArgumentError(f"unknown provider route {shown(route)} (registered: "
                                        f"{routes})", code="unknown-route") from None
         name = model or chosen.default_model
         refuse = getattr(chosen, "model_refusal", None)
