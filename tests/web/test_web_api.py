@@ -98,6 +98,34 @@ def test_bad_inputs_get_401_403_413_400(tmp_path: Path) -> None:
         assert web.extra_stdout() == []
 
 
+def test_deeply_nested_json_is_a_400_with_a_bounded_depth(tmp_path: Path) -> None:
+    """Nesting used to reach the parser's recursion limit: a 500, or past it a reset
+    connection. Deeper than 64 levels is now a 400 before parsing; brackets inside
+    strings do not count, and 64 levels still parse (then fail as parameters)."""
+    patch = write_patch(tmp_path, CHAT_SCRIPT)
+    with WebProcess([patch], cwd=Path.cwd()) as web, web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        url = f"/api/sessions/{session}/prompt"
+        for depth in (65, 990, 5_000, 200_000):
+            body = '{"contentBlocks": ' + "[" * depth + "]" * depth + "}"
+            response = client.post(url, content=body)
+            assert response.status_code == 400, (depth, response.text)
+            assert response.json()["error"] == {
+                "code": "malformed-json",
+                "message": "the JSON body nests deeper than 64 levels"}
+        body = '{"contentBlocks": ' + "[" * 63 + "]" * 63 + "}"
+        response = client.post(url, content=body)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "invalid-params"
+        text = "[{" * 10_000
+        response = client.post(url, json={"contentBlocks": [{"type": "text", "text": text}]})
+        assert response.status_code == 202, response.text
+        assert client.post(f"/api/sessions/{session}/cancel",
+                           content="[" * 100 + "]" * 100).status_code == 400
+        assert client.get("/api/status").status_code == 200
+    assert not [line for line in web.stderr if "Traceback" in line], "".join(web.stderr)
+
+
 def test_session_prompt_stream_history_and_cancel(tmp_path: Path) -> None:
     patch = write_patch(tmp_path, CHAT_SCRIPT)
     with WebProcess([patch], cwd=Path.cwd()) as web, web.client() as client:
