@@ -251,6 +251,11 @@ class Agent:
         """A live session's events so far, in ``seq`` order."""
         return list(self._sessions.get(session_id).record.events)
 
+    def log(self, session_id: str) -> Sequence[Mapping[str, Any]]:
+        """A live session's event log itself, in ``seq`` order: not a copy, so many
+        readers (event streams) share it as it grows; read it, never change it."""
+        return self._sessions.get(session_id).record.events
+
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage:
         """A page of the session's log from ``start_seq`` (see

@@ -133,14 +133,13 @@ class WebApi:
             raise ProblemError(400, "invalid-params", problem)
         return body
 
-    async def _live_history(self, session_id: str) -> list[dict[str, Any]]:
-        """The history of a session, restoring a persisted one first (unknown: the
-        resume's SessionNotFoundError)."""
+    async def _make_live(self, session_id: str) -> None:
+        """Restore a persisted session unless it is live here (unknown: the resume's
+        SessionNotFoundError; another runtime's: busy)."""
         try:
-            return self.ops.live_events(session_id)
+            self.ops.live_events(session_id)
         except SessionNotFoundError:
             await self.ops.resume(session_id)
-            return self.ops.live_events(session_id)
 
     # -- page ----------------------------------------------------------------------------
 
@@ -188,25 +187,38 @@ class WebApi:
 
     async def events(self, request: Request) -> Response:
         """The session's events from ``since`` (or after ``Last-Event-ID``), its status and
-        pending approvals, then everything live."""
+        pending approvals, then everything live.
+
+        The history is replayed from the live log a shared page at a time
+        (:class:`~dsh.runtime.web.streams.Pages`), each page in its turn
+        (:class:`~dsh.runtime.web.streams.Turns`), until the stream has caught up; it then
+        subscribes with no await in between, so no event is missed or sent twice."""
         session_id = request.path_params["id"]
         since = _since(request)
-        history = await self._live_history(session_id)
-        sub = self.hub.subscribe(session_id)  # no await between reading history and this
-        status = next((s.get("status") for s in self.ops.list_sessions()
-                       if s["sessionId"] == session_id), "idle")
-        waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
+        await self._make_live(session_id)
 
         async def stream() -> AsyncIterator[bytes]:
-            last = since - 1
+            yield b"retry: 1000\n\n"
+            seq = since
+            while True:
+                try:
+                    log = self.ops.live_events(session_id)
+                except SessionNotFoundError:
+                    return  # let go meanwhile (its lease taken over): the client retries
+                if seq >= len(log):
+                    break
+                await self.hub.turns.wait()
+                log = self.ops.live_events(session_id)
+                data, seq = self.hub.pages.page(session_id, log, seq)
+                yield data
+            last = seq - 1
+            sub = self.hub.subscribe(session_id)
+            status = next((s.get("status") for s in self.ops.list_sessions()
+                           if s["sessionId"] == session_id), "idle")
+            waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
             try:
-                yield b"retry: 1000\n\n"
-                for event in history:
-                    if event["seq"] >= since:
-                        last = event["seq"]
-                        yield frame("session.event", {"sessionId": session_id, "event": event})
                 yield frame("session.status", {"sessionId": session_id, "status": status})
-                for approval in waiting:  # asked before this stream opened
+                for approval in waiting:  # asked before this stream went live
                     yield frame("approval", {**approval, "state": "pending"})
                 while True:
                     item = await sub.next()
@@ -215,12 +227,12 @@ class WebApi:
                     if item is False:
                         yield b": keepalive\n\n"
                         continue
-                    method, params = item
+                    method, params, data = item
                     if method == "session.event":
                         if params["event"]["seq"] <= last:
                             continue
                         last = params["event"]["seq"]
-                    yield frame(method, params)
+                    yield data
             finally:
                 sub.close()
 
