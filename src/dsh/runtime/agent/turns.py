@@ -196,7 +196,8 @@ class TurnRunner:
                                        f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
         route, chosen, name = self._resolve(provider, model)
         refuse = getattr(chosen, "effort_refusal", None)
-        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        problem = refuse(reasoning_effort, name) if refuse and reasoning_effort is not None \
+            else None
         if problem is not None:
             raise InvalidArgumentError(problem, code="unsupported-effort")
         self._choice = {"provider": provider, "model": model,
