@@ -13,6 +13,7 @@ body too large or malformed, an unknown approval).
 from __future__ import annotations
 
 import array
+import asyncio
 import itertools
 import json
 import re
@@ -64,7 +65,8 @@ class ProblemError(Exception):
 
 
 def _problem_response(exc: ProblemError) -> Response:
-    headers = {"retry-after": "1"} if exc.status == 429 else None
+    headers = {"retry-after": "1"} if exc.status == 429 else \
+        {"connection": "close"} if exc.status == 408 else None  # the body's rest is unread
     return Response(problem_body(exc.code, exc.message), exc.status,
                     media_type="application/json", headers=headers)
 
@@ -97,6 +99,7 @@ class WebApi:
     default_cwd: str
     max_body_bytes: int
     static: Mapping[str, bytes]
+    body_timeout_s: float = 10.0
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -107,12 +110,22 @@ class WebApi:
             raise ProblemError(400, "bad-request", "Content-Length is not a number")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > DRAIN_LIMIT:
-                break
-            if size <= self.max_body_bytes:
-                chunks.append(chunk)
+
+        async def read() -> None:
+            nonlocal size
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > DRAIN_LIMIT:
+                    break
+                if size <= self.max_body_bytes:
+                    chunks.append(chunk)
+
+        try:
+            await asyncio.wait_for(read(), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise ProblemError(408, "timeout", f"the request body did not arrive within "
+                               f"{self.body_timeout_s:g} s (config request_timeout_s)"
+                               ) from None
         if size > self.max_body_bytes:
             raise ProblemError(413, "too-large",
                           f"request body over {self.max_body_bytes} bytes (config max_body_bytes)")
