@@ -308,3 +308,57 @@ def test_commands_run_one_at_a_time_and_leave_no_lock(run_dsh: RunDsh, added: Pa
     synced = run_dsh("plugin", "--profile", "p", "sync")
     assert synced.returncode == 0, synced.stderr
     assert not list((added / "profiles").glob(".*"))
+
+
+# -- a row config its own plugin refuses ----------------------------------------------------
+
+STRICT = '''\
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin
+
+
+class Greeter(Plugin):
+    manifest = Manifest(id="greeter", version="1.0", capabilities=frozenset({Capability.TOOL}),
+                        config_schema={"type": "object",
+                                       "properties": {"greeting": {"type": "string"}},
+                                       "additionalProperties": False})
+'''
+
+
+def test_add_refuses_a_bundle_whose_row_config_breaks_its_schema(run_dsh: RunDsh,
+                                                                  added: Path) -> None:
+    """It used to install, and then the profile could not start."""
+    package(Path.cwd() / "strict", "strict", bundle="strict", module_text=STRICT,
+            patch="- id: tools\n  insert:\n    - {id: greet, name: \"strict:Greeter\", "
+                  "config: {greeting: 5}}\n")
+    before = tree_state(added)
+    line = one_error(run_dsh("plugin", "--profile", "p", "add", "./strict"), 2)
+    assert line == ("dsh: error: profile 'p' would not start: row 'tools:greet' "
+                    "config.greeting: expected string (plugin 'strict:Greeter')")
+    assert tree_state(added) == before
+    # The same bundle with a config that fits goes in, and the profile starts.
+    (Path.cwd() / "strict" / "strict" / "patch.yml").write_text(
+        "- id: tools\n  insert:\n    - {id: greet, name: \"strict:Greeter\", "
+        "config: {greeting: hello}}\n")
+    assert run_dsh("plugin", "--profile", "p", "add", "./strict").returncode == 0
+    assert run_dsh("--profile", "p", "-h").returncode == 0
+
+
+def test_the_doctor_fails_a_row_config_that_breaks_its_schema(run_dsh: RunDsh,
+                                                               added: Path) -> None:
+    """A patch giving a row a config its plugin refuses: the doctor said all was well,
+    then the profile could not start."""
+    (added / "patch.yml").write_text("- {id: agent, merge: {config: {max_steps: many}}}\n")
+    started = run_dsh("--profile", "p", "-h")
+    assert started.returncode == 2
+    assert "row 'agent' config.max_steps: expected integer" in started.stderr
+    done = run_dsh("doctor", "--profile", "p", "--json")
+    assert done.returncode == 1, done.stderr
+    checks = {c["id"]: c for c in json.loads(done.stdout)["data"]["checks"]}
+    assert checks["config.agent"] == {
+        "id": "config.agent", "status": "fail",
+        "message": "row 'agent' config.max_steps: expected integer: the profile cannot start"}
+    assert "config.rows" not in checks
+    (added / "patch.yml").unlink()
+    done = run_dsh("doctor", "--profile", "p", "--json")
+    checks = {c["id"]: c for c in json.loads(done.stdout)["data"]["checks"]}
+    assert checks["config.rows"]["status"] == "ok" and "config.agent" not in checks

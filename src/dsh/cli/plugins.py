@@ -45,6 +45,7 @@ from dsh.config import shipped
 from dsh.config.bundles import BUNDLE_FILE
 from dsh.config.bundles import GROUP as BUNDLE_GROUP
 from dsh.config.profiles import (
+    PATCH_FILE,
     PLUGIN_DIR,
     PROFILE_FILE,
     Profile,
@@ -258,7 +259,7 @@ class PluginManager:
             self.check_writable()
             requirements = list(state.profile.requirements)
             requirements += [s for s in dict.fromkeys(wanted) if s not in requirements]
-            profile = self._apply(state, requirements, added=wanted, plain=plain)
+            profile = self._apply(state, requirements, added=wanted, plain=plain, cwd=cwd)
         if not state.exists:
             _note(f"created profile {self.name!r} from {state.origin} "
                   f"({self.file})")
@@ -325,9 +326,12 @@ class PluginManager:
     # -- the transaction ---------------------------------------------------------------
 
     def _apply(self, state: State, requirements: list[str], *,
-               added: Sequence[str] = (), plain: bool = False) -> Profile:
-        """Install ``requirements`` fresh, check what ``added`` brought, then put the
-        plugin directory and ``profile.toml`` in place (or the whole new profile)."""
+               added: Sequence[str] = (), plain: bool = False,
+               cwd: Path | None = None) -> Profile:
+        """Install ``requirements`` fresh, check what ``added`` brought (and, when it
+        brought something, that every row of the profile it makes has a config its
+        plugin accepts), then put the plugin directory and ``profile.toml`` in place (or
+        the whole new profile)."""
         self._clear_leftovers()
         if self.path.is_dir():
             staging = Path(tempfile.mkdtemp(prefix=".plugins.", dir=self.path))
@@ -347,6 +351,8 @@ class PluginManager:
                     self._check(spec, dist, target, plain)
             old = {b for d in installed(self.plugin_dir) for b in d.bundles}
             bundles = self._bundles(state.profile.bundles, old, requirements, dists)
+            if added:
+                self._check_configs(bundles, target, cwd or Path.cwd())
             text = _render(state.text, requirements, bundles)
             if self.path.is_dir():
                 self._swap(staging)
@@ -419,6 +425,51 @@ class PluginManager:
                 except DshError as exc:
                     error = type(exc)(f"{where}: {exc}")
                     raise error from exc
+        finally:
+            if added:
+                remove_plugin_dir(target)
+
+    def _check_configs(self, bundles: list[str], target: Path, cwd: Path) -> None:
+        """Every enabled row of the profile as ``add`` leaves it (``bundles`` with the
+        plugins in ``target``, the profile's and the home's patches) must have a config
+        its plugin's schema accepts, as the runtime checks it at start (tags resolved
+        against this launch's environment): else the profile would not start. A row
+        whose plugin does not load here is left to the runtime (``dsh doctor`` names
+        it); a ``.env`` that does not load leaves the check undone, said in a note."""
+        from dsh.config.bundles import find_bundle
+        from dsh.config.compose import compose
+        from dsh.config.envsnapshot import snapshot
+        from dsh.config.patchfile import parse_layer, read_layer_text
+        from dsh.runtime.kernel.loader import add_plugin_dir, remove_plugin_dir, resolve
+        from dsh.runtime.kernel.schema import validate
+
+        files = [("bundle", name, find_bundle(name, plugin_dir=target, profile_file=self.file))
+                 for name in bundles]
+        files += [(kind, str(path), path) for kind, path in (
+            ("profile", self.path / PATCH_FILE), ("home", self.home / PATCH_FILE))
+            if path.is_file()]
+        tree = compose([parse_layer(read_layer_text(path), path=path, kind=kind, source=source)
+                        for kind, source, path in files])
+        try:
+            env = snapshot(self.home, cwd, routing=tree.routing_names())
+        except DshError as exc:
+            _note(f"note: row configs not checked: {exc}")
+            return
+        added = add_plugin_dir(target)
+        try:
+            for row in tree.flat_rows(env, self.home):
+                if row["disabled"]:
+                    continue
+                try:
+                    plugin = resolve(row["id"], row["name"])
+                except DshError:
+                    continue
+                try:
+                    validate(plugin.manifest.config_schema or {}, row["config"],
+                             row_id=row["id"])
+                except ConfigError as exc:
+                    raise ConfigError(f"profile {self.name!r} would not start: {exc} "
+                                      f"(plugin {row['name']!r})") from None
         finally:
             if added:
                 remove_plugin_dir(target)
