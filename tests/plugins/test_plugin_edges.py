@@ -362,3 +362,21 @@ def test_the_doctor_fails_a_row_config_that_breaks_its_schema(run_dsh: RunDsh,
     done = run_dsh("doctor", "--profile", "p", "--json")
     checks = {c["id"]: c for c in json.loads(done.stdout)["data"]["checks"]}
     assert checks["config.rows"]["status"] == "ok" and "config.agent" not in checks
+
+
+def test_order_refuses_to_leave_out_an_installed_plugins_bundle(run_dsh: RunDsh,
+                                                                 added: Path) -> None:
+    """A partial list used to drop the plugin's bundle silently, and the next command
+    brought it back."""
+    before = tree_state(added)
+    line = one_error(run_dsh("plugin", "--profile", "p", "order", "dsh-base", "dsh-sdk-app"), 2)
+    assert line == (
+        "dsh: error: order leaves out 'dsh-hello' (of dsh-hello-plugin 0.1.0), installed in "
+        "profile 'p': name every installed plugin's bundle (the order now: dsh-base "
+        "dsh-sdk-app dsh-hello), or remove the plugin with "
+        "`dsh plugin --profile p remove dsh-hello-plugin`")
+    assert tree_state(added) == before
+    # A full list reorders (a shipped bundle may be left out).
+    assert run_dsh("plugin", "--profile", "p", "order", "dsh-hello", "dsh-base").returncode == 0
+    listed = json.loads(run_dsh("plugin", "--profile", "p", "list", "--json").stdout)
+    assert listed["data"]["bundles"] == ["dsh-hello", "dsh-base"]

@@ -288,7 +288,10 @@ class PluginManager:
             return self._apply(state, list(state.profile.requirements))
 
     def order(self, bundles: list[str]) -> Profile:
-        """Rewrite the bundle order; every name must resolve and appear once."""
+        """Rewrite the bundle order; every name must resolve and appear once, and every
+        bundle of an installed plugin must be there: ``order`` orders, and a plugin's
+        bundle left out would come back with the next ``add``, ``remove`` or ``sync``
+        (``remove`` is how a plugin goes). Shipped bundles may be left out."""
         from dsh.config.bundles import find_bundle
 
         if not bundles:
@@ -300,6 +303,16 @@ class PluginManager:
             self.check_writable()
             for name in bundles:
                 find_bundle(name, plugin_dir=state.profile.plugin_dir, profile_file=self.file)
+            left_out = [(b, d) for d in installed(state.profile.plugin_dir)
+                        for b in d.bundles if not _shipped(b) and b not in bundles]
+            if left_out:
+                names = ", ".join(f"{b!r} (of {d.name} {d.version})" for b, d in left_out)
+                dists = " ".join(dict.fromkeys(d.name for _, d in left_out))
+                raise UsageError(
+                    f"order leaves out {names}, installed in profile {self.name!r}: name "
+                    f"every installed plugin's bundle (the order now: "
+                    f"{' '.join(state.profile.bundles)}), or remove the plugin with "
+                    f"`dsh plugin --profile {self.name} remove {dists}`")
             text = _render(state.text, state.profile.requirements, bundles)
             if state.exists:
                 self._write(text)
