@@ -380,3 +380,28 @@ def test_order_refuses_to_leave_out_an_installed_plugins_bundle(run_dsh: RunDsh,
     assert run_dsh("plugin", "--profile", "p", "order", "dsh-hello", "dsh-base").returncode == 0
     listed = json.loads(run_dsh("plugin", "--profile", "p", "list", "--json").stdout)
     assert listed["data"]["bundles"] == ["dsh-hello", "dsh-base"]
+
+
+def test_profile_and_home_after_the_subcommand_are_taken(run_dsh: RunDsh, dsh_home: Path,
+                                                         tmp_path: Path) -> None:
+    """``dsh plugin add --profile P`` was refused with no hint (``No such option``),
+    though ``dsh doctor`` takes ``--profile`` there."""
+    shutil.copytree(FIXTURE, Path.cwd() / "hello")
+    done = run_dsh("plugin", "add", "--from", "sdk", "./hello", "--profile", "p")
+    assert done.returncode == 0, done.stderr
+    listed = run_dsh("plugin", "list", "--json", "--profile", "p")
+    assert listed.returncode == 0, listed.stderr
+    assert "dsh-hello" in json.loads(listed.stdout)["data"]["bundles"]
+    # The same profile on both sides is fine; two different ones are refused.
+    assert run_dsh("plugin", "--profile", "p", "list", "--profile", "p").returncode == 0
+    line = one_error(run_dsh("plugin", "--profile", "p", "list", "--profile", "q"), 2)
+    assert line == ("dsh: error: dsh plugin: --profile given twice ('p' before the command, "
+                    "'q' after it)")
+    # --home after the command too: another home has no profile p.
+    other = tmp_path / "other-home"
+    line = one_error(run_dsh("plugin", "list", "--profile", "p", "--home", str(other)), 2)
+    assert line.startswith("dsh: error: unknown profile 'p' (no ") and str(other) in line
+    # `new` takes no profile, wherever it is given.
+    line = one_error(run_dsh("plugin", "new", "thing", "--profile", "p"), 2)
+    assert line == ("dsh: error: dsh plugin new writes a package and takes no --profile; "
+                    "add it to a profile afterwards: dsh plugin --profile p add ./thing")
