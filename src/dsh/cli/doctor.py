@@ -259,15 +259,22 @@ class Doctor:
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
 
     def check_carriers(self) -> None:
+        """``carrier.<id>``: each way to run dsh. The one running this is available by
+        definition, so the other missing is not a fault (ok, saying what it would add):
+        an installation needs one carrier, and ``dsh`` refuses to start with neither."""
         for carrier in carriers.describe():
-            status = "ok" if carrier["available"] else "warn"
+            status = "ok"
             if carrier["available"]:
                 message = "available"
+            elif carrier.get("frozen"):
+                message = ("not available in the frozen runtime, which runs dsh here; "
+                           f"`dsh plugin` needs it ({python_hint()})")
             elif carrier["id"] == "python":
                 message = (f"the python runtime's packages are not installed "
                            f"({', '.join(carrier.get('missing', []))}; {python_hint()})")
             else:
-                message = f"{RUNTIME_DIST} not installed ({runtime_hint()})"
+                message = (f"{RUNTIME_DIST} not installed (optional: the python carrier runs "
+                           f"dsh here; {runtime_hint()} adds the frozen runtime)")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:
