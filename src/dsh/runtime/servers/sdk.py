@@ -114,11 +114,14 @@ class SdkServer(Plugin):
         """Serve one client on the reserved stdio until EOF, ``shutdown`` or a signal."""
         if argv:
             raise UsageError(f"the SDK runtime takes no arguments (got {argv[0]!r})")
+        from dsh.runtime.servers.terminal import FOR_PEOPLE, hint_at_terminal
         from dsh.runtime.transports.stdio import StdioTransport, app_stdio
 
         view = RuntimeView.of(rt)
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
         fds = app_stdio()
+        hint_at_terminal(fds.read_fd, f"dsh --profile {rt.profile} speaks JSON-RPC on stdin, "
+                         f"for programs (the Python SDK, dsh.sdk); {FOR_PEOPLE}")
         peer = JsonRpcPeer(
             StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame),
             max_frame_bytes=max_frame,
