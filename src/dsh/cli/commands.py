@@ -280,7 +280,7 @@ def plugin_new(args: _PluginArgs, name: str, where: str, backend: str,
     shown = str(folder) if Path(where).is_absolute() else os.path.join(
         ".", os.path.relpath(folder))
     sys.stdout.write(f"created {shown}/ (plugin {name}, {backend})\n"
-                     f"next: cd {shown} && pip install -e '.[test]' && python -m pytest\n"
+                     f"next: pip install -e '{shown}[test]' && python -m pytest -q {shown}\n"
                      f"      dsh plugin --profile mine add {shown}\n")
 
 

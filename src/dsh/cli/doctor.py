@@ -112,7 +112,8 @@ class Doctor:
         self.add("profile.resolvable", "ok",
                  f"profile {self.profile!r} ({resolved.profile.patch_reload})")
         for name, path in resolved.files.bundles:
-            self.add(f"bundle.{name}", "ok", f"found at {display_path(path, self.home)}")
+            self.add(f"bundle.{name}", "ok",
+                     f"found at {display_path(path, self.home, self.cwd)}")
         for layer in resolved.tree.layers:
             label = layer.source if layer.kind == "bundle" else display_path(
                 Path(layer.source), self.home, self.cwd)
