@@ -221,7 +221,8 @@ class WebApi:
                 if seq >= len(log):
                     break
                 await self.hub.turns.wait()
-                log = self.ops.live_events(session_id)
+                if self.hub.closed:
+                    return  # shutting down: no replay holds the server up
                 data, seq = self.hub.pages.page(session_id, log, seq)
                 yield data
             last = seq - 1

@@ -223,6 +223,11 @@ class EventHub:
         for sub in self._all():
             sub.push(item)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the server is shutting down (a replaying stream stops too)."""
+        return self._closed
+
     def close(self) -> None:
         """End every stream (shutdown), so no open response holds the server up."""
         self._closed = True
