@@ -115,11 +115,16 @@ class Agent:
         sub-agent's events belong to its own runtime's log."""
         self._journal.deliver(method, params)
 
-    def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
+    def emit(self, session_id: str, type: str, data: Mapping[str, Any], *,
+             in_turn: bool = False) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
-        (an MCP server that died, a mode a client set); False when no such session runs."""
+        (an MCP server that died, a mode a client set); False when no such session runs.
+
+        ``in_turn``: only while the session runs a turn (False otherwise), for a report a
+        client's run must collect: the caller keeps it for the next turn instead of
+        logging it between runs, where no run's result would hold it."""
         session = self._sessions.find(session_id)
-        if session is None or self._closed:
+        if session is None or self._closed or (in_turn and session.turn is None):
             return False
         session.emit(type, data)
         return True

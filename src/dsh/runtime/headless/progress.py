@@ -90,4 +90,6 @@ class Progress:
             return f"← {name}: {_first_line(text)}"
         if kind == "error":
             return f"! {_clip(str(data.get('message', 'error')))}"
+        if kind == "warning":
+            return f"! warning: {_clip(str(data.get('message', 'warning')))}"
         return None

@@ -186,6 +186,9 @@ function onEvent(event) {
     case "error":
       append(el("div", "msg error", data.message));
       break;
+    case "warning":
+      append(el("div", "msg warning", data.message));
+      break;
     case "plan/update":
       renderPlan(data.entries || []);
       break;
