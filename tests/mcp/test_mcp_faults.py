@@ -11,7 +11,10 @@ package's server API); what the model was sent is read from the scripted provide
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -167,6 +170,51 @@ def test_a_server_dying_mid_call_is_gone_from_the_next_request_and_said_in_the_r
     assert starts(count) == 2
 
 
+@pytest.mark.skipif(os.name != "posix", reason="kills the server with SIGKILL")
+def test_a_server_dying_between_turns_is_said_in_the_next_run(tmp_path: Path,
+                                                               dsh_home: Path) -> None:
+    """No turn runs when it dies: the event waits for the next turn, whose run holds it,
+    and whose first request already goes without the server's tools."""
+    count = tmp_path / "idle.starts"
+    servers = [unruly("idle", "--count", str(count))]
+    script = [{"text": "one"}, {"text": "two"}]
+    config = ClientConfig(profile="sdk", patches=[patch(tmp_path, script, servers)],
+                          dsh_home=dsh_home, initialize_timeout=60.0)
+    with DshClient(config) as client:
+        session = client.new_session()
+        first = session.run("one")
+        pid = int(count.read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _exists(pid) and time.monotonic() < deadline:  # until dsh has reaped it
+            time.sleep(0.02)
+        assert not _exists(pid)
+        client.sessions()  # one round trip through the runtime's loop
+        second = session.run("two")
+        history = client.request("session/history", {"sessionId": session.id})["events"]
+    assert [e for e in first.events if e.type == "error"] == []
+    said = [e for e in second.events if e.type == "error"]
+    assert [e.data["message"] for e in said] == [
+        "MCP server 'idle' stopped: the connection closed (the server exited or dropped it); "
+        "its tools are removed"]
+    # In the log: after the second turn started, before its end.
+    kinds = [e["type"] for e in history]
+    where = next(i for i, e in enumerate(history) if e["type"] == "error")
+    assert where > len(kinds) - 1 - kinds[::-1].index("turn/start")
+    assert "turn/end" in kinds[where:]
+    sent = requests(tmp_path)
+    assert any(t.startswith("mcp__idle__") for t in sent[0]["tools"])
+    assert not any(t.startswith("mcp__idle__") for t in sent[1]["tools"])
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 # -- a server that keeps failing ----------------------------------------------------------
 
 def test_a_server_failing_in_a_loop_is_backed_off_then_removed(tmp_path: Path,
@@ -296,3 +344,28 @@ def test_colliding_tool_names_are_both_offered_with_a_warning(run_dsh: Run,
     assert mcp_events(events) == []
     tools = requests(tmp_path)[0]["tools"]
     assert {"mcp__a__b__c", second, "mcp__s__x_y", twin} <= set(tools)
+
+
+# -- bad settings -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("setting", "problem"), [
+    ({"restart": "always"}, "servers[0].restart: expected one of never, next-turn"),
+    ({"max_restarts": -1}, "servers[0].max_restarts: expected a whole number, 0 or more"),
+    ({"restart_backoff_s": "soon"},
+     "servers[0].restart_backoff_s: expected a number of seconds, 0 or more"),
+    ({"max_tools": 0}, "servers[0].max_tools: expected a positive number"),
+    ({"max_schema_bytes": True}, "servers[0].max_schema_bytes: expected a positive number"),
+])
+def test_bad_server_settings_name_row_and_field(run_dsh: Run, tmp_path: Path,
+                                                setting: dict[str, Any], problem: str) -> None:
+    proc = run_dsh("--profile", "headless", "--patch",
+                   str(patch(tmp_path, [], [unruly("x", **setting)])), "hi")
+    assert proc.returncode == 2
+    assert f"row 'tools:mcp' config.{problem}" in proc.stderr
+
+
+def test_bad_row_budget_is_refused(run_dsh: Run, tmp_path: Path) -> None:
+    proc = run_dsh("--profile", "headless", "--patch",
+                   str(patch(tmp_path, [], [], max_total_tools=0)), "hi")
+    assert proc.returncode == 2
+    assert "tools:mcp" in proc.stderr and "max_total_tools" in proc.stderr
