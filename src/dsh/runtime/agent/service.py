@@ -53,6 +53,7 @@ from dsh.runtime.agent.toolrun import Approver
 from dsh.runtime.agent.turns import TurnRunner
 from dsh.runtime.kernel.hooks import HookError
 from dsh.runtime.kernel.plugin import RuntimeContext
+from dsh.runtime.tools.clientside import ClientSide
 
 CLOSE_BOUND = 2.0
 """Seconds ``close`` waits for cancelled turns, and again for ``session_end`` hooks."""
@@ -107,6 +108,12 @@ class Agent:
     def set_approver(self, fn: Approver | None) -> None:
         """Who decides a guardrail's ``ask``; None leaves it to the policy (never hangs)."""
         self._turns.approver = fn
+
+    def set_client_side(self, lookup: Callable[[str], ClientSide | None] | None) -> None:
+        """Who does file and terminal work for a session's tools: ``lookup(session_id)``
+        gives the session's client's offer (:mod:`dsh.runtime.tools.clientside`), or None
+        for dsh's own; installed by a protocol server whose client advertised it."""
+        self._turns.client_sides = lookup
 
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
         """Deliver a notification that is not one of this runtime's session events to

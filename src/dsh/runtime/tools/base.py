@@ -28,6 +28,7 @@ from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.kernel.schema import validate
 
 if TYPE_CHECKING:
+    from dsh.runtime.tools.clientside import ClientSide
     from dsh.runtime.tools.confine import Boundary
 
 __all__ = ["ArgumentError", "Image", "Tool", "ToolCall", "ToolContext", "ToolResult",
@@ -74,7 +75,9 @@ class ToolContext(NamedTuple):
     workspace root, its granted roots, the protected directories, and the paths this call
     was approved for; a file tool opens paths only through it
     (:func:`dsh.runtime.tools.confine.of` gives a context without one a boundary rooted at
-    its cwd).
+    its cwd). ``call_id`` is the running call's id; ``client`` what the session's client
+    offers to do for the tools (its files, its terminal: :mod:`dsh.runtime.tools.clientside`),
+    None when it offers nothing.
     """
 
     session_id: str
@@ -86,6 +89,8 @@ class ToolContext(NamedTuple):
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
+    call_id: str = ""
+    client: ClientSide | None = None
 
     @property
     def cwd(self) -> str:

@@ -9,6 +9,12 @@ Both declare ``path_arguments = ("path",)``, so the agent judges the path agains
 session's boundary before the call (:mod:`dsh.runtime.tools.confine`) and the workspace
 policy lets them run unasked exactly when it stays inside the root. Only regular files
 are edited or overwritten. The I/O runs in a worker thread.
+
+When the session's client offers its files (an ACP editor advertising ``fs``), both go
+through it after the same checks: ``write_file`` as ``fs/write_text_file``, ``edit_file``
+reading the text the client has (an unsaved buffer) and writing the result back through
+it, each as far as the client offers (:mod:`dsh.runtime.tools.clientside`). Atomicity is
+then the client's.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from dsh.core.errors import DshError
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
 
@@ -42,6 +49,29 @@ def _read_text(target: confine.Target) -> str:
     fd = safeopen.open_regular(target.anchor, target.rel)
     with os.fdopen(fd, "rb") as f:
         return f.read().decode("utf-8")
+
+
+async def _load(ctx: ToolContext, target: confine.Target) -> str:
+    """The file's text: the client's (an unsaved buffer) when it offers reads."""
+    client = ctx.client
+    if client is None or not client.reads:
+        return await asyncio.to_thread(_read_text, target)
+    if os.path.isdir(target.real):
+        raise IsADirectoryError(target.real)
+    return await client.read_text_file(target.real)
+
+
+async def _store(ctx: ToolContext, target: confine.Target, text: str, data: bytes) -> bool:
+    """Write ``text`` (``data`` encoded): through the client when it offers writes, else
+    atomically here. Whether the file existed before."""
+    client = ctx.client
+    if client is None or not client.writes:
+        return await asyncio.to_thread(_write, target, data)
+    if os.path.isdir(target.real):
+        raise IsADirectoryError(target.real)
+    existed = os.path.lexists(target.real)
+    await client.write_text_file(target.real, text)
+    return existed
 
 
 class WriteFile:
@@ -74,11 +104,14 @@ class WriteFile:
             return ToolResult(f"cannot write {path}: {exc}", is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            existed = await asyncio.to_thread(_write, target, data)
+            existed = await _store(ctx, target, args["content"], data)
         except IsADirectoryError:
             return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot write {path}: the client did not write it: {exc}",
+                              is_error=True)
         verb = "Overwrote" if existed else "Created"
         return ToolResult(f"{verb} {confine.shown(ctx.cwd, target.real)} ({len(data)} bytes).")
 
@@ -119,13 +152,16 @@ class EditFile:
                               is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            text = await asyncio.to_thread(_read_text, target)
+            text = await _load(ctx, target)
         except IsADirectoryError:
             return ToolResult(f"cannot edit {path}: {path} is a directory", is_error=True)
         except UnicodeDecodeError:
             return ToolResult(f"cannot edit {path}: not a UTF-8 text file", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "read"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot edit {path}: the client did not give it: {exc}",
+                              is_error=True)
         count = text.count(old)
         if count == 0:
             return ToolResult(f"old_string not found in {path}; read the file and copy the "
@@ -134,12 +170,16 @@ class EditFile:
             return ToolResult(f"old_string occurs {count} times in {path}; include more "
                               "surrounding text to make it unique, or set replace_all",
                               is_error=True)
+        edited = text.replace(old, new)
         try:
-            await asyncio.to_thread(_write, target, _encoded(text.replace(old, new)))
+            await _store(ctx, target, edited, _encoded(edited))
         except ValueError as exc:
             return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot edit {path}: the client did not write it: {exc}",
+                              is_error=True)
         noun = "occurrence" if count == 1 else "occurrences"
         return ToolResult(f"Edited {confine.shown(ctx.cwd, target.real)}: replaced "
                           f"{count} {noun}.")
