@@ -36,6 +36,7 @@ from dsh._version import __version__
 from dsh.core.errors import (
     ClientClosedError,
     ConnectionClosedError,
+    DshError,
     JsonRpcError,
     ProtocolError,
     RequestTimeoutError,
@@ -150,7 +151,9 @@ class Connection:
             raise ClientClosedError(self.failure or f"MCP server '{self.name}' is not connected")
         try:
             answer = await session.call_tool(remote, arguments, self.spec.call_timeout_s)
-        except (ConnectionClosedError, ProtocolError) as exc:
+        except DshError as exc:
+            # Whatever the request failed with, a session that ended under it lost its
+            # server: say that, once the failure is known, rather than the symptom.
             if not session.ended.is_set() or self._stopping or self._task is None:
                 raise
             await asyncio.wait({self._task}, timeout=_LOST_WAIT_S)
