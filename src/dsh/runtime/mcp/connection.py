@@ -91,6 +91,7 @@ class Connection:
         self.skipped: list[str] = []
         self.listed = 0
         self.failure: str | None = None
+        self._reason: str | None = None
         self.ready_at: float | None = None
         self.answered = False
         self._env = env
@@ -157,11 +158,10 @@ class Connection:
             if not session.ended.is_set() or self._stopping or self._task is None:
                 raise
             await asyncio.wait({self._task}, timeout=_LOST_WAIT_S)
-            if self.failure is None:
+            if self._reason is None:
                 raise
-            raise ClientClosedError(self.failure.replace(" stopped: ",
-                                                         " stopped during the call: ", 1)
-                                    ) from exc
+            raise ClientClosedError(f"MCP server '{self.name}' stopped during the call: "
+                                    f"{self._reason}") from exc
         self.answered = True
         return answer
 
@@ -312,6 +312,7 @@ class Connection:
         if self._stopping and what == "stopped":
             return
         self.state = State.FAILED
+        self._reason = reason
         self.failure = f"MCP server '{self.name}' {what}: {reason}"
         if self._report is not None:
             self._report(self, self.failure)
