@@ -68,10 +68,6 @@ class McpServerError(PluginError):
     """What the ``mcp`` context section raises when it cannot say problems as events."""
 
 
-WARNING_EVENT = "warning"
-"""The event type of a problem that changed nothing offered (a name collision)."""
-
-
 class _Server:
     """One server of one session: its connection now, and its failures in a row."""
 
