@@ -65,10 +65,12 @@ from dsh.runtime.kernel.plugin import (
     RuntimeContext,
 )
 from dsh.runtime.servers import validation
-from dsh.runtime.servers.acp_client import AcpClientSide, Capabilities
+from dsh.runtime.servers.acp_client import AcpClientSide, Capabilities, terminal_content
 from dsh.runtime.servers.acp_mapping import (
     UpdateMapper,
+    clipped,
     prompt_blocks,
+    selected_option,
     stop_reason,
     text_content,
     tool_call_update,
@@ -428,7 +430,7 @@ class AcpProtocol:
         attached.terminals[call_id] = terminal_id
         self._update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
                                   "status": "in_progress",
-                                  "content": [_terminal_content(terminal_id)]})
+                                  "content": [terminal_content(terminal_id)]})
 
     def _mcp(self, servers: list[Any]) -> Callable[[str, str], None] | None:
         """Check ``mcpServers`` before the session exists; connect them once it does."""
@@ -508,7 +510,7 @@ class AcpProtocol:
             terminal = attached.terminals.pop(update.get("toolCallId"), None) \
                 if kind == "tool/result" else None
             if terminal is not None:  # the result's text beside the terminal, which stays
-                update["content"] = [_terminal_content(terminal), *update.get("content", ())]
+                update["content"] = [terminal_content(terminal), *update.get("content", ())]
             self._update(session_id, update)
         pending = attached.prompt
         if pending is None:
@@ -559,10 +561,10 @@ class AcpProtocol:
             log.info("permission for %s in session %s denied: %s", name, session_id,
                      exc or "no answer in time")
             return "deny"
-        option = _selected(answer)
+        option = selected_option(answer, _DECISIONS)
         if option is None:
             log.info("permission for %s in session %s denied: the answer %s is not a "
-                     "selected option", name, session_id, _clip(answer))
+                     "selected option", name, session_id, clipped(answer))
             return "deny"
         decisions = _OUTSIDE_DECISIONS if outside else _DECISIONS
         decision = decisions.get(option, "deny")
@@ -581,23 +583,3 @@ class AcpProtocol:
         if not task.cancelled() and task.exception() is not None:
             log.warning("cancelling failed: %s", task.exception())
 
-
-def _selected(answer: Any) -> str | None:
-    """The option id of a well-formed ``selected`` answer; None for any other shape
-    (cancelled, missing, or a field of the wrong type, which denies)."""
-    outcome = answer.get("outcome") if isinstance(answer, dict) else None
-    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
-        return None
-    option = outcome.get("optionId")
-    return option if isinstance(option, str) and option in _DECISIONS else None
-
-
-def _clip(value: Any) -> str:
-    """A short rendering of a client's answer for the log."""
-    text = repr(value)
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
-def _terminal_content(terminal_id: str) -> dict[str, str]:
-    """ACP tool call content embedding a client terminal."""
-    return {"type": "terminal", "terminalId": terminal_id}

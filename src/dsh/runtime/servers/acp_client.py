@@ -135,3 +135,8 @@ def _ran(shown: Mapping[str, Any], exited: Mapping[str, Any], timed_out: bool) -
     if signal is not None and not isinstance(signal, str):
         raise ProtocolError("the terminal's signal is not a string")
     return TerminalRun(output, shown.get("truncated") is True, code, signal, timed_out)
+
+
+def terminal_content(terminal_id: str) -> dict[str, str]:
+    """ACP tool call content embedding a client terminal."""
+    return {"type": "terminal", "terminalId": terminal_id}
