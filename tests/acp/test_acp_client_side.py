@@ -120,22 +120,24 @@ class Editor(Recorder):
 EVERYTHING = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 
 
-async def start(conn: Any, caps: dict[str, Any] | None = EVERYTHING) -> str:
+async def start(conn: Any, caps: dict[str, Any] | None = EVERYTHING,
+                cwd: str | None = None) -> str:
     from acp.schema import ClientCapabilities
 
     advertised = None if caps is None else ClientCapabilities.model_validate(caps)
     await conn.initialize(protocol_version=1, client_capabilities=advertised)
-    session = await conn.new_session(cwd=os.getcwd(), mcp_servers=[])
+    session = await conn.new_session(cwd=cwd or os.getcwd(), mcp_servers=[])
     return str(session.session_id)
 
 
 def run_prompt(editor: Editor, tmp_path: Path, script: list[dict[str, Any]],
-               caps: dict[str, Any] | None = EVERYTHING, mode: str = "workspace") -> str:
+               caps: dict[str, Any] | None = EVERYTHING, mode: str = "workspace",
+               cwd: str | None = None) -> str:
     patch = write_patch(tmp_path, script, mode=mode)
 
     async def main() -> str:
         async with acp_client(editor, tmp_path, patch) as conn:
-            session_id = await start(conn, caps)
+            session_id = await start(conn, caps, cwd)
             answer = await asyncio.wait_for(
                 conn.prompt(session_id=session_id, prompt=[acp.text_block("go")]), 120)
             return str(answer.stop_reason)
@@ -194,6 +196,21 @@ def test_files_go_through_the_client_after_the_same_checks(tmp_path: Path,
     assert [p["toolCall"].title for p in editor.permissions] == ["Read ../outside.txt"]
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a symlinked directory")
+def test_the_client_gets_the_path_as_the_session_spells_it(tmp_path: Path) -> None:
+    """A workspace opened through a symlinked directory: the editor's buffer is keyed by
+    the path it opened, which names the same file as the real path dsh judged."""
+    linked = tmp_path / "linked"
+    linked.symlink_to(Path.cwd(), target_is_directory=True)
+    (Path.cwd() / "notes.txt").write_text("saved\n")
+    spelled = str(linked / "notes.txt")
+    editor = Editor(buffers={spelled: "unsaved\n"})
+    script = [call("read_file", path="notes.txt"), {"text": "done"}]
+    assert run_prompt(editor, tmp_path, script, cwd=str(linked)) == "end_turn"
+    assert results(editor) == ["     1\tunsaved"]
+    assert editor.calls == [("fs/read_text_file", {"path": spelled})]
+
+
 def test_a_client_that_offers_only_reads_gets_only_reads(tmp_path: Path) -> None:
     notes = Path.cwd() / "notes.txt"
     notes.write_text("saved\n")
@@ -239,6 +256,7 @@ def _sandbox_command_exists() -> bool:
     return proc.returncode == 0
 
 
+@pytest.mark.skipif(os.name != "posix", reason="the terminal route is for POSIX shells")
 def test_bash_runs_in_the_clients_terminal_as_dsh_sandbox(tmp_path: Path,
                                                           dsh_home: Path) -> None:
     """The client is given the shell policy's launcher, never the raw command; the
@@ -280,6 +298,7 @@ def test_bash_runs_in_the_clients_terminal_as_dsh_sandbox(tmp_path: Path,
     assert code == 0 and printed == f"from-terminal\n{os.path.realpath(sub)}\n"
 
 
+@pytest.mark.skipif(os.name != "posix", reason="the terminal route is for POSIX shells")
 def test_a_command_past_its_timeout_is_killed_in_the_terminal(tmp_path: Path) -> None:
     if not _sandbox_command_exists():
         pytest.skip("`dsh sandbox` is not in this tree yet: nothing would run long enough "

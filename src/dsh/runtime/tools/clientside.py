@@ -8,8 +8,8 @@ not change: the path judged against the session's boundary (workspace root, gran
 roots, protected directories, approvals) exactly as for a file dsh opens itself. What it
 buys is the editor's view: ``read_file`` sees a buffer's unsaved text, ``write_file`` and
 ``edit_file`` go through the editor (which tracks them), a command shows in the editor's
-terminal. What dsh itself opens keeps its symlink-safe open; a path sent to the client is
-the real path the boundary judged.
+terminal. What dsh itself opens keeps its symlink-safe open; a path sent to the client
+names the file the boundary judged (:func:`client_path`).
 
 Every method raises a :class:`~dsh.core.errors.DshError` when the client refuses, answers
 something malformed, or does not answer within the server's bound; the tool turns that
@@ -18,6 +18,7 @@ into a result the model reads.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple, Protocol
 
 
@@ -58,3 +59,13 @@ class ClientSide(Protocol):
         ``call_id``; killed after ``timeout`` seconds, and when the call is cancelled.
         The terminal is released before this returns or raises."""
         ...
+
+
+def client_path(cwd: str, path: str, real: str) -> str:
+    """The absolute path to send the client for ``path`` (from ``cwd``), judged as
+    ``real``: as the session spells it when that names the same file (an editor keys its
+    buffers by the paths it opened, which may run through a symlinked directory), else
+    ``real`` itself."""
+    spelled = os.path.normpath(os.path.join(
+        cwd, os.path.expanduser(path) if path.startswith("~") else path))
+    return spelled if os.path.realpath(spelled) == real else real

@@ -31,7 +31,7 @@ from dsh.core.errors import DshError
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
-from dsh.runtime.tools.clientside import ClientSide
+from dsh.runtime.tools.clientside import ClientSide, client_path
 from dsh.runtime.tools.fs_write import EditFile, WriteFile
 
 _PATH = {"type": "string", "description": "Path relative to the working directory."}
@@ -76,7 +76,8 @@ class ReadFile:
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
             if ctx.client is not None and ctx.client.reads:
-                return await _read_through(ctx.client, target, path, first, limit, config)
+                return await _read_through(ctx.client, ctx.cwd, target, path, first, limit,
+                                           config)
             return await asyncio.to_thread(_read, target, path, first, limit, config)
         except IsADirectoryError:
             return ToolResult(f"cannot read {path}: it is a directory; use list_directory",
@@ -96,14 +97,14 @@ def _read(target: confine.Target, path: str, first: int, limit: int,
         return ToolResult(numbered(f, first, limit, config))
 
 
-async def _read_through(client: ClientSide, target: confine.Target, path: str, first: int,
-                        limit: int, config: Mapping[str, Any]) -> ToolResult:
+async def _read_through(client: ClientSide, cwd: str, target: confine.Target, path: str,
+                        first: int, limit: int, config: Mapping[str, Any]) -> ToolResult:
     """The file as the session's client has it (an editor's unsaved buffer included),
     numbered as a file dsh reads itself; the path was judged like any other."""
     if os.path.isdir(target.real):
         raise IsADirectoryError(target.real)
     try:
-        text = await client.read_text_file(target.real)
+        text = await client.read_text_file(client_path(cwd, path, target.real))
     except DshError as exc:
         return ToolResult(f"cannot read {path}: the client did not give it: {exc}",
                           is_error=True)

@@ -27,6 +27,7 @@ from typing import Any
 from dsh.core.errors import DshError
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.clientside import client_path
 
 _REFUSED = (confine.PathError, safeopen.BeneathError, OSError)
 
@@ -51,17 +52,18 @@ def _read_text(target: confine.Target) -> str:
         return f.read().decode("utf-8")
 
 
-async def _load(ctx: ToolContext, target: confine.Target) -> str:
+async def _load(ctx: ToolContext, path: str, target: confine.Target) -> str:
     """The file's text: the client's (an unsaved buffer) when it offers reads."""
     client = ctx.client
     if client is None or not client.reads:
         return await asyncio.to_thread(_read_text, target)
     if os.path.isdir(target.real):
         raise IsADirectoryError(target.real)
-    return await client.read_text_file(target.real)
+    return await client.read_text_file(client_path(ctx.cwd, path, target.real))
 
 
-async def _store(ctx: ToolContext, target: confine.Target, text: str, data: bytes) -> bool:
+async def _store(ctx: ToolContext, path: str, target: confine.Target, text: str,
+                 data: bytes) -> bool:
     """Write ``text`` (``data`` encoded): through the client when it offers writes, else
     atomically here. Whether the file existed before."""
     client = ctx.client
@@ -70,7 +72,7 @@ async def _store(ctx: ToolContext, target: confine.Target, text: str, data: byte
     if os.path.isdir(target.real):
         raise IsADirectoryError(target.real)
     existed = os.path.lexists(target.real)
-    await client.write_text_file(target.real, text)
+    await client.write_text_file(client_path(ctx.cwd, path, target.real), text)
     return existed
 
 
@@ -104,7 +106,7 @@ class WriteFile:
             return ToolResult(f"cannot write {path}: {exc}", is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            existed = await _store(ctx, target, args["content"], data)
+            existed = await _store(ctx, path, target, args["content"], data)
         except IsADirectoryError:
             return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
         except _REFUSED as exc:
@@ -152,7 +154,7 @@ class EditFile:
                               is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            text = await _load(ctx, target)
+            text = await _load(ctx, path, target)
         except IsADirectoryError:
             return ToolResult(f"cannot edit {path}: {path} is a directory", is_error=True)
         except UnicodeDecodeError:
@@ -172,7 +174,7 @@ class EditFile:
                               is_error=True)
         edited = text.replace(old, new)
         try:
-            await _store(ctx, target, edited, _encoded(edited))
+            await _store(ctx, path, target, edited, _encoded(edited))
         except ValueError as exc:
             return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
         except _REFUSED as exc:
