@@ -19,7 +19,6 @@ mutating tool that does not is asked about rather than trusted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -28,6 +27,8 @@ from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.kernel.schema import validate
 
 if TYPE_CHECKING:
+    import asyncio
+
     from dsh.runtime.tools.clientside import ClientSide
     from dsh.runtime.tools.confine import Boundary
 
@@ -46,12 +47,15 @@ class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
-    :attr:`ToolContext.images_supported` says the model can take them.
+    :attr:`ToolContext.images_supported` says the model can take them. ``diff`` is for
+    clients, never the model: a file change (:func:`dsh.runtime.tools.filediff.file_diff`)
+    the agent puts in the ``tool/result`` event's ``data.diff``.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    diff: Mapping[str, Any] | None = None
 
 
 def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
@@ -60,6 +64,11 @@ def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
 
 def _no_history() -> list[dict[str, Any]]:
     return []
+
+
+def _keep_nothing() -> Callable[[], None]:
+    """The ``keep`` of a context with no session behind it: nothing to hold."""
+    return lambda: None
 
 
 class ToolContext(NamedTuple):
@@ -75,7 +84,10 @@ class ToolContext(NamedTuple):
     workspace root, its granted roots, the protected directories, and the paths this call
     was approved for; a file tool opens paths only through it
     (:func:`dsh.runtime.tools.confine.of` gives a context without one a boundary rooted at
-    its cwd). ``call_id`` is the running call's id; ``client`` what the session's client
+    its cwd). ``keep()`` holds the session in this runtime (its lease kept, so no other
+    runtime continues it meanwhile) while work the call started lives on after it (a
+    background job, a sub-agent); call the function it returns when that work ends.
+    ``call_id`` is the running call's id; ``client`` what the session's client
     offers to do for the tools (its files, its terminal: :mod:`dsh.runtime.tools.clientside`),
     None when it offers nothing.
     """
@@ -89,6 +101,7 @@ class ToolContext(NamedTuple):
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
+    keep: Callable[[], Callable[[], None]] = _keep_nothing
     call_id: str = ""
     client: ClientSide | None = None
 
