@@ -57,6 +57,7 @@ from dsh.runtime.agent.toolrun import Approver
 from dsh.runtime.agent.turns import TurnRunner
 from dsh.runtime.kernel.hooks import HookError
 from dsh.runtime.kernel.plugin import RuntimeContext
+from dsh.runtime.tools.clientside import ClientSide
 
 CLOSE_BOUND = 2.0
 """Seconds ``close`` waits for cancelled turns, and again for ``session_end`` hooks."""
@@ -114,6 +115,12 @@ class Agent:
         """Who decides a guardrail's ``ask``; None leaves it to the policy (never hangs)."""
         self._turns.approver = fn
 
+    def set_client_side(self, lookup: Callable[[str], ClientSide | None] | None) -> None:
+        """Who does file and terminal work for a session's tools: ``lookup(session_id)``
+        gives the session's client's offer (:mod:`dsh.runtime.tools.clientside`), or None
+        for dsh's own; installed by a protocol server whose client advertised it."""
+        self._turns.client_sides = lookup
+
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
         """Deliver a notification that is not one of this runtime's session events to
         every listener, as the servers forward them: ``subagent.*``, and the events of
@@ -121,13 +128,19 @@ class Agent:
         sub-agent's events belong to its own runtime's log."""
         self._journal.deliver(method, params)
 
-    def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
+    def emit(self, session_id: str, type: str, data: Mapping[str, Any], *,
+             in_turn: bool = False) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
         (an MCP server that died, a mode a client set); False when no such session runs
         here (or it is parked: its lease was given back, so this runtime writes nothing
-        to its log until it takes it back)."""
+        to its log until it takes it back).
+
+        ``in_turn``: only while the session runs a turn (False otherwise), for a report a
+        client's run must collect: the caller keeps it for the next turn instead of
+        logging it between runs, where no run's result would hold it."""
         session = self._sessions.find(session_id)
-        if session is None or session.parked is not None or self._closed:
+        if session is None or session.parked is not None or self._closed or (
+                in_turn and session.turn is None):
             return False
         session.emit(type, data)
         return True

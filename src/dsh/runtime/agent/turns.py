@@ -34,6 +34,7 @@ from dsh.runtime.kernel.plugin import ContextRequest, RuntimeContext
 from dsh.runtime.providers.base import EFFORTS, Provider
 from dsh.runtime.tools import confine
 from dsh.runtime.tools.base import Tool
+from dsh.runtime.tools.clientside import ClientSide
 from dsh.runtime.tools.confine import Boundary
 
 logger = logging.getLogger("dsh.agent")
@@ -63,6 +64,7 @@ class TurnRunner:
         self._closed = closed
         self.approver: Approver | None = None
         self._arriving: dict[str, list[Arrival]] = {}  # session id -> prompts in order
+        self.client_sides: Callable[[str], ClientSide | None] | None = None
         self._choice: dict[str, Any] = {"provider": None, "model": None,
                                         "reasoning_effort": None, "max_tokens": None}
 
@@ -302,6 +304,11 @@ class TurnRunner:
         """What ``session``'s tools may reach now (its root, granted roots, protected)."""
         return session.boundary(confine.protected_dirs(self._rt.home,
                                                        self._config().protected_paths))
+
+    def client_side(self, session_id: str) -> ClientSide | None:
+        """What ``session_id``'s client does for its tools (none unless a server said)."""
+        lookup = self.client_sides
+        return None if lookup is None else lookup(session_id)
 
     @property
     def guardrails(self) -> GuardrailChain:
