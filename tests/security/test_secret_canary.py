@@ -30,8 +30,7 @@ import pytest
 from seckit import OFFLINE_PATCH, Canaries, FullLogRuntime, assert_clean, home_files, plant
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
-from webkit import WebProcess, stream_until_turn_end
-from webkit import prompt as web_prompt
+from webkit import WebProcess
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell commands")
 
@@ -324,12 +323,15 @@ def test_a_route_name_from_env_is_named_by_its_variable_never_quoted_or_stored(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with WebProcess([OFFLINE_PATCH, *patches], cwd=cwd) as web, web.client() as client:
-        web_prompt(client, "s1", "go")
-        events = stream_until_turn_end(client, "s1")
-        history = client.get("/api/sessions/s1/history").text
-    error = events[-1]["data"]["reason"]["error"]
-    assert error["code"] == "unknown-route" and named in error["message"], error
-    assert_clean("the web API", history + json.dumps(events), canaries.all())
+        # A prompt that would create a session whose route cannot be used is refused at
+        # once, and leaves no session behind.
+        refused = client.post("/api/sessions/s1/prompt",
+                              json={"contentBlocks": [{"type": "text", "text": "go"}]})
+        listing = client.get("/api/sessions").text
+    assert refused.status_code == 400, refused.text
+    assert named in refused.json()["error"]["message"], refused.text
+    assert '"s1"' not in listing, listing
+    assert_clean("the web API", refused.text + listing, canaries.all())
     assert_clean("the web server's stderr", "".join(web.stderr), canaries.all())
     for name, data in home_files(dsh_home):
         assert_clean(f"$DSH_HOME/{name}", data, canaries.all())
