@@ -101,9 +101,11 @@ class SqliteSessionStore(Tracking):
                               exit_code=EXIT_USAGE) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # checked (and migrated) first: a file refused is left as it was, its
+            # journal mode included
+            schema.migrate(self._conn, str(self.path))
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
-            schema.migrate(self._conn, str(self.path))
         except sqlite3.Error as exc:
             self._conn.close()
             raise PluginError(f"cannot use {self.path}: {exc}", exit_code=EXIT_USAGE) from exc
