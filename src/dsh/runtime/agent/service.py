@@ -285,15 +285,21 @@ class Agent:
 
         A session held here is read from memory, which holds even an event whose append
         failed; any other (parked, stored, or running in another runtime) from the
-        store, which needs no lease to read.
+        store, which needs no lease to read. A page that reaches the end of a log a dead
+        runtime left inside a turn has that turn closed first (``interrupted``, in the
+        store: :meth:`~.store.SessionStore.close_abandoned`).
         """
         session = self._sessions.live(session_id)
         if session is not None and session.parked is None:
             return page_of(session.record.events, start_seq, limit, max_bytes)
-        page = self._journal.store.history_page(session_id, start_seq=start_seq, limit=limit,
-                                                max_bytes=max_bytes)
+        store = self._journal.store
+        page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                  max_bytes=max_bytes)
         if page is None:
             raise SessionNotFoundError(session_id)
+        if page.next_seq is None and store.close_abandoned(session_id):
+            page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                      max_bytes=max_bytes) or page
         return page
 
     async def close(self) -> None:
