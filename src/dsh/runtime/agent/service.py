@@ -24,9 +24,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
   back a short while after its work ends (:mod:`.leasing`), so another runtime (a
   terminal, the web page, another host) can continue it; the next prompt here takes it
   back. Another runtime's session is ``SessionHeldError`` (busy, naming its holder); a
-  session whose lease this runtime lost is let go at once: its turn is cancelled, and
-  nothing more of it is stored or sent; a released one that another runtime continued
-  is dropped here and its clients told ``session/moved``.
+  session whose lease this runtime lost is let go at once: its turn is cancelled,
+  nothing more of it is stored, and its clients are told (``error`` and ``turn/end``
+  with code ``lease-lost``, then ``session/moved``, outside the log); a released one
+  that another runtime continued is dropped here and its clients told
+  ``session/moved``.
 """
 
 from __future__ import annotations
