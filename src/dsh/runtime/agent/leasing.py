@@ -229,20 +229,20 @@ class Holdings:
             return
         logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
         self.release(session_id)  # nothing to delete, but the store forgets what it knew
-        had_work, running = session.has_work(), session.turn is not None
+        had_work, turn = session.has_work(), session.turn
         message = (f"{SessionHeldError(session_id, holder, lost=True).message}; this "
                    "runtime stopped its work on it and takes it back only once it is free")
         session.inbox.clear()
         session.cancel_requested = True
-        if running:
+        if turn is not None:
             session.failure = {"message": message, "code": events.LEASE_LOST}
-            session.turn.cancelled.set()  # type: ignore[union-attr]
+            turn.cancelled.set()
         if session.turn_task is not None:
             session.turn_task.cancel()
-        told = []
+        told: list[dict[str, Any]] = []
         if had_work:
             told.append(events.lease_lost(message, holder))
-        if running:
+        if turn is not None:
             told.append(events.turn_lost(session.record.turns, message))
         told.append(events.moved(holder))
         for event in told:
