@@ -7,7 +7,8 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * ``prompt`` answers a ``messageId`` at once and queues the message on the session (created
   on first use); one background runner per session takes queued prompts one turn at a
   time, so prompts run in order, and ``session.status idle`` is sent when the inbox drains.
-* ``cancel`` cancels the running turn only; queued prompts still run.
+* ``cancel`` cancels the running turn; when none runs, the most recent prompt whose turn
+  has not started (a cancel right behind its prompt). Other queued prompts still run.
 * The agent speaks no protocol: it raises :mod:`dsh.core.errors` (an unknown session is
   ``SessionNotFoundError``, a running one ``SessionBusyError``, a bad route, model or
   effort ``InvalidArgumentError``), and the servers turn them into answers through one
@@ -164,19 +165,25 @@ class Agent:
         an InvalidArgumentError naming the problem and nothing is created or written.
         """
         self._check_open()
-        session = None
-        if self._sessions.known(session_id):
-            session = await self._sessions.confirmed(session_id)
-        if session is None:
-            self._turns.check_ready()
-            session = await self._sessions.create(session_id, cwd)
-        return self._turns.enqueue(session, content_blocks)
+        with self._turns.arriving(session_id) as arrival:
+            session = None
+            if self._sessions.known(session_id):
+                session = await self._sessions.confirmed(session_id)
+            if session is None:
+                self._turns.check_ready()
+                session = await self._sessions.create(session_id, cwd)
+            return self._turns.enqueue(session, content_blocks, cancelled=arrival.cancelled)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs,
-        a stored session's included (it runs nothing here); unknown is
-        SessionNotFoundError."""
+        """Cancel the running turn (``turn/end`` says ``cancelled``); when none runs, the
+        most recent prompt whose turn has not started, even one still on its way (its
+        turn ends ``cancelled`` as it starts; other queued prompts still run). False when
+        there is nothing to cancel, a stored session's included (it runs nothing here);
+        unknown is SessionNotFoundError."""
         session = self._sessions.live(session_id)
+        if ((session is None or session.turn is None)
+                and self._turns.cancel_waiting(session_id, session)):
+            return True
         if session is None:
             if self._sessions.known(session_id):
                 return False
@@ -278,6 +285,11 @@ class Agent:
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A live session's events so far, in ``seq`` order."""
         return list(self._sessions.get(session_id).record.events)
+
+    def log(self, session_id: str) -> Sequence[Mapping[str, Any]]:
+        """A live session's event log itself, in ``seq`` order: not a copy, so many
+        readers (event streams) share it as it grows; read it, never change it."""
+        return self._sessions.get(session_id).record.events
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage:

@@ -179,6 +179,8 @@ class AcpServer(Plugin):
         """Serve one client on the reserved stdio until EOF or a signal."""
         if argv:
             raise UsageError(f"the ACP agent takes no arguments (got {argv[0]!r})")
+        from dsh.runtime.servers.terminal import FOR_PEOPLE  # said only at a terminal
+
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
         peer = server_peer()
         timeout = float(self.config.get("permission_timeout_s", DEFAULT_PERMISSION_TIMEOUT_S))
@@ -194,7 +196,9 @@ class AcpServer(Plugin):
         peer.methods(protocol.table())
         peer.on_notification("session/cancel", protocol.cancel)
         try:
-            await serve_stdio(peer, max_frame)
+            await serve_stdio(peer, max_frame, hint=(
+                f"dsh --profile {rt.profile} is an ACP agent speaking JSON-RPC on stdin, for "
+                f"editors (programs use the Python SDK, dsh.sdk); {FOR_PEOPLE}"))
         finally:
             protocol.close()
         return 0

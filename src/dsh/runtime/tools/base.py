@@ -133,7 +133,7 @@ class ToolCall(NamedTuple):
     never answers approvals is never left hanging. ``outside`` are the real paths the
     call's path arguments reach outside the workspace root and the granted roots: the
     call runs only if it is approved (or a guardrail allows it), and then reaches exactly
-    those.
+    those. ``root`` is the workspace root (real path) they were judged against.
     """
 
     session_id: str
@@ -144,6 +144,7 @@ class ToolCall(NamedTuple):
     tool: Tool
     can_ask: bool
     outside: tuple[str, ...] = ()
+    root: str = ""
 
 
 class ArgumentError(InvalidArgumentError):
