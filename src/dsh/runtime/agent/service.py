@@ -25,9 +25,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
   back a short while after its work ends (:mod:`.leasing`), so another runtime (a
   terminal, the web page, another host) can continue it; the next prompt here takes it
   back. Another runtime's session is ``SessionHeldError`` (busy, naming its holder); a
-  session whose lease this runtime lost is let go at once: its turn is cancelled, and
-  nothing more of it is stored or sent; a released one that another runtime continued
-  is dropped here and its clients told ``session/moved``.
+  session whose lease this runtime lost is let go at once: its turn is cancelled,
+  nothing more of it is stored, and its clients are told (``error`` and ``turn/end``
+  with code ``lease-lost``, then ``session/moved``, outside the log); a released one
+  that another runtime continued is dropped here and its clients told
+  ``session/moved``.
 """
 
 from __future__ import annotations
@@ -310,15 +312,21 @@ class Agent:
 
         A session held here is read from memory, which holds even an event whose append
         failed; any other (parked, stored, or running in another runtime) from the
-        store, which needs no lease to read.
+        store, which needs no lease to read. A page that reaches the end of a log a dead
+        runtime left inside a turn has that turn closed first (``interrupted``, in the
+        store: :meth:`~.store.SessionStore.close_abandoned`).
         """
         session = self._sessions.live(session_id)
         if session is not None and session.parked is None:
             return page_of(session.record.events, start_seq, limit, max_bytes)
-        page = self._journal.store.history_page(session_id, start_seq=start_seq, limit=limit,
-                                                max_bytes=max_bytes)
+        store = self._journal.store
+        page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                  max_bytes=max_bytes)
         if page is None:
             raise SessionNotFoundError(session_id)
+        if page.next_seq is None and store.close_abandoned(session_id):
+            page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                      max_bytes=max_bytes) or page
         return page
 
     async def close(self) -> None:
