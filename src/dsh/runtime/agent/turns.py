@@ -15,7 +15,6 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dsh.core.errors import InvalidArgumentError, PluginError, SessionBusyError
@@ -40,12 +39,14 @@ from dsh.runtime.tools.confine import Boundary
 logger = logging.getLogger("dsh.agent")
 
 
-@dataclass
 class Arrival:
     """A prompt accepted for a session but not yet in its inbox (the session is being
     created or restored); ``cancelled`` when a cancel came for it meanwhile."""
 
-    cancelled: bool = False
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
 
 
 class TurnRunner:
