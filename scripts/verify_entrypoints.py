@@ -102,8 +102,9 @@ ALLOWLIST: tuple[Allow, ...] = (
           "model-API stand-ins written from the public docs (DeepSeek, Anthropic Messages), "
           "run in-thread by tests/providers and the bench, or as their own process; "
           "never installed"),
-    Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_test_server.py",
-          "the test MCP server tests/mcp and the bench spawn over stdio or HTTP, never installed"),
+    Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_*_server.py",
+          "the test MCP servers tests/mcp and the bench spawn over stdio or HTTP, never "
+          "installed"),
     Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/seccomp_launch.py",
           "puts a real dsh under a container's seccomp filter (no namespaces, no Landlock) "
           "for the sandbox tests, then execs it; never installed"),

@@ -19,11 +19,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.cli.machine import display_path
 from dsh.core import carriers
 from dsh.core.distribution import RUNTIME_DIST, python_hint, runtime_hint
+
+if TYPE_CHECKING:
+    from dsh.core.launch import EnvSnapshot
 from dsh.core.errors import DshError
 
 
@@ -133,7 +136,8 @@ class Doctor:
         self.add("profile.resolvable", "ok",
                  f"profile {self.profile!r} ({resolved.profile.patch_reload})")
         for name, path in resolved.files.bundles:
-            self.add(f"bundle.{name}", "ok", f"found at {display_path(path, self.home)}")
+            self.add(f"bundle.{name}", "ok",
+                     f"found at {display_path(path, self.home, self.cwd)}")
         for layer in resolved.tree.layers:
             label = layer.source if layer.kind == "bundle" else display_path(
                 Path(layer.source), self.home, self.cwd)
@@ -174,13 +178,13 @@ class Doctor:
         from dsh.runtime.kernel.loader import resolve as resolve_plugin
 
         # Plugins load from the profile's plugin environment, exactly as the runtime does.
-        add_plugin_dir(resolved.profile.plugin_dir)
+        add_plugin_dir(resolved.plugin_dir)
 
+        env: EnvSnapshot | None = None
         try:
             env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
-            env = None
         else:
             if env.warnings:
                 self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
@@ -214,19 +218,36 @@ class Doctor:
 
     def check_rows(self, resolved: Any, env: Any, plugins: dict[str, Any], *,
                    live: bool) -> None:
-        """Each enabled row's own checks, asked of its plugin (``diagnose``) with the
-        row's config as the runtime would get it (tags resolved); ``--live`` lets a
-        plugin reach what it depends on (a route's server, MCP servers, a database)."""
+        """``config.<row id>`` (failing) for each enabled row whose config its plugin's
+        schema refuses, as the runtime checks it at start (the profile does not start),
+        else ``config.rows`` (ok); then the row's
+        own checks, asked of its plugin (``diagnose``) with the row's config as the
+        runtime would get it (tags resolved); ``--live`` lets a plugin reach what it
+        depends on (a route's server, MCP servers, a database). With a ``.env`` that does
+        not load (``env.files`` fails) the configs are not judged: its values are
+        unknown."""
         from dsh.runtime.kernel.plugin import Checkup
+        from dsh.runtime.kernel.schema import validate
 
         rows = resolved.tree.flat_rows(env or {}, self.home)
         checkup = Checkup(home=str(self.home), cwd=str(self.cwd), profile=self.profile,
                           env=env or {}, live=live, rows=rows, provider=self.provider,
                           all_routes=self.all_routes)
+        judged = refused = 0
         for row in rows:
             plugin_class = plugins.get(row["id"])
             if row["disabled"] or plugin_class is None:
                 continue
+            if env is not None:
+                judged += 1
+                try:
+                    validate(plugin_class.manifest.config_schema or {}, row["config"],
+                             row_id=row["id"])
+                except DshError as exc:
+                    refused += 1
+                    self.add(f"config.{row['id']}", "fail", self.scrub(
+                        f"{exc}: the profile cannot start"))
+                    continue
             try:
                 found = plugin_class.diagnose(row["id"], row["config"], checkup)
             except Exception as exc:  # a plugin's fault: reported, the others still run
@@ -235,6 +256,9 @@ class Doctor:
                 continue
             for item in found:
                 self.add(item.check, item.status, self.scrub(item.message))
+        if judged and not refused:
+            self.add("config.rows", "ok", f"the config of each enabled row ({judged}) fits "
+                     "its plugin's schema")
 
     def check_live(self) -> None:
         from dsh.core import process
@@ -245,7 +269,7 @@ class Doctor:
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
-            proc = process.run(argv, text=True, timeout=60, cwd=self.cwd)
+            proc = process.run(argv, text=True, timeout=60, cwd=str(self.cwd))
         except OSError as exc:
             self.add("runtime.boot", "fail", f"the runtime cannot be started: "
                                              f"{exc.strerror or exc}")
@@ -260,15 +284,22 @@ class Doctor:
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
 
     def check_carriers(self) -> None:
+        """``carrier.<id>``: each way to run dsh. The one running this is available by
+        definition, so the other missing is not a fault (ok, saying what it would add):
+        an installation needs one carrier, and ``dsh`` refuses to start with neither."""
         for carrier in carriers.describe():
-            status = "ok" if carrier["available"] else "warn"
+            status = "ok"
             if carrier["available"]:
                 message = "available"
+            elif carrier.get("frozen"):
+                message = ("not available in the frozen runtime, which runs dsh here; "
+                           f"`dsh plugin` needs it ({python_hint()})")
             elif carrier["id"] == "python":
                 message = (f"the python runtime's packages are not installed "
                            f"({', '.join(carrier.get('missing', []))}; {python_hint()})")
             else:
-                message = f"{RUNTIME_DIST} not installed ({runtime_hint()})"
+                message = (f"{RUNTIME_DIST} not installed (optional: the python carrier runs "
+                           f"dsh here; {runtime_hint()} adds the frozen runtime)")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:
@@ -295,9 +326,20 @@ class Doctor:
         return "ok", f"{manifest.get('version')} ({manifest.get('platform')}), checksums verified"
 
 
-def render(data: dict[str, Any]) -> str:
-    """The text projection of the doctor document."""
-    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-    lines = [f"[{marks[c['status']]}] {c['id']}: {c['message']}" for c in data["checks"]]
+def render(data: dict[str, Any], *, color: bool = False) -> str:
+    """The text projection of the doctor document.
+
+    Messages quote files, plugins' own words and servers' answers, so each goes through
+    :func:`dsh.core.termtext.visible` (one line per check); ``color`` marks the status
+    with dsh's own styling, added after.
+    """
+    from dsh.core.termstyle import Style
+    from dsh.core.termtext import visible
+
+    paint = Style(color).paint
+    marks = {"ok": paint("ok  ", "green"), "warn": paint("WARN", "yellow"),
+             "fail": paint("FAIL", "bold", "red")}
+    lines = [f"[{marks[c['status']]}] {visible(c['id'], one_line=True)}: "
+             f"{visible(c['message'], one_line=True)}" for c in data["checks"]]
     lines.append(f"{data['failed']} check(s) failed" if data["failed"] else "all checks passed")
     return "\n".join(lines) + "\n"

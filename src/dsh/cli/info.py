@@ -25,7 +25,7 @@ def home_source(explicit: str | None) -> str:
 
 def collect(home: Path, explicit_home: str | None) -> dict[str, Any]:
     """The ``data`` of ``dsh info``: deterministic, no absolute paths."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in profiles.list_profiles(home):
         if not isinstance(item, profiles.Profile):  # a Profile is a tuple too
             name, error = item
@@ -65,6 +65,8 @@ def render(data: dict[str, Any]) -> str:
                          f"[{row['patchReload']}]{' (shipped)' if row['shipped'] else ''}")
     lines.append("carriers:")
     for carrier in data["carriers"]:
-        state = "available" if carrier["available"] else "not installed"
-        lines.append(f"  {carrier['id']}: {state}")
+        state = "available" if carrier["available"] else \
+            "not available in the frozen runtime" if carrier.get("frozen") else "not installed"
+        current = " (this process)" if carrier["current"] else ""
+        lines.append(f"  {carrier['id']}: {state}{current}")
     return "\n".join(lines) + "\n"

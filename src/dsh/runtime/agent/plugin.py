@@ -15,6 +15,7 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core.errors import DshError
+from dsh.core.redact import EnvValue, shown
 from dsh.runtime.agent.service import Agent
 from dsh.runtime.agent.settings import AgentConfig
 from dsh.runtime.kernel.loader import resolve
@@ -79,6 +80,13 @@ class AgentCore(Plugin):
                                    "besides the dsh home (which always is); no approval "
                                    "can open them.",
                 },
+                "max_idle_sessions": {
+                    "type": "integer", "minimum": 0, "default": _DEFAULTS.max_idle_sessions,
+                    "description": "Sessions with no work this runtime keeps in memory "
+                                   "after giving their leases back (taking one back is "
+                                   "then a version check, not a reload); past this, the "
+                                   "longest idle is unloaded (its session_end fires).",
+                },
                 "hook_budget_s": {
                     "type": "number", "minimum": 0.001, "default": _DEFAULTS.hook_budget_s,
                     "description": "Seconds all hooks of one lifecycle event may take.",
@@ -136,8 +144,11 @@ class AgentCore(Plugin):
             why = "the route asked for (--provider)" if checkup.provider else \
                 "the agent row's default_route"
             known = ", ".join(sorted(routes)) or "none"
-            found = [Diagnosis(f"route.{in_use}", "fail", f"no enabled row publishes route "
-                               f"'{in_use}', {why} (routes: {known})")]
+            # A route from a patch's !env names no route: maybe a secret, never shown.
+            check = f"route.env.{in_use.name}" if isinstance(in_use, EnvValue) \
+                else f"route.{in_use}"
+            found = [Diagnosis(check, "fail", f"no enabled row publishes route "
+                               f"{shown(in_use)}, {why} (routes: {known})")]
         else:
             found = []
         for route in sorted(routes) if checkup.all_routes else [in_use]:

@@ -55,12 +55,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dsh._version import __version__
 from dsh.core.errors import DshError
+from dsh.core.redact import withheld
 from dsh.runtime.kernel.hooks import HookEvent
 from dsh.runtime.kernel.plugin import (
     Capability,
@@ -70,7 +71,7 @@ from dsh.runtime.kernel.plugin import (
     Registrar,
     RuntimeContext,
 )
-from dsh.runtime.subagents.child import Child
+from dsh.runtime.subagents.child import LIVE, Child, Status
 from dsh.runtime.subagents.environment import child_environment
 from dsh.runtime.subagents.fork import fork_history
 from dsh.runtime.subagents.messaging import InterruptAgentTool, ListAgentsTool, SendMessageTool
@@ -194,6 +195,8 @@ class SubagentPlugin(Plugin):
         super().__init__(row_id, config)
         self._rt: RuntimeContext | None = None
         self.registry = Registry(self._finished, self._changed)
+        self._keeps: dict[Child, Callable[[], Callable[[], None]]] = {}
+        self._holds: dict[Child, Callable[[], None]] = {}
 
     def apply(self, reg: Registrar) -> None:
         """Register the five tools, the ``subagents`` context section and the hook."""
@@ -247,6 +250,8 @@ class SubagentPlugin(Plugin):
                 max_agents=int(self.config.get("max_agents", 4)))
         except LimitReachedError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
+        self._keeps[child] = ctx.keep
+        self._hold(child)
         store = self._store()
         try:
             home = self._child_home(rt, store, ctx.session_id, confine.of(ctx).protected)
@@ -259,10 +264,13 @@ class SubagentPlugin(Plugin):
             await self.registry.close(child)
             if not isinstance(exc, Exception):
                 raise
-            logger.warning("sub-agent of session %s did not start", ctx.session_id,
-                           exc_info=True)
-            child.error = f"did not start: {exc}"
-            return ToolResult(f"Error: the sub-agent did not start: {exc}", is_error=True)
+            # The child may quote the provider route it was given: one from a patch's
+            # !env is named by its variable instead (it may be a secret).
+            problem = withheld(str(exc), self.config.get("provider"))
+            logger.warning("sub-agent of session %s did not start: %s", ctx.session_id,
+                           problem)
+            child.error = f"did not start: {problem}"
+            return ToolResult(f"Error: the sub-agent did not start: {problem}", is_error=True)
         rt.service("agent").announce(STARTED, _note(child))
         try:
             target = await unless_cancelled(child.prompt(args["prompt"], bound=self.bound()),
@@ -283,8 +291,20 @@ class SubagentPlugin(Plugin):
         await self.registry.close(child)
         return _answer(child)
 
+    def _hold(self, child: Child) -> None:
+        """A child starting or running holds its parent session in this runtime (the
+        parent's lease is kept: its answer comes back here); an idle or gone one not."""
+        working = child.status in (Status.STARTING, Status.RUNNING)
+        if working and child not in self._holds and child in self._keeps:
+            self._holds[child] = self._keeps[child]()
+        elif not working and child in self._holds:
+            self._holds.pop(child)()
+        if child.status not in LIVE:
+            self._keeps.pop(child, None)
+
     def _finished(self, child: Child, outcome: str) -> None:
         """A child's runtime is gone: release its workspace hold, announce it."""
+        self._hold(child)
         if child.session_id is None or self._rt is None:
             return
         store = self._store()
@@ -297,6 +317,7 @@ class SubagentPlugin(Plugin):
 
     def _changed(self, child: Child) -> None:
         """A live child's status changed: tell the clients (``subagent.status``)."""
+        self._hold(child)
         if child.session_id is not None and self._rt is not None:
             self._rt.service("agent").announce(STATUS, {**_note(child),
                                                         "status": child.status.value})

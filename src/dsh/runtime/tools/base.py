@@ -19,7 +19,6 @@ mutating tool that does not is asked about rather than trusted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -28,6 +27,9 @@ from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.kernel.schema import validate
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from dsh.runtime.tools.clientside import ClientSide
     from dsh.runtime.tools.confine import Boundary
 
 __all__ = ["ArgumentError", "Image", "Tool", "ToolCall", "ToolContext", "ToolResult",
@@ -45,12 +47,15 @@ class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
-    :attr:`ToolContext.images_supported` says the model can take them.
+    :attr:`ToolContext.images_supported` says the model can take them. ``diff`` is for
+    clients, never the model: a file change (:func:`dsh.runtime.tools.filediff.file_diff`)
+    the agent puts in the ``tool/result`` event's ``data.diff``.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    diff: Mapping[str, Any] | None = None
 
 
 def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
@@ -59,6 +64,11 @@ def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
 
 def _no_history() -> list[dict[str, Any]]:
     return []
+
+
+def _keep_nothing() -> Callable[[], None]:
+    """The ``keep`` of a context with no session behind it: nothing to hold."""
+    return lambda: None
 
 
 class ToolContext(NamedTuple):
@@ -74,7 +84,12 @@ class ToolContext(NamedTuple):
     workspace root, its granted roots, the protected directories, and the paths this call
     was approved for; a file tool opens paths only through it
     (:func:`dsh.runtime.tools.confine.of` gives a context without one a boundary rooted at
-    its cwd).
+    its cwd). ``keep()`` holds the session in this runtime (its lease kept, so no other
+    runtime continues it meanwhile) while work the call started lives on after it (a
+    background job, a sub-agent); call the function it returns when that work ends.
+    ``call_id`` is the running call's id; ``client`` what the session's client
+    offers to do for the tools (its files, its terminal: :mod:`dsh.runtime.tools.clientside`),
+    None when it offers nothing.
     """
 
     session_id: str
@@ -86,6 +101,9 @@ class ToolContext(NamedTuple):
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
+    keep: Callable[[], Callable[[], None]] = _keep_nothing
+    call_id: str = ""
+    client: ClientSide | None = None
 
     @property
     def cwd(self) -> str:
@@ -121,7 +139,7 @@ class ToolCall(NamedTuple):
     never answers approvals is never left hanging. ``outside`` are the real paths the
     call's path arguments reach outside the workspace root and the granted roots: the
     call runs only if it is approved (or a guardrail allows it), and then reaches exactly
-    those.
+    those. ``root`` is the workspace root (real path) they were judged against.
     """
 
     session_id: str
@@ -132,6 +150,7 @@ class ToolCall(NamedTuple):
     tool: Tool
     can_ask: bool
     outside: tuple[str, ...] = ()
+    root: str = ""
 
 
 class ArgumentError(InvalidArgumentError):
