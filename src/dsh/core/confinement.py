@@ -146,8 +146,8 @@ class PreExec:
     def __call__(self) -> None:
         """Join the cgroups, then confine the calling (child) process; raise when a step
         fails."""
-        for args in self._join_args:
-            if self._write(*args) != 1:
+        for join in self._join_args:
+            if self._write(*join) != 1:
                 raise self._failure
         prctl = self._prctl
         if self._drop:

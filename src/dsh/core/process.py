@@ -1214,8 +1214,11 @@ def watch_orphans(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
             queued = True
             loop.call_soon(run)
 
+    def stop() -> None:
+        loop.remove_signal_handler(signal.SIGCHLD)
+
     loop.add_signal_handler(signal.SIGCHLD, on_signal)
-    return lambda: loop.remove_signal_handler(signal.SIGCHLD)
+    return stop
 
 
 def _end_everything() -> None:

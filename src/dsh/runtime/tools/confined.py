@@ -112,8 +112,8 @@ async def prepare(policy: Policy, argv: Sequence[str], cwd: str, *,
                 f"Refused: this profile requires the {policy.mode} sandbox for shell "
                 f"commands, but {found.reason}. The command was not run.")
         return Command(list(argv), env, found, notes=[note(policy)])
-    kwargs = {"workspace": workspace, "writable": writable, "protected": protected,
-              "home": home, "env": env}
+    kwargs: dict[str, Any] = {"workspace": workspace, "writable": writable,
+                              "protected": protected, "home": home, "env": env}
     if found.name == LANDLOCK:
         return await _landlock_command(policy, found, argv, cwd, **kwargs)
     if not policy.hosts:
@@ -184,7 +184,8 @@ async def _landlock_command(policy: Policy, found: Rung, argv: Sequence[str], cw
                if name not in from_secrets(env_in, plan.secrets)}
         for name in ("TMPDIR", "TMP", "TEMP"):
             env[name] = scratch
-        network, ports = seccomp.NETWORK_NONE, ()
+        network = seccomp.NETWORK_NONE
+        ports: tuple[int, ...] = ()
         if policy.network is True:
             network = seccomp.NETWORK_ALL
         elif policy.hosts and found.abi < 4:

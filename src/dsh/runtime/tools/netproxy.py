@@ -341,9 +341,10 @@ class Proxy:
         """
         name = _normal(host)
         if not self.allow.allows(name, port):
-            return await self._refuse(writer, name, port, "not in the allow-list",
-                                      f"not allowed by {self.allow.setting}; add {name} (any "
-                                      f"port) or {name}:{port} there to allow it")
+            await self._refuse(writer, name, port, "not in the allow-list",
+                               f"not allowed by {self.allow.setting}; add {name} (any "
+                               f"port) or {name}:{port} there to allow it")
+            return None
         try:
             addresses = await netguard.resolve(name, port)
         except netguard.BlockedURLError as exc:
@@ -352,15 +353,17 @@ class Proxy:
         if not _literal(name) and name != "localhost":
             addresses = [a for a in addresses if not _internal(a)]
             if not addresses:
-                return await self._refuse(
+                await self._refuse(
                     writer, name, port, "a name for an internal address",
                     f"{name} resolves only to loopback or link-local addresses, which a host "
                     "name in the allow-list never reaches; name the address itself there")
+                return None
         failure = "no address"
         for address in addresses:
             if (str(address), port) in self._own:
-                return await self._refuse(writer, name, port, "the proxy itself",
-                                          "the proxy does not connect to itself")
+                await self._refuse(writer, name, port, "the proxy itself",
+                                   "the proxy does not connect to itself")
+                return None
             try:
                 reader, upstream = await asyncio.wait_for(
                     asyncio.open_connection(str(address), port, limit=_CHUNK),

@@ -163,7 +163,7 @@ class Policy(NamedTuple):
     def to_config(self) -> dict[str, Any]:
         """The ``sandbox`` config that gives this policy (what a sub-agent's shell inherits)."""
         return {"mode": self.mode,
-                "network": list(self.network) if self.hosts else self.network,
+                "network": list(self.hosts) if self.hosts else self.network,
                 "required": self.required, "readable": list(self.readable),
                 "bwrap": self.bwrap, "path_toolchains": self.path_toolchains,
                 "hide": list(self.hide)}

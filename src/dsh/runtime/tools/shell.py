@@ -165,7 +165,7 @@ class Bash:
         return f"{base} {sandbox}" if sandbox else base
 
     @property
-    def parameters(self) -> Mapping[str, Any]:  # type: ignore[override]
+    def parameters(self) -> Mapping[str, Any]:
         """The schema; its ``command`` says which shell runs it."""
         family = shell_family(self._plugin.config.get("shell") or "")
         if family == "posix":
