@@ -10,7 +10,7 @@ as an ``error`` event on the session, so a slow hook never stalls a turn.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh.runtime.agent import events
@@ -28,10 +28,12 @@ class Lifecycle:
         self._budget = budget
 
     async def fire(self, session: Session, event: str, *, turn: int | None = None,
-                   step: int | None = None, message: Any = None, payload: Any = None) -> None:
+                   step: int | None = None, message: Any = None, payload: Any = None,
+                   attributes: Mapping[str, Any] | None = None) -> None:
         """Notify the hooks of ``event``; overrunning the budget is an ``error`` event.
 
         Hooks get a deep copy of ``payload``: they observe the agent's state, never share it.
+        ``attributes`` are added to the event's (``turn`` is always there when given).
         """
         dispatcher = self._rt.hooks
         hooks = dispatcher.hooks(event)
@@ -42,7 +44,8 @@ class Lifecycle:
             await run_bounded(dispatcher.emit(
                 event, session_id=session.id, step=step, message=message,
                 payload=copy.deepcopy(payload),
-                attributes={} if turn is None else {"turn": turn}), budget)
+                attributes={**(attributes or {}), **({} if turn is None else {"turn": turn})}),
+                budget)
         except BudgetExceededError:
             names = ", ".join(h.name for h in hooks)
             session.emit(events.ERROR, events.hook_error(

@@ -100,6 +100,9 @@ class Session:
         self.turn_task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
         self.failure: Mapping[str, str] | None = None  # ends the running turn with an error
+        # The W3C trace context a client sent with a queued prompt, by its message id,
+        # until that prompt's turn starts (telemetry makes the turn a child of it).
+        self.traces: dict[str, Mapping[str, str]] = {}
         self._notify = notify
 
     @property

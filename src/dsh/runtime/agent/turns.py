@@ -56,14 +56,19 @@ class TurnRunner:
 
     # -- the queue ------------------------------------------------------------------------
 
-    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]]) -> str:
+    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]],
+                trace: Mapping[str, str] | None = None) -> str:
         """Queue a prompt and return its messageId; the session's runner takes it.
 
+        ``trace`` is the W3C trace context (``traceparent``, ``tracestate``) the client
+        sent with it: the ``before_turn`` event of its turn carries it as attributes.
         A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
         """
         if session.waiting() >= self._config().max_queued:
             raise SessionBusyError("session busy: queue full")
         message = events.user_message(content_blocks, events.new_id())
+        if trace:
+            session.traces[message["id"]] = dict(trace)
         start = len(session.inbox)
         session.inbox.append(message)
         session.emit(events.INBOX_SPLICED, events.inbox_received(start, message))
@@ -79,6 +84,8 @@ class TurnRunner:
             while session.inbox and not self._closed():
                 await self._turn(session, session.inbox.popleft())
         finally:
+            if not session.inbox:
+                session.traces.clear()
             session.runner = None
             session.set_status(Status.IDLE)
 
@@ -89,8 +96,9 @@ class TurnRunner:
         session.turn = turn
         session.emit(events.TURN_START, events.turn_data(turn.number))
         session.emit(events.INBOX_SPLICED, events.inbox_taken(1))
-        await self.fire(session, "before_turn", turn=turn.number,
-                        message=events.message_text(prompt), payload=prompt)
+        await self._lifecycle.fire(session, "before_turn", turn=turn.number,
+                                   message=events.message_text(prompt), payload=prompt,
+                                   attributes=session.traces.pop(prompt["id"], None))
         outcome = await self._outcome(session, turn)
         turn.close(outcome)
         session.turn = session.turn_task = None

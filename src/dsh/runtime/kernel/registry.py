@@ -71,10 +71,13 @@ class Registration:
 class RowRegistrar(Registrar):
     """The :class:`~dsh.runtime.kernel.plugin.Registrar` one row's ``apply`` receives.
 
-    ``manifest.provides`` counts as services registered up front.
+    ``manifest.provides`` counts as services registered up front; ``env`` is the launch's
+    environment snapshot.
     """
 
-    def __init__(self, row_id: str, manifest: Manifest) -> None:
+    def __init__(self, row_id: str, manifest: Manifest,
+                 env: Mapping[str, str] = MappingProxyType({})) -> None:
+        self.env = env
         self.registration = Registration(row_id)
         self._manifest = manifest
         self._capabilities = frozenset(Capability(c) for c in manifest.capabilities)

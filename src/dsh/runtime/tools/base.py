@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from dsh.core.errors import ConfigError, InvalidArgumentError
@@ -45,12 +46,16 @@ class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
-    :attr:`ToolContext.images_supported` says the model can take them.
+    :attr:`ToolContext.images_supported` says the model can take them. ``facts`` are what
+    the call reports about how it ran (the sandbox rung that confined a command, the MCP
+    server that answered), for the ``after_tool_call`` hook and telemetry; the model never
+    sees them. Keys are dotted names (``sandbox.rung``), values strings or numbers.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    facts: Mapping[str, Any] = MappingProxyType({})
 
 
 def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
