@@ -19,6 +19,7 @@ import enum
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from dsh._version import __version__
 from dsh.core.errors import (
@@ -110,6 +111,23 @@ class Connection:
             raise ClientClosedError(self.failure or f"MCP server '{self.name}' is not connected")
         return await session.call_tool(remote, arguments, self.spec.call_timeout_s)
 
+    def facts(self) -> dict[str, Any]:
+        """What a call's result reports of this server: its transport (``pipe`` for
+        stdio, ``tcp`` for HTTP, as OpenTelemetry's MCP conventions name them), the
+        protocol version it agreed to, and an HTTP server's address."""
+        stdio = self.spec.transport == "stdio"
+        facts: dict[str, Any] = {"network.transport": "pipe" if stdio else "tcp"}
+        version = getattr(self._session.transport, "protocol_version", None) \
+            if self._session is not None else None
+        if isinstance(version, str):
+            facts["mcp.protocol.version"] = version
+        if not stdio and self.spec.url:
+            where = urlsplit(self.spec.url)
+            if where.hostname:
+                facts["server.address"] = where.hostname
+                facts["server.port"] = where.port or (443 if where.scheme == "https" else 80)
+        return facts
+
     def describe_call_failure(self, exc: BaseException) -> str:
         """What the model reads when a call raised instead of answering."""
         if isinstance(exc, RequestTimeoutError):
@@ -195,7 +213,8 @@ class Connection:
             name = tool_name(self.name, remote_name, taken)
             taken.add(name)
             self.tools[name] = McpTool(name, remote, params, self.name, self.call,
-                                       self.spec.max_result_chars, self.describe_call_failure)
+                                       self.spec.max_result_chars, self.describe_call_failure,
+                                       self.facts)
         self._session = session
         self.state = State.READY
         self._settled.set()

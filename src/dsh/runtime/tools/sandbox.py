@@ -348,6 +348,15 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def in_force(policy: Policy) -> str:
+    """The rung that confines a command under ``policy`` here: ``off`` (the mode),
+    ``bubblewrap`` or ``seatbelt`` (:func:`kind`, when it runs), or ``none`` (it cannot
+    run, so the command runs unsandboxed, or is refused when the policy requires it)."""
+    if policy.mode == OFF:
+        return OFF
+    return kind() if probe(policy).usable else "none"
+
+
 def note(policy: Policy) -> str:
     """The one line a result carries when the command ran without its sandbox ('' if not).
 
