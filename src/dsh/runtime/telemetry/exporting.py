@@ -53,10 +53,12 @@ class Tally:
         self.sent = 0
         self.failed = 0
         self.failures = 0
+        self.last_ok: bool | None = None
         self._lock = threading.Lock()
 
     def record(self, count: int, ok: bool) -> None:
         with self._lock:
+            self.last_ok = ok
             if ok:
                 self.sent += count
                 return
@@ -165,13 +167,16 @@ class Pipeline:
         self._tracer_provider: TracerProvider | None = None
         self._meter_provider: MeterProvider | None = None
         self._ended: _Ended | None = None
+        self._exporters: list[Any] = []
         if settings.traces_endpoint is not None:
             self.spans = Tally("spans", settings.where())
             exporter = _CountingSpans(OTLPSpanExporter(
                 endpoint=settings.traces_endpoint, headers=dict(settings.traces_headers),
                 timeout=settings.timeout_s, compression=compression, **tls), self.spans)
-            self._tracer_provider = TracerProvider(resource=resource,
-                                                   sampler=_sampler(settings))
+            self._exporters.append(exporter)
+            # Closing is this class's, bounded: no interpreter-exit hook waiting on it.
+            self._tracer_provider = TracerProvider(resource=resource, sampler=_sampler(settings),
+                                                   shutdown_on_exit=False)
             batch = min(settings.max_export_batch_size, settings.max_queue_size)
             self._ended = _Ended(self.spans, settings.max_queue_size + batch)
             self._tracer_provider.add_span_processor(self._ended)
@@ -186,19 +191,30 @@ class Pipeline:
             exporter_m = _CountingMetrics(OTLPMetricExporter(
                 endpoint=settings.metrics_endpoint, headers=dict(settings.metrics_headers),
                 timeout=settings.timeout_s, compression=compression, **tls), self.metrics)
+            self._exporters.append(exporter_m)
             reader = PeriodicExportingMetricReader(
                 exporter_m, export_interval_millis=settings.metric_interval_ms,
                 export_timeout_millis=settings.timeout_s * 1000)
-            self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+            self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader],
+                                                 shutdown_on_exit=False)
             self.meter = self._meter_provider.get_meter(SCOPE, __version__)
 
     def shutdown(self) -> str:
         """Flush and stop both providers within ``shutdown_timeout_s``, then give up on
-        what is left (it is counted lost); returns the summary line for the log."""
+        what is left (it is counted lost); returns the summary line for the log.
+
+        A collector whose last export failed gets no wait: its exporters stop retrying at
+        once, so what is left fails fast instead of waiting out the backoff.
+        """
+        if any(t.last_ok is False for t in (self.spans, self.metrics) if t is not None):
+            self._abort()
         worker = threading.Thread(target=self._shutdown, name="dsh-telemetry-shutdown",
                                   daemon=True)
         worker.start()
         worker.join(self._settings.shutdown_timeout_s)
+        if worker.is_alive():  # a slow collector: stop the retries, lose the rest
+            self._abort()
+            worker.join(0.5)
         parts = []
         if self.spans is not None and self._ended is not None:
             parts.append(f"{self.spans.sent} spans sent, {self.spans.failed} lost to failed "
@@ -214,6 +230,10 @@ class Pipeline:
         """Spans and metric exports lost: failed, or (after :meth:`shutdown`) dropped."""
         dropped = self._ended.dropped() if self._ended is not None else 0
         return dropped + sum(t.failed for t in (self.spans, self.metrics) if t is not None)
+
+    def _abort(self) -> None:
+        for exporter in self._exporters:
+            exporter.shutdown()
 
     def _shutdown(self) -> None:
         if self._tracer_provider is not None:

@@ -103,7 +103,7 @@ class TelemetryOtel(Plugin):
                 "max_queue_size": {"type": "integer", "minimum": 1, "default": 2048},
                 "schedule_delay_ms": {"type": "integer", "minimum": 1, "default": 1000},
                 "metric_interval_ms": {"type": "integer", "minimum": 1, "default": 60000},
-                "shutdown_timeout_s": {"type": "number", "minimum": 0, "default": 3,
+                "shutdown_timeout_s": {"type": "number", "minimum": 0, "default": 1,
                                        "description": "The most closing waits to flush."},
                 "provider_names": {"type": "object",
                                    "additionalProperties": {"type": "string"},
@@ -138,6 +138,7 @@ class TelemetryOtel(Plugin):
             if settings.warning:
                 logger.warning("%s", settings.warning)
             return
+        rt.publish(SERVICE, self)  # answers nothing until the recorder runs
         explicit = self.config.get("enabled") is True
         if getattr(sys, "frozen", False):
             if explicit:
@@ -158,7 +159,6 @@ class TelemetryOtel(Plugin):
                                   profile=rt.profile, parent=parent or None,
                                   provider_url=_route_url(rt), clock=time.time_ns)
         self._pipeline = pipeline
-        rt.publish(SERVICE, self)
 
     async def update(self, config: Mapping[str, Any]) -> bool:
         """Any change replaces the row (hooks and exporters are built from the config)."""
@@ -185,7 +185,8 @@ class TelemetryOtel(Plugin):
         """The ``OTEL_*`` variables a sub-agent's runtime exports with (headers included:
         a secret handed on deliberately, never to a shell, a job or an MCP server)."""
         settings = self._decision
-        return settings.child_env() if isinstance(settings, Settings) else {}
+        running = self._recorder is not None and isinstance(settings, Settings)
+        return settings.child_env() if running else {}
 
     # -- hooks (each forwards to the recorder once it runs) -------------------------------------
 

@@ -158,8 +158,8 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
         name = f"OTEL_EXPORTER_OTLP{signal}_PROTOCOL"
         protocol = env.get(name, "").strip()
         if protocol and protocol != "http/protobuf":
-            raise _MalformedError(f"{name} asks for {protocol!r}, and dsh exports only "
-                             "OTLP over HTTP with protobuf ('http/protobuf')")
+            raise _MalformedError(f"{name} names another protocol than 'http/protobuf', the "
+                                  "only one dsh exports with (OTLP over HTTP, protobuf)")
     base = config.get("endpoint") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() \
         or DEFAULT_ENDPOINT
     where = "the row's endpoint" if config.get("endpoint") else "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -168,8 +168,8 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
     for signal, path in (("TRACES", "v1/traces"), ("METRICS", "v1/metrics")):
         exporter = env.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() or "otlp"
         if exporter not in ("otlp", "none"):
-            raise _MalformedError(f"OTEL_{signal}_EXPORTER is {exporter!r}; dsh exports with "
-                             "'otlp' or not at all ('none')")
+            raise _MalformedError(f"OTEL_{signal}_EXPORTER is neither 'otlp' nor 'none' (dsh "
+                                  "exports with OTLP or not at all)")
         if exporter == "none" or config.get(signal.lower()) is False:
             endpoints[signal] = None
             continue
@@ -183,8 +183,8 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
     headers = _pairs(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""), "OTEL_EXPORTER_OTLP_HEADERS")
     sampler = env.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
     if sampler not in SAMPLERS:
-        raise _MalformedError(f"OTEL_TRACES_SAMPLER is {sampler!r}; dsh knows "
-                         + ", ".join(SAMPLERS))
+        raise _MalformedError("OTEL_TRACES_SAMPLER names no sampler dsh has (it has "
+                              + ", ".join(SAMPLERS) + ")")
     sampler_arg = None
     if sampler.endswith("traceidratio"):
         sampler_arg = _number(env, "OTEL_TRACES_SAMPLER_ARG", 1.0, low=0.0, high=1.0)
@@ -196,15 +196,13 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
         capture = _flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
     compression = env.get("OTEL_EXPORTER_OTLP_COMPRESSION", "").strip().lower() or "none"
     if compression not in ("gzip", "none"):
-        raise _MalformedError(f"OTEL_EXPORTER_OTLP_COMPRESSION is {compression!r} (gzip or none)")
+        raise _MalformedError("OTEL_EXPORTER_OTLP_COMPRESSION is neither 'gzip' nor 'none'")
     timeout_ms = _number(env, "OTEL_EXPORTER_OTLP_TIMEOUT",
                          float(config.get("export_timeout_s", 10)) * 1000, low=1)
     return Settings(
         traces_endpoint=endpoints["TRACES"], metrics_endpoint=endpoints["METRICS"],
-        traces_headers={**headers, **_pairs(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", ""),
-                                            "OTEL_EXPORTER_OTLP_TRACES_HEADERS")},
-        metrics_headers={**headers, **_pairs(env.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS", ""),
-                                             "OTEL_EXPORTER_OTLP_METRICS_HEADERS")},
+        traces_headers=_signal_headers(env, "TRACES", headers, endpoints["TRACES"]),
+        metrics_headers=_signal_headers(env, "METRICS", headers, endpoints["METRICS"]),
         timeout_s=timeout_ms / 1000, compression=compression,
         certificate=env.get("OTEL_EXPORTER_OTLP_CERTIFICATE") or None,
         client_key=env.get("OTEL_EXPORTER_OTLP_CLIENT_KEY") or None,
@@ -218,8 +216,16 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
         max_export_batch_size=int(_number(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, low=1)),
         metric_interval_ms=int(_number(env, "OTEL_METRIC_EXPORT_INTERVAL",
                                        config.get("metric_interval_ms", 60000), low=1)),
-        shutdown_timeout_s=float(config.get("shutdown_timeout_s", 3)),
+        shutdown_timeout_s=float(config.get("shutdown_timeout_s", 1)),
         provider_names={**DEFAULT_PROVIDER_NAMES, **config.get("provider_names", {})})
+
+
+def _signal_headers(env: Mapping[str, str], signal: str, common: Mapping[str, str],
+                    endpoint: str | None) -> dict[str, str]:
+    """A signal's headers: the common ones, then its own (none for a signal that is off)."""
+    name = f"OTEL_EXPORTER_OTLP_{signal}_HEADERS"
+    own = _pairs(env.get(name, ""), name)
+    return {} if endpoint is None else {**common, **own}
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
