@@ -83,8 +83,11 @@ def _row(endpoint: str) -> dict[str, Any]:
             "config": {"enabled": True, "endpoint": endpoint}}
 
 
-async def _turns(tmp: str, script: str, extra: list[dict[str, Any]]) -> list[float]:
-    """Seconds of agent work (model time excluded) of each turn of one TURNS-turn session."""
+async def _turns(tmp: str, script: str, extra: list[dict[str, Any]],
+                 cpu_figures: list[float]) -> list[float]:
+    """Seconds of agent work (model time excluded) of each turn of one TURNS-turn session;
+    ``cpu_figures`` gets each turn's CPU time on the loop's thread (the model's included,
+    the same on every side: the scripted model answers at once)."""
     from dsh.runtime.kernel.kernel import Kernel
 
     rows = agent_rows(script, sessions=True, steps=CALLS + 1) + extra
@@ -102,14 +105,16 @@ async def _turns(tmp: str, script: str, extra: list[dict[str, Any]]) -> list[flo
         for _ in range(TURNS):
             idle.clear()
             spent[0] = 0.0
-            t0 = time.perf_counter()
+            t0, cpu = time.perf_counter(), time.thread_time()
             await agent.prompt(session, [{"type": "text", "text": "go"}])
             await idle.wait()
             figures.append(time.perf_counter() - t0 - spent[0])
+            cpu_figures.append(time.thread_time() - cpu)
         kinds = [e["data"]["reason"]["kind"] for e in agent.history(session)
                  if e["type"] == "turn/end"]
         if kinds != ["completed"] * TURNS:
             raise RuntimeError(f"a session's turns ended {kinds}")
+        del cpu_figures[-TURNS]  # the first turn, as for the wall times
         return figures[1:]
     finally:
         await kernel.dispose()
@@ -165,6 +170,7 @@ def telemetry_turn(opts: Options) -> list[Result]:
     reps = opts.reps(6, 2)
     call = {"tool_calls": [{"name": "working_directory", "arguments": {}}]}
     samples: dict[str, list[float]] = {"off": [], "on": [], "down": []}
+    cpu: dict[str, list[float]] = {"off": [], "on": [], "down": []}
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp, _collector() as collector:
         baseline = PythonPass(installed_environ(tmp), tmp)
         script = os.path.join(tmp, "turns.jsonl")
@@ -174,9 +180,11 @@ def telemetry_turn(opts: Options) -> list[Result]:
         sides = {"off": [OFF_ROW], "on": [_row(collector)], "down": [_row(_closed_port())]}
         for rep in range(reps + 1):
             for side in balanced(list(sides), rep):
-                figures = asyncio.run(_turns(tmp, script, sides[side]))
+                turn_cpu: list[float] = []
+                figures = asyncio.run(_turns(tmp, script, sides[side], turn_cpu))
                 if rep:  # the first round warms imports and caches
                     samples[side] += figures
+                    cpu[side] += turn_cpu
             baseline.sample(3)
     off = median_ms(samples["off"])
     on = median_ms(samples["on"]) - off
@@ -184,7 +192,10 @@ def telemetry_turn(opts: Options) -> list[Result]:
     p95 = ms(down[min(len(down) - 1, int(0.95 * len(down)))]) - off
     details = {"turns": len(samples["off"]), "off_turn_ms": round(off, 3),
                "on_turn_ms": round(median_ms(samples["on"]), 3),
-               "down_turn_ms": round(median_ms(samples["down"]), 3)}
+               "down_turn_ms": round(median_ms(samples["down"]), 3),
+               "cpu_on_over_off_ms": round(median_ms(cpu["on"]) - median_ms(cpu["off"]), 3),
+               "cpu_down_over_off_ms": round(median_ms(cpu["down"]) - median_ms(cpu["off"]),
+                                             3)}
     return [TURN.measure(on, runs=reps, python_pass_ms=baseline.median_ms, **details),
             DOWN.measure(p95, runs=reps, python_pass_ms=baseline.median_ms,
                          slowest_turn_over_off_ms=round(ms(down[-1]) - off, 3),
@@ -209,7 +220,8 @@ def telemetry_off(opts: Options) -> Result:
         for rep in range(runs + 1):
             for side in balanced(["without", "off"], rep):
                 extra = [OFF_ROW] if side == "off" else []
-                per_step = asyncio.run(agent_session(tmp, script, True, 2, extra))
+                home = tempfile.mkdtemp(dir=tmp)  # its sessions are new ones
+                per_step = asyncio.run(agent_session(home, script, True, 2, extra))
                 if rep:
                     figures[side] += per_step[1:]
             baseline.sample(3)

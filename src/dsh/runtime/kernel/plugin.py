@@ -119,9 +119,13 @@ class Registrar:
         raise NotImplementedError
 
     def hook(
-        self, event: str, name: str, fn: Callable[[Any], Any]
+        self, event: str, name: str, fn: Callable[[Any], Any], *, inline: bool = False
     ) -> None:  # pragma: no cover - interface
-        """Register a lifecycle hook; ``name`` must be unique within the plugin."""
+        """Register a lifecycle hook; ``name`` must be unique within the plugin.
+
+        ``inline=True``: a plain function that only records in memory, called on the
+        event loop without a thread, a task or a time budget (it must never block).
+        """
         raise NotImplementedError
 
     def guardrail(self, name: str, fn: Callable[[Any], Any]) -> None:  # pragma: no cover

@@ -128,8 +128,8 @@ class TelemetryOtel(Plugin):
         if not isinstance(self._decision, Settings):
             return
         reg.service(SERVICE)
-        for event in HOOKS:
-            reg.hook(event, f"otel-{event}", getattr(self, f"_{event}"))
+        for event in HOOKS:  # inline: they only record in memory (see the recorder)
+            reg.hook(event, f"otel-{event}", getattr(self, f"_{event}"), inline=True)
 
     async def start(self, rt: RuntimeContext) -> None:
         """Build the exporters and publish ``telemetry``; say once why not, when not."""
@@ -188,31 +188,31 @@ class TelemetryOtel(Plugin):
         running = self._recorder is not None and isinstance(settings, Settings)
         return settings.child_env() if running else {}
 
-    # -- hooks (each forwards to the recorder once it runs) -------------------------------------
+    # -- hooks (inline; each forwards to the recorder once it runs) ------------------------------
 
-    async def _before_turn(self, event: HookEvent) -> None:
+    def _before_turn(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.before_turn(event)
+            self._recorder.before_turn(event)
 
-    async def _after_turn(self, event: HookEvent) -> None:
+    def _after_turn(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.after_turn(event)
+            self._recorder.after_turn(event)
 
-    async def _after_model_response(self, event: HookEvent) -> None:
+    def _after_model_response(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.after_model_response(event)
+            self._recorder.after_model_response(event)
 
-    async def _before_tool_call(self, event: HookEvent) -> None:
+    def _before_tool_call(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.before_tool_call(event)
+            self._recorder.before_tool_call(event)
 
-    async def _after_tool_call(self, event: HookEvent) -> None:
+    def _after_tool_call(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.after_tool_call(event)
+            self._recorder.after_tool_call(event)
 
-    async def _session_end(self, event: HookEvent) -> None:
+    def _session_end(self, event: HookEvent) -> None:
         if self._recorder is not None:
-            await self._recorder.session_end(event)
+            self._recorder.session_end(event)
 
     # -- dsh doctor ---------------------------------------------------------------------------
 

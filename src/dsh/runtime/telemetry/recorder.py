@@ -1,9 +1,13 @@
 """The lifecycle hooks' side of telemetry: spans and metrics from the agent's events.
 
-One :class:`Recorder` per running row. Its hooks are async functions that never await:
-each only starts or ends spans and records measurements, which the SDK keeps in memory
-(the batch processor's bounded queue, the metric aggregations); exporting happens on the
-SDK's own threads, so no hook ever waits for a collector.
+One :class:`Recorder` per running row. Its hooks are inline (plain functions the event
+loop calls as each event fires, see :class:`~dsh.runtime.kernel.hooks.Hook`), and do on
+the loop only what must exist at once: the turn's span and a running tool call's, whose
+contexts their children and a sub-agent's prompt need. Everything after the fact (a model
+request's ``chat`` span, ending a call or a turn, the approval span, every measurement) is
+queued for the recorder's own thread (:class:`~.later.Later`). The SDK keeps what they
+make in memory (the batch processor's bounded queue, the metric aggregations) and exports
+on its own threads, so no hook ever waits for a collector.
 
 The shape of a session's trace::
 
@@ -36,6 +40,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from dsh.runtime.kernel.hooks import HookEvent
 from dsh.runtime.telemetry import names
+from dsh.runtime.telemetry.later import Later
 from dsh.runtime.telemetry.settings import Settings
 
 logger = logging.getLogger("dsh.telemetry")
@@ -77,6 +82,7 @@ class Recorder:
         self._ignored_context = False
         self._root = self._context(parent) if parent else None
         self._metrics = _Metrics(meter) if meter is not None else None
+        self._later = Later()
 
     # -- what other rows ask ----------------------------------------------------------------
 
@@ -93,7 +99,7 @@ class Recorder:
 
     # -- hooks ------------------------------------------------------------------------------
 
-    async def before_turn(self, event: HookEvent) -> None:
+    def before_turn(self, event: HookEvent) -> None:
         """Open the turn's ``invoke_agent`` span under the prompt's trace context."""
         session = event.session_id or ""
         self._end_turn(session, "interrupted", None)  # one left open by a lost after_turn
@@ -111,15 +117,23 @@ class Recorder:
                                        start_time=start)
         self._turns[session] = _Turn(span, start)
 
-    async def after_turn(self, event: HookEvent) -> None:
+    def after_turn(self, event: HookEvent) -> None:
         """End the turn's span with its outcome (an error's code as ``error.type``)."""
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         error = payload.get("error") if isinstance(payload.get("error"), Mapping) else None
         self._end_turn(event.session_id or "", str(payload.get("kind", "completed")), error)
 
-    async def after_model_response(self, event: HookEvent) -> None:
+    def after_model_response(self, event: HookEvent) -> None:
         """The request's ``chat`` span, after the fact (it has no children): its own
         start and end, usage, cost, time to first chunk, retries, HTTP status."""
+        payload = event.payload if isinstance(event.payload, Mapping) else {}
+        request = payload.get("request") if isinstance(payload.get("request"), Mapping) else {}
+        turn = self._turns.get(event.session_id or "")
+        self._later(self._chat, event, turn.context if turn else self._root,
+                    self._server(str(request.get("route", ""))))
+
+    def _chat(self, event: HookEvent, parent: Context | None,
+              server: Mapping[str, Any]) -> None:
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         request = payload.get("request") or {}
         timing = payload.get("timing") or {}
@@ -130,9 +144,8 @@ class Recorder:
                   names.REQUEST_MODEL: model}
         attributes: dict[str, Any] = {**common, names.ROUTE: route, names.REQUEST_STREAM: True,
                                       names.CONVERSATION: event.session_id or "",
-                                      names.RETRIES: int(payload.get("retries") or 0)}
-        server = self._server(route)
-        attributes.update(server)
+                                      names.RETRIES: int(payload.get("retries") or 0),
+                                      **server}
         if request.get("effort"):
             attributes[names.EFFORT] = str(request["effort"])
         if request.get("maxTokens"):
@@ -153,9 +166,7 @@ class Recorder:
                 attributes[names.OUTPUT_MESSAGES] = _messages("assistant", event.message)
         else:
             attributes[names.ERROR_TYPE] = str(error.get("code") or "_OTHER")
-        turn = self._turns.get(event.session_id or "")
-        span = self._tracer.start_span(f"{names.CHAT} {model}",
-                                       context=turn.context if turn else self._root,
+        span = self._tracer.start_span(f"{names.CHAT} {model}", context=parent,
                                        kind=SpanKind.CLIENT, attributes=attributes,
                                        start_time=start)
         if error is not None:
@@ -165,7 +176,7 @@ class Recorder:
             self._metrics.model_call(common | server, (end - start) / 1e9,
                                      (first - start) / 1e9 if first else None, usage, error)
 
-    async def before_tool_call(self, event: HookEvent) -> None:
+    def before_tool_call(self, event: HookEvent) -> None:
         """Open the call's ``execute_tool`` span under the turn's."""
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         turn = self._turns.get(event.session_id or "")
@@ -188,65 +199,70 @@ class Recorder:
         else:
             span.end()
 
-    async def after_tool_call(self, event: HookEvent) -> None:
+    def after_tool_call(self, event: HookEvent) -> None:
         """End the call's span: outcome, facts (sandbox rung, MCP server), the approval
         wait as a child span, the result text with ``capture_content``."""
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         turn = self._turns.get(event.session_id or "")
         opened = turn.tools.pop(str(payload.get("callId", "")), None) if turn else None
-        if opened is None:
-            return
-        span, start = opened
+        if opened is not None:
+            self._later(self._tool_ended, payload, *opened, self._clock())
+
+    def _tool_ended(self, payload: Mapping[str, Any], span: trace.Span, start: int,
+                    end: int) -> None:
         name = str(payload.get("name", ""))
         error = payload.get("error") if isinstance(payload.get("error"), Mapping) else None
         outcome = (str(error.get("code", "failed")).lower() if error is not None
                    else "tool_error" if payload.get("isError") else "ok")
-        span.set_attribute(names.TOOL_OUTCOME, outcome)
+        attributes: dict[str, Any] = {names.TOOL_OUTCOME: outcome}
         facts = payload.get("facts") if isinstance(payload.get("facts"), Mapping) else {}
         for key, value in facts.items():
             if isinstance(value, (str, int, float, bool)):
-                span.set_attribute(names.FACTS.get(key, f"dsh.{key}"), value)
+                attributes[names.FACTS.get(key, f"dsh.{key}")] = value
         if "mcp.method.name" in facts:
-            span.set_attribute(names.TOOL_TYPE, "extension")
+            attributes[names.TOOL_TYPE] = "extension"
         if outcome != "ok":
-            span.set_attribute(names.ERROR_TYPE, outcome)
+            attributes[names.ERROR_TYPE] = outcome
             span.set_status(Status(StatusCode.ERROR, _first_line(payload.get("text"))
                                    if self._settings.capture_content else outcome))
         elif self._settings.capture_content and isinstance(payload.get("text"), str):
-            span.set_attribute(names.TOOL_RESULT, payload["text"])
+            attributes[names.TOOL_RESULT] = payload["text"]
+        span.set_attributes(attributes)
         approval = payload.get("approval")
         if isinstance(approval, Mapping):
             self._approval(span, name, approval)
-        end = self._clock()
         span.end(end_time=end)
         if self._metrics is not None:
             self._metrics.tool_call(name, outcome, (end - start) / 1e9)
 
-    async def session_end(self, event: HookEvent) -> None:
+    def session_end(self, event: HookEvent) -> None:
         """Close whatever the session left open (a runtime shutting down mid-turn)."""
         self._end_turn(event.session_id or "", "interrupted", None)
 
     def close(self) -> None:
-        """End every open span (the row is going away)."""
+        """End every open span and record what is queued (the row is going away)."""
         for session in list(self._turns):
             self._end_turn(session, "interrupted", None)
+        self._later.close()
 
     # -- parts ------------------------------------------------------------------------------
 
     def _end_turn(self, session: str, kind: str, error: Mapping[str, Any] | None) -> None:
         turn = self._turns.pop(session, None)
-        if turn is None:
-            return
-        end = self._clock()
+        if turn is not None:
+            self._later(self._turn_ended, turn, kind, error, self._clock())
+
+    def _turn_ended(self, turn: _Turn, kind: str, error: Mapping[str, Any] | None,
+                    end: int) -> None:
         for span, _ in turn.tools.values():  # calls a cancelled turn left without a result
-            span.set_attribute(names.TOOL_OUTCOME, kind)
-            span.set_attribute(names.ERROR_TYPE, kind)
+            span.set_attributes({names.TOOL_OUTCOME: kind, names.ERROR_TYPE: kind})
             span.set_status(Status(StatusCode.ERROR, f"the turn ended {kind}"))
             span.end(end_time=end)
-        turn.span.set_attribute(names.TURN_OUTCOME, kind)
-        if kind != "completed":
+        if kind == "completed":
+            turn.span.set_attribute(names.TURN_OUTCOME, kind)
+        else:
             code = str(error.get("code") or kind) if error else kind
-            turn.span.set_attribute(names.ERROR_TYPE, code)
+            turn.span.set_attributes({names.TURN_OUTCOME: kind, names.ERROR_TYPE: code})
             turn.span.set_status(Status(StatusCode.ERROR, str(error.get("message") or kind)
                                         if error else kind))
         turn.span.end(end_time=end)
@@ -315,6 +331,7 @@ class _Metrics:
         self.errors = meter.create_counter(names.ERRORS, unit="{error}",
                                            description="Failed model requests, tool calls "
                                                        "and turns, by kind")
+        self._token_attributes: dict[tuple[Any, ...], Mapping[str, Any]] = {}
 
     def model_call(self, common: Mapping[str, Any], seconds: float, first: float | None,
                    usage: Any, error: Mapping[str, Any] | None) -> None:
@@ -329,9 +346,17 @@ class _Metrics:
         counts = _usage(usage)
         for kind, key in (("input", names.INPUT_TOKENS), ("output", names.OUTPUT_TOKENS)):
             if key in counts:
-                self.tokens.record(counts[key], {**common, names.TOKEN_TYPE: kind})
+                self.tokens.record(counts[key], self._typed(common, kind))
         if names.COST in counts:
             self.cost.add(counts[names.COST], common)
+
+    def _typed(self, common: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+        """``common`` with ``gen_ai.token.type``, made once per set of attributes."""
+        key = (kind, *common.values())
+        found = self._token_attributes.get(key)
+        if found is None:
+            found = self._token_attributes[key] = {**common, names.TOKEN_TYPE: kind}
+        return found
 
     def tool_call(self, name: str, outcome: str, seconds: float) -> None:
         self.tools.record(seconds, {names.TOOL_NAME: name, names.TOOL_OUTCOME: outcome})
