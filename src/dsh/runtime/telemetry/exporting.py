@@ -6,17 +6,22 @@ bounded queue) and a meter provider (a periodic reader), each exporting OTLP ove
 its own providers, so a plugin that instruments with the global API gets its own.
 
 A collector that is down or slow costs a turn nothing: spans wait in the bounded queue
-(the oldest dropped when it is full) while an export thread retries with backoff. What is
-lost is counted (:class:`Tally`): a failed export is said in one log line (the first,
-then every hundredth), and closing says what was sent and what was lost. Closing is
-bounded too (``shutdown_timeout_s``), so a runtime never waits long on a collector to
-exit. The SDK's own log lines (a line per retry) are kept to errors of its exporter.
+(the oldest dropped when it is full) while an export thread retries with backoff. After
+a failed export the next ones are not even tried for a while (1 s, doubling up to 60 s,
+back to none at the first success): a collector that is down would otherwise cost an
+export attempt (a connection refused, its exception) every batch, on a thread that shares
+the interpreter with the turns. What is lost is counted (:class:`Tally`): a failed export
+is said in one log line (the first, then every hundredth), and closing says what was sent
+and what was lost. Closing is bounded too (``shutdown_timeout_s``), so a runtime never
+waits long on a collector to exit. The SDK's own log lines (a line per retry) are kept
+to errors of its exporter.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,10 +47,14 @@ logger = logging.getLogger("dsh.telemetry")
 
 SCOPE = "dsh"
 """The instrumentation scope of every span and metric."""
+PAUSE_S = 1.0
+MAX_PAUSE_S = 60.0
+"""After a failed export, the next is not tried for PAUSE_S, doubling to MAX_PAUSE_S."""
 
 
 class Tally:
-    """What one signal's exporter sent and lost; thread-safe (exports run on SDK threads)."""
+    """What one signal's exporter sent and lost, and when it may try again after a
+    failure; thread-safe (exports run on SDK threads)."""
 
     def __init__(self, signal: str, where: str) -> None:
         self.signal = signal
@@ -54,14 +63,23 @@ class Tally:
         self.failed = 0
         self.failures = 0
         self.last_ok: bool | None = None
+        self._resume = 0.0
+        self._pause = PAUSE_S
         self._lock = threading.Lock()
+
+    def paused(self) -> bool:
+        """Whether an export now should not be tried (a recent one failed)."""
+        return time.monotonic() < self._resume
 
     def record(self, count: int, ok: bool) -> None:
         with self._lock:
             self.last_ok = ok
             if ok:
                 self.sent += count
+                self._resume, self._pause = 0.0, PAUSE_S
                 return
+            self._resume = time.monotonic() + self._pause
+            self._pause = min(self._pause * 2, MAX_PAUSE_S)
             self.failed += count
             self.failures += 1
             failures = self.failures
@@ -79,6 +97,9 @@ class _CountingSpans(SpanExporter):
         self.tally = tally
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.tally.paused():
+            self.tally.record(len(spans), False)
+            return SpanExportResult.FAILURE
         try:
             result = self._inner.export(spans)
         except Exception:
@@ -131,6 +152,9 @@ class _CountingMetrics(MetricExporter):
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
                **kwargs: Any) -> MetricExportResult:
+        if self.tally.paused():
+            self.tally.record(1, False)
+            return MetricExportResult.FAILURE
         try:
             result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
         except Exception:

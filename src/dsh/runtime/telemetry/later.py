@@ -4,8 +4,10 @@ Making a finished model request's span, ending a tool call's or a turn's, and re
 their measurements costs tens of microseconds each in the OpenTelemetry SDK (attribute
 checks, hashing, locks). None of it decides anything the turn waits for, so the hooks
 queue it here (a deque append) and :class:`Later`'s thread does it, in order, within
-``interval`` seconds; it mostly runs while the loop waits (a model streaming, a command
-running, a database write). :meth:`Later.close` does what is left before returning.
+``interval`` seconds (0.2: telemetry is in no hurry, and each wake-up shares the
+interpreter with a loop that may be busy); it mostly runs while the loop waits (a model
+streaming, a command running, a database write), and offers the interpreter back after
+each call. :meth:`Later.close` does what is left before returning.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +25,7 @@ logger = logging.getLogger("dsh.telemetry")
 class Later:
     """A FIFO of calls run on one daemon thread at most ``interval`` seconds after queued."""
 
-    def __init__(self, interval: float = 0.05) -> None:
+    def __init__(self, interval: float = 0.2) -> None:
         self._queue: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = (
             collections.deque())
         self._interval = interval
@@ -38,13 +41,16 @@ class Later:
         """Stop the thread, then run what is still queued here (in order)."""
         self._closed.set()
         self._thread.join(timeout)
-        self._drain()
+        self._drain(yielding=False)
 
     def _work(self) -> None:
         while not self._closed.wait(self._interval):
             self._drain()
 
-    def _drain(self) -> None:
+    def _drain(self, *, yielding: bool = True) -> None:
+        """Run what is queued, in order; ``yielding``: offer the interpreter to the loop's
+        thread after each call, so a turn waits on at most one call, not on the batch
+        (a thread holding the GIL keeps it up to the switch interval, 5 ms)."""
         while True:
             try:
                 fn, args = self._queue.popleft()
@@ -54,3 +60,5 @@ class Later:
                 fn(*args)
             except Exception:
                 logger.exception("telemetry: recording %s failed", getattr(fn, "__name__", fn))
+            if yielding:
+                time.sleep(0)
