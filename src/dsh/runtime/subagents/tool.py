@@ -14,8 +14,11 @@ protocol, guardrails and session log. What it gets from the parent is decided he
   tree has one (held for the child session too while it runs, so it is never cleaned
   under it); it disappears with the workspace.
 * **Environment**: the parent's snapshot, credential-scrubbed, plus the row's
-  ``pass_env`` names (:mod:`.environment`); the SDK is told not to add the parent
-  process's own environment (``inherit_env=False``).
+  ``pass_env`` names (:mod:`.environment`), plus, when the ``telemetry`` service runs,
+  the exporter settings it resolved (headers included), so the child's spans reach the
+  same collector; the SDK is told not to add the parent process's own environment
+  (``inherit_env=False``). Each prompt carries the calling tool's trace context
+  (``_meta``), so the child's turns are spans of the parent's trace.
 * **Tree**: the row's ``profile`` (default ``sdk-minimal``, which has no sub-agent tool)
   plus its ``patches``. The model chooses only the task and a directory inside its own:
   a profile is a trust decision, made in config, not by the model.
