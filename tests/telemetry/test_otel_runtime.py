@@ -256,3 +256,25 @@ def test_off_the_row_registers_no_hook() -> None:
     on = _kernel({"enabled": "auto"}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"})
     on.load()
     assert [h.name for h in on.context.hooks.hooks("before_turn")] == ["otel-before_turn"]
+
+
+def test_without_the_packages_telemetry_says_which_extra_and_the_run_goes_on(
+        run_dsh: RunDsh, tmp_path: Path) -> None:
+    """An installation without the otel extra: the packages are hidden by a package of the
+    same name that cannot be imported, first on the path."""
+    stub = tmp_path / "stub" / "opentelemetry"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    hidden = {"PYTHONPATH": str(stub.parent), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+    proc = headless(run_dsh, hidden)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("Done:")
+    [line] = warnings(proc.stderr)
+    assert "telemetry is off: telemetry needs the OpenTelemetry packages: pip install " \
+           "'dsh-harness[otel]'" in line
+    explicit = tmp_path / "explicit.yml"
+    explicit.write_text("- {id: telemetry, merge: {config: {enabled: true}}}\n")
+    proc = run_dsh("--profile", "headless", "--patch", str(OFFLINE), "--patch", str(explicit),
+                   "look around", env={**OTEL_OFF, **hidden})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "dsh-harness[otel]" in proc.stderr.strip().splitlines()[-1]
