@@ -43,6 +43,13 @@ PLATFORM_NEEDS: dict[str, tuple[str, str]] = {
     "instructions/test_instructions_files.py": ("posix", "symlinks and file modes"),
     "instructions/test_skills_files.py": ("posix", "symlinks and file modes"),
     "tools/test_confine.py": ("posix", "symlinks and file modes"),
+    "headless/test_headless_terminal.py": ("posix", "pseudo-terminals (pexpect)"),
+    "headless/test_headless_imports.py::test_a_terminal_run_imports_them": (
+        "posix", "a pseudo-terminal (pexpect)"),
+    "launcher/test_termstyle.py::test_always_and_never_decide_outright": (
+        "posix", "a pseudo-terminal (os.openpty)"),
+    "launcher/test_termstyle.py::test_auto_styles_a_terminal_unless_no_color_or_dumb": (
+        "posix", "a pseudo-terminal (os.openpty)"),
 }
 _HERE = Path(__file__).resolve().parent
 # Helpers and stand-ins shared across suites (``tests/fixtures``) import by their names.

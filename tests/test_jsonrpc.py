@@ -17,12 +17,15 @@ from hypothesis import strategies as st
 
 from dsh.core import jsonrpc
 from dsh.core.errors import (
+    BusyError,
     DshError,
     FrameTooLargeError,
     InvalidMessageError,
     JsonRpcError,
+    NotInitializedError,
     ParseError,
     ProtocolError,
+    RequestCancelledError,
 )
 from dsh.core.jsonrpc import (
     Frame,
@@ -310,6 +313,21 @@ def test_response_exception_carries_the_error_answer() -> None:
     exc = Response(1, error={"code": -32001, "message": "busy", "data": [1]}).exception()
     assert isinstance(exc, JsonRpcError)
     assert (exc.code, exc.rpc_code, exc.message, exc.data) == (-32001, -32001, "busy", [1])
+
+
+@pytest.mark.parametrize(("code", "kind"), [
+    (jsonrpc.SERVER_BUSY, BusyError),
+    (jsonrpc.NOT_INITIALIZED, NotInitializedError),
+    (jsonrpc.REQUEST_CANCELLED, RequestCancelledError),
+    (jsonrpc.METHOD_NOT_FOUND, JsonRpcError),
+    (-32000, JsonRpcError),
+])
+def test_error_answers_are_typed_by_code(code: int, kind: type[JsonRpcError]) -> None:
+    exc = Response(1, error={"code": code, "message": "m", "data": {"d": 1}}).exception()
+    assert type(exc) is kind
+    assert exc is not None and (exc.code, exc.message, exc.data) == (code, "m", {"d": 1})
+    assert set(jsonrpc.ANSWER_ERRORS) == {jsonrpc.SERVER_BUSY, jsonrpc.NOT_INITIALIZED,
+                                          jsonrpc.REQUEST_CANCELLED}
 
 
 # -- PendingRequests ---------------------------------------------------------------------

@@ -26,7 +26,7 @@ def run(home: str) -> None:
         print(f"runtime: {runtime.describe()}, version {runtime.version}")
         print("tools:", ", ".join(tool["name"] for tool in client.tools()))
         session = client.new_session()
-        result = session.run("Where am I? Then look one directory up.")
+        result = session.run("Where am I working?")
         for event in result.events:
             if event.type == "tool/call":
                 print(f"tool call: {event.data['name']} {event.data['arguments']}")

@@ -22,7 +22,7 @@ async def stream(home: str) -> None:
     config = ClientConfig(profile="sdk", dsh_home=home, patches=[OFFLINE_PATCH])
     async with AsyncDshClient(config) as client:
         session = await client.new_session()
-        async for event in session.stream("Look around, then one directory up."):
+        async for event in session.stream("Where am I working?"):
             if event.type == "assistant/delta":
                 print(event.data["text"], end="", flush=True)
             elif event.type == "tool/call":

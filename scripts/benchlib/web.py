@@ -147,9 +147,8 @@ def _web_first_delta(environ: dict[str, str], tmp: str, rounds: int) -> list[flo
             if status != 202:
                 raise RuntimeError(f"POST prompt answered {status}")
             stream.close()
-            # The rest of the turn is not timed: cancel it (the offline script's second
-            # step asks to change the working directory, which the web profile holds for
-            # an approval nobody here gives) and wait until the session is idle again.
+            # The rest of the turn is not timed: cancel whatever is left of it and wait
+            # until the session is idle again.
             web.call(control, "POST", f"/api/sessions/{session}/cancel", {})
             deadline = time.monotonic() + 30
             while any(s["status"] != "idle"

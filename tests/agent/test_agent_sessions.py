@@ -65,8 +65,20 @@ def test_sessions_cwd_listing_and_history(tmp_path: Path) -> None:
             listing = agent.list_sessions()
             assert [s["sessionId"] for s in listing] == sorted([made, "b", "a-new"])
             entry = next(s for s in listing if s["sessionId"] == "a-new")
+            root = os.path.realpath(sub)
+            [answer] = b.of("a-new", "assistant/message")
+            used = answer["usage"]
             assert entry == {"sessionId": "a-new", "cwd": os.path.abspath(sub),
-                             "status": "idle", "title": "Fix the build please"}
+                             "workspace": root, "status": "idle",
+                             "title": "Fix the build please", "turns": 1,
+                             "createdAt": entry["createdAt"],
+                             "updatedAt": b.events("a-new")[-1]["time"],
+                             "usage": {"inputTokens": used["inputTokens"],
+                                       "outputTokens": used["outputTokens"],
+                                       "cacheHitTokens": 0, "cacheMissTokens": 0,
+                                       "reasoningTokens": 0},
+                             "costUsd": 0.0}
+            assert entry["createdAt"] <= entry["updatedAt"]
             history = agent.history("a-new")
             assert [e["seq"] for e in history] == list(range(len(history)))
             assert history == b.events("a-new")

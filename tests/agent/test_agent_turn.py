@@ -233,11 +233,20 @@ def test_a_provider_bug_fails_the_turn_and_closes_the_stream(tmp_path: Path) -> 
     asyncio.run(scenario())
 
 
-def test_unknown_default_route_fails_the_turn_not_the_prompt(tmp_path: Path) -> None:
+def test_unknown_default_route_refuses_a_new_session_and_fails_an_existing_ones_turn(
+        tmp_path: Path) -> None:
+    """A prompt that would create a session is refused before anything is created (issue
+    30: a run refused before the model is called leaves no session); on a session that
+    exists, the turn fails instead, and the session stays usable."""
     script = write_script(tmp_path, [{"text": "unused"}])
 
     async def scenario() -> None:
         async with Booted(rows(script, agent={"default_route": "nowhere"})) as b:
+            with pytest.raises(InvalidArgumentError) as refused:
+                await b.agent.prompt("new", text("hi"))
+            assert refused.value.code == "unknown-route"
+            assert b.agent.list_sessions() == [] and b.events("new") == []
+            await b.agent.new_session(session_id="s1")
             await b.agent.prompt("s1", text("hi"))
             await b.idle("s1")
             (end,) = b.of("s1", "turn/end")

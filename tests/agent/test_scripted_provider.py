@@ -44,9 +44,73 @@ def model_of(tmp_path: Path, responses: list[dict[str, Any]], chunk_size: int = 
 
 def test_the_example_script_loads() -> None:
     responses = load_script(str(EXAMPLE))
-    assert [len(r.tool_calls) for r in responses] == [1, 1, 0]
-    assert responses[1].tool_calls[0].arguments == '{"cd": ".."}'
-    assert responses[-1].text.startswith("Done: ")
+    assert [[c.name for c in r.tool_calls] for r in responses] == [
+        ["working_directory", "read_file"], []]
+    assert [name for name, _ in responses[-1].quotes] == ["where", "project"]
+    assert responses[-1].text.startswith("You are working in `{where}`.")
+
+
+def tool_result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "toolCallId": call_id, "isError": False,
+            "content": [{"type": "text", "text": text}]}
+
+
+def test_quotes_say_what_the_tools_answered(tmp_path: Path) -> None:
+    model = model_of(tmp_path, [{
+        "reasoning": "It said {where}.",
+        "text": "In {where}: {name}. {about} {missing} {nomatch} {whole}",
+        "quote": {
+            "where": {"call": "call_1", "match": 'directory: "(.*)"'},
+            "name": {"call": "call_2", "match": r'(?s)name = "(\w+)".*?version = "(.*?)"',
+                     "as": r"**\1** \2"},
+            "about": {"call": "call_2", "match": "^description = (.*)$", "else": "?"},
+            "missing": {"call": "call_9", "else": "(none)"},
+            "nomatch": {"call": "call_1", "match": "zzz"},
+            "whole": {"call": "call_3"}}}], chunk_size=1000)
+    messages = ({"role": "user", "content": [{"type": "text", "text": "where?"}]},
+                tool_result("call_1", 'Current working directory: "/w/{about}"'),
+                tool_result("call_2", 'name = "thing"\nversion = "1.2"\n'),
+                tool_result("call_3", "  whole text  "))
+    chunks = collect(model, ModelRequest("s", "scripted", messages))
+    text = "".join(c.text for c in chunks if isinstance(c, TextDelta))
+    # A quoted value is never quoted again: "/w/{about}" stays as the tool said it.
+    assert text == ("In /w/{about}: **thing** 1.2. ? (none) "
+                    "(nothing in call_1's result matches) whole text")
+    reasoning = "".join(c.text for c in chunks if isinstance(c, ReasoningDelta))
+    assert reasoning == "It said /w/{about}."
+
+
+@pytest.mark.parametrize(("quote", "problem"), [
+    ("[1]", "'quote' must map placeholder names"),
+    ("{1x: {call: c}}", "quote name '1x' must be a word"),
+    ("{a: {match: x}}", "quote 'a' needs the id of a tool call"),
+    ("{a: {call: c, match: '('}}", "quote 'a': 'match' is not a regular expression"),
+    ("{a: {call: c, as: x}}", "quote 'a': 'as' needs a 'match'"),
+    ("{a: {call: c, else: 5}}", "quote 'a': match, as and else must be strings"),
+    ("{a: {call: c, when: x}}", "quote 'a' must be a mapping of call, match, as and else"),
+])
+def test_bad_quotes_are_refused_at_load(tmp_path: Path, quote: str, problem: str) -> None:
+    path = tmp_path / "script.yml"
+    path.write_text(f"- text: hi\n  quote: {quote}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_script(str(path))
+    assert problem in str(info.value)
+
+
+def test_chunk_delay_paces_the_stream(tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    model = model_of(tmp_path, [{"text": "abcdefgh", "chunk_delay_ms": 1}], chunk_size=2)
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:  # counts the pauses instead of timing them
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    chunks = collect(model, request())
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["ab", "cd", "ef", "gh"]
+    assert slept == [0.001] * 3  # between pieces, not before the first
 
 
 def test_stream_chunks_text_and_tool_calls(tmp_path: Path) -> None:
@@ -116,6 +180,7 @@ def test_length_finish_is_passed_through(tmp_path: Path) -> None:
     ("- tool_calls: [{name: a, extra: 1}]\n", "a tool call must be a mapping"),
     ("- finish: tool-calls\n", "'finish' must be 'stop' or 'length'"),
     ("- delay_ms: -1\n", "'delay_ms' must be a number >= 0"),
+    ("- chunk_delay_ms: x\n", "'chunk_delay_ms' must be a number >= 0"),
     ("- usage: {inputTokens: 1}\n", "'usage' must be {inputTokens, outputTokens}"),
     ("- error: oops\n", "'error' must be {message, code?}"),
     ("- 42\n", "a response must be a mapping"),

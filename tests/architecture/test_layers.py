@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,25 @@ def test_the_picture_draws_the_contract() -> None:
     picture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("```")[1]
     drawn = [line.split("│")[1].split()[0] for line in picture.splitlines()
              if line.strip()[:1].isalpha()]
+    assert drawn == layers
+
+
+def test_the_runtime_table_draws_the_runtime_contract() -> None:
+    """docs/architecture.md's table of the runtime's subpackages lists the runtime-layers
+    contract's rows, top to bottom."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    [layers] = [c["layers"] for c in settings["tool"]["importlinter"]["contracts"]
+                if c["id"] == "runtime-layers"]
+    section = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split(
+        "\n## Inside the runtime\n")[1].split("\n## ")[0]
+    rows = [line.split("|")[1] for line in section.splitlines()
+            if line.startswith("| `")]
+    drawn = [" | ".join(re.findall(r"`([a-z]+)`", row)) for row in rows]
     assert drawn == layers
 
 

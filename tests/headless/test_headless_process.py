@@ -19,8 +19,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFLINE_PATCH = ROOT / "examples" / "offline" / "patch.yml"
-FINAL_ANSWER = ("Done: I looked at the working directory. Its parent is outside the "
-                "workspace, so moving there needs your approval.")
+NO_PROJECT = "There is no `pyproject.toml` here to tell me what the project is."
+WORKSPACE_NOTE = ("This directory is the session's workspace root: my tools reach files here "
+                  "freely, and anything outside it only with your approval.")
+
+
+def offline_answer(cwd: Path, project: str = NO_PROJECT) -> str:
+    """What the offline script answers in ``cwd`` (it quotes what its tools found)."""
+    return f"You are working in `{cwd}`.\n\n{project}\n\n{WORKSPACE_NOTE}"
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -51,11 +57,43 @@ def script_patch(tmp_path: Path, script: str) -> Path:
 def test_final_answer_on_stdout_progress_on_stderr(run_dsh: Run) -> None:
     proc = headless(run_dsh, "Where", "am", "I", "working?")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == FINAL_ANSWER + "\n"
+    assert proc.stdout == offline_answer(Path.cwd()) + "\n"
     assert "dsh: session " in proc.stderr
     assert "→ working_directory" in proc.stderr
     assert f'← working_directory: Current working directory: "{Path.cwd()}"' in proc.stderr
-    assert FINAL_ANSWER not in proc.stderr
+    assert "You are working in" not in proc.stderr
+
+
+def test_the_first_run_says_where_and_what_the_project_is(run_dsh: Run) -> None:
+    """The README's first command, in a project: every tool call succeeds, and the answer
+    quotes where the session works and what the project's own file says it is."""
+    (Path.cwd() / "pyproject.toml").write_text(
+        '[project]\nname = "tiny-thing"\ndescription = "A tiny thing for tests."\n')
+    proc = headless(run_dsh, "Where am I working?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == offline_answer(Path.cwd(), "The project here is **tiny-thing**; "
+                                         "its `pyproject.toml` describes it as "
+                                         '"A tiny thing for tests."') + "\n"
+    assert "failed" not in proc.stderr and "DENIED" not in proc.stderr
+    assert "← read_file: 1 [project] (+2 lines)" in proc.stderr
+
+
+def test_the_boundary_example_stays_true_to_what_was_approved(run_dsh: Run) -> None:
+    """README, "Security": the scripted model lists `..`; refused by default, allowed with
+    --approval auto, and its answer says which."""
+    boundary = OFFLINE_PATCH.parent / "boundary.yml"
+    refused = run_dsh("--profile", "headless", "--patch", str(OFFLINE_PATCH), "--patch",
+                      str(boundary), "What is in the parent directory?")
+    assert refused.returncode == 0, refused.stderr
+    assert "list_directory failed [DENIED]" in refused.stderr
+    assert "It was refused: denied by guardrail 'policy'" in refused.stdout
+    assert "You allowed it" not in refused.stdout
+    allowed = run_dsh("--profile", "headless", "--patch", str(OFFLINE_PATCH), "--patch",
+                      str(boundary), "--approval", "auto", "What is in the parent directory?")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "failed" not in allowed.stderr
+    assert "You allowed it, and the tool answered: `../ (" in allowed.stdout
+    assert "refused" not in allowed.stdout
 
 
 def test_json_streams_one_event_per_line_ending_with_turn_end(run_dsh: Run) -> None:

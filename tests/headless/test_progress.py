@@ -51,3 +51,31 @@ def test_long_values_are_clipped_and_quiet_events_skipped() -> None:
     assert progress.line({"type": "step/start", "data": {}}) is None
     assert progress.line({"type": "error", "data": {"message": "hook failed"}}) == \
         "! hook failed"
+
+
+def test_everything_from_elsewhere_is_shown_not_obeyed() -> None:
+    progress = Progress()
+    call = progress.line(tool_call("c1", "evil\x1b]0;t\x07", '{"x": "\x1b[2J"}'))
+    result = progress.line(tool_result("c1", "\x1b]52;c;aGk=\x07 out\rhidden"))
+    error = progress.line({"type": "error", "data": {"message": "bad\x9b2J"}})
+    for line in (call, result, error):
+        assert line is not None and "\x1b" not in line and "\x07" not in line
+    assert call == '→ evil^[]0;t^G {"x": "^[[2J"}'  # (a raw ESC is no JSON: kept as text)
+    assert result == "← evil^[]0;t^G: ^[]52;c;aGk=^G out (+1 lines)"
+    assert error == "! bad<U+009B>2J"
+
+
+def test_paint_styles_the_pieces_after_they_are_made_visible() -> None:
+    def paint(text: str, *names: str) -> str:
+        return f"<{','.join(names)}>{text}</>"
+
+    progress = Progress(paint)
+    assert progress.line(tool_call("c1", "read\x1b", "{}")) == "<dim>→</> <bold,cyan>read^[</> {}"
+    ok = {"type": "tool/result", "data": {
+        "message": {"toolCallId": "c1", "content": [{"type": "text", "text": "Edited a."}]},
+        "diff": {"added": 3, "removed": 1}}}
+    assert progress.line(ok) == "<dim>←</> <green>read^[</>: Edited a.<dim> (+3 -1)</>"
+    remark = {"type": "assistant/message", "data": {"message": {"content": [
+        {"type": "text", "text": "looking"}, {"type": "tool-call", "id": "c2"}]}}}
+    assert progress.line(remark) == "<dim>· looking</>"
+    assert progress.line(remark, remarks=False) is None

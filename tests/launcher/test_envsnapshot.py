@@ -9,7 +9,8 @@ import pytest
 
 from dsh.config.envfile import CHANGED, TRUSTED, UNTRUSTED, read_env_file
 from dsh.config.envsnapshot import snapshot
-from dsh.config.resolve import prepare, resolve
+from dsh.config.prepare import prepare
+from dsh.config.resolve import composed, resolve
 from dsh.core.errors import EnvFileError
 from dsh.core.launch import EnvSnapshot
 
@@ -208,7 +209,8 @@ def test_a_live_edit_cannot_read_an_address_from_the_project_env(dsh_home: Path,
     project.mkdir()
     write(project / ".env", "TRACKER_URL=http://127.0.0.1:9/evil\nPLAIN=1\n")
     resolved = resolve(dsh_home, "web", [], project)
-    prepared = prepare(resolved, project, [], environ={})
+    prepared = prepare(composed(resolved), dsh_home, project, [], environ={},
+                       layers=lambda: resolved)
     assert prepared.env["TRACKER_URL"] == "http://127.0.0.1:9/evil"  # nothing routed yet
     write(dsh_home / "patch.yml",
           "- id: tools:mcp\n  merge: {config: {servers: [{name: t, url: !env [TRACKER_URL, "

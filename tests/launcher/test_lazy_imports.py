@@ -14,6 +14,8 @@ import pytest
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 HEAVY = ("yaml", "httpx", "asyncio", "dsh.runtime", "click", "dotenv", "tomllib", "tomli")
+COMPOSING = ("yaml", "tomllib", "tomli", "dsh.config.yamlreader", "dsh.config.patchfile",
+             "dsh.config.compose", "dsh.config.layercache", "dsh.config.resolve")
 
 
 def _is(module: str, names: tuple[str, ...]) -> bool:
@@ -51,14 +53,29 @@ def test_a_dump_does_import_yaml(run_dsh: RunDsh) -> None:
     assert not any(_is(m, ("dsh.runtime", "httpx", "asyncio")) for m in modules)
 
 
-def test_a_second_dump_reads_the_layer_cache_without_yaml(run_dsh: RunDsh) -> None:
-    """Every layer of an unchanged profile, and its profile.toml, come from
-    ``cache/layers``: neither YAML nor TOML is imported."""
+def test_a_second_launch_composes_nothing(run_dsh: RunDsh) -> None:
+    """An unchanged ``startup`` profile's composition comes from ``cache/launch``: neither
+    the YAML reader nor the composer (nor the layer cache, nor YAML, nor TOML) is
+    imported, and the dump is the same."""
     first = run_dsh("--profile", "sdk", "--dump-config", "--json")
     proc = run_dsh("--profile", "sdk", "--dump-config", "--json",
                    env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 0
     assert proc.stdout == first.stdout
     modules = imported_modules(proc.stderr)
-    assert "dsh.config.layercache" in modules
+    assert "dsh.config.launchcache" in modules
+    assert sorted(m for m in modules if _is(m, COMPOSING)) == []
+
+
+def test_a_live_profile_reads_the_layer_cache_without_yaml(run_dsh: RunDsh) -> None:
+    """A ``live`` profile composes on every launch (its reloads recompose from the layers
+    its boot parsed), each layer and its profile.toml from ``cache/layers``: neither YAML
+    nor TOML is imported."""
+    first = run_dsh("--profile", "web", "--dump-config", "--json")
+    proc = run_dsh("--profile", "web", "--dump-config", "--json",
+                   env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0
+    assert proc.stdout == first.stdout
+    modules = imported_modules(proc.stderr)
+    assert "dsh.config.layercache" in modules and "dsh.config.compose" in modules
     assert not any(m.split(".")[0] in ("yaml", "tomllib", "tomli") for m in modules)

@@ -1,8 +1,8 @@
-"""Tests for :func:`dsh.config.resolve.mask_secrets`: what ``config/get`` and the web app show."""
+"""Tests for :func:`dsh.config.prepare.mask_secrets`: what ``config/get`` and the web app show."""
 
 from __future__ import annotations
 
-from dsh.config.resolve import mask_secrets
+from dsh.config.prepare import mask_secrets
 
 
 def test_literal_secret_values_are_masked_at_any_depth() -> None:
@@ -42,3 +42,13 @@ def test_the_input_is_not_mutated() -> None:
     doc = {"config": {"secret": "s"}}
     mask_secrets(doc)
     assert doc == {"config": {"secret": "s"}}
+
+
+def test_token_counts_are_not_secrets() -> None:
+    """``max_output_tokens: 64000`` is a limit, not a token: masking it hid the model facts
+    from ``config/get`` (and made the served tree differ from ``--dump-config --json``)."""
+    doc = {"config": {"max_tokens": 8192, "model_facts": {"claude-3-haiku*": {
+        "max_output_tokens": 4096}}, "budget_tokens": 2048, "api_token": "t0k"}}
+    assert mask_secrets(doc) == {"config": {"max_tokens": 8192, "model_facts": {
+        "claude-3-haiku*": {"max_output_tokens": 4096}}, "budget_tokens": 2048,
+        "api_token": "***"}}

@@ -7,6 +7,7 @@ means a terminal's screen, title and clipboard are untouched, not just "looks di
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 import pytest
@@ -81,3 +82,13 @@ def test_a_terminal_emulator_shows_the_text_and_obeys_nothing() -> None:
     assert screen.title == ""  # no OSC 0/2 reached it
     assert screen.display[0].rstrip() == "before"  # nothing cleared or overwrote it
     assert "^[[2J^[[H" in screen.display[1]
+
+
+def test_one_line_text_that_is_printable_is_returned_as_it_is() -> None:
+    """The fast path's premise, over every code point: nothing visible() changes is
+    printable, so printable text needs no translation."""
+    changed = [code for code in range(sys.maxunicode + 1)
+               if chr(code).isprintable() and visible(chr(code), one_line=True) != chr(code)]
+    assert changed == []
+    title = "Fix the build — ünïcode 漢字 ok"
+    assert visible(title, one_line=True) is title

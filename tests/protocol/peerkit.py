@@ -1,6 +1,6 @@
 """Test kit for the in-process protocol tests: a JSON-RPC peer over real pipes.
 
-:func:`serving_peer` runs the server's :class:`JsonRpcPeer` on one end of two
+:func:`serving_peer` runs the servers' peer (:func:`server_peer`) on one end of two
 ``os.pipe()`` pairs and :class:`PipeClient` talks to it from the other, so framing,
 buffering and EOF go through the kernel exactly as with a real process.
 """
@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from dsh.core import jsonrpc
-from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
+from dsh.core.peer import Peer
+from dsh.runtime.servers.jsonrpc_server import server_peer
 from dsh.runtime.transports.stdio import StdioTransport
 
 
@@ -74,11 +75,11 @@ class PipeClient:
 
 @contextlib.asynccontextmanager
 async def serving_peer(
-    setup: Callable[[JsonRpcPeer], None] | None = None,
+    setup: Callable[[Peer], None] | None = None,
     *,
     max_frame_bytes: int = 1 << 20,
     **kwargs: Any,
-) -> AsyncIterator[tuple[JsonRpcPeer, PipeClient]]:
+) -> AsyncIterator[tuple[Peer, PipeClient]]:
     """A peer serving on fresh pipes, and the client talking to it.
 
     ``setup(peer)`` registers methods before serving starts. On exit the client's end is
@@ -86,11 +87,8 @@ async def serving_peer(
     """
     server_in, client_out = os.pipe()
     client_in, server_out = os.pipe()
-    peer = JsonRpcPeer(
-        StdioTransport(server_in, server_out, max_frame_bytes=max_frame_bytes),
-        max_frame_bytes=max_frame_bytes,
-        **kwargs,
-    )
+    peer = server_peer(**kwargs)
+    transport = StdioTransport(server_in, server_out, max_frame_bytes=max_frame_bytes)
     if setup is not None:
         setup(peer)
     loop = asyncio.get_running_loop()
@@ -99,7 +97,7 @@ async def serving_peer(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(client_in, "rb", buffering=0)
     )
     client = PipeClient(client_out, reader)
-    await peer.start()
+    await transport.start(peer)
     task = loop.create_task(peer.serve())
     try:
         yield peer, client

@@ -29,15 +29,15 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
-PROMPT = "Where am I? Then look at the parent directory."
+PROMPT = "Where am I working?"
 
 
-def final_answer() -> str:
-    """The scripted model's last response (examples/offline/script.yml)."""
-    import yaml
-
-    script = yaml.safe_load((OFFLINE_PATCH.parent / "script.yml").read_text())
-    return str(script[-1]["text"])
+def final_answer(cwd: Path) -> str:
+    """The scripted model's answer (examples/offline/script.yml) in ``cwd``, a folder
+    without a pyproject.toml: it quotes where the session works."""
+    return (f"You are working in `{cwd}`.\n\nThere is no `pyproject.toml` here to tell me "
+            "what the project is.\n\nThis directory is the session's workspace root: my "
+            "tools reach files here freely, and anything outside it only with your approval.")
 
 
 def harness(home: Path, workdir: Path) -> object:
@@ -58,7 +58,7 @@ def harness(home: Path, workdir: Path) -> object:
 def test_run_returns_the_scripted_answer(dsh_home: Path) -> None:
     with harness(dsh_home, Path.cwd()) as client:
         result = client.run(PROMPT, session_id="compat-1")
-    assert result.final_response == final_answer()
+    assert result.final_response == final_answer(Path.cwd())
     assert result.finish_reason == "completed"
     types = [event["type"] for event in result.events]
     assert types[0] == "agent/inbox/spliced" and types[-1] == "turn/end"
@@ -72,8 +72,6 @@ def test_resume_and_working_directory_in_one_runtime(dsh_home: Path) -> None:
     with harness(dsh_home, workdir) as client:
         session = client.start_session("compat-2")
         assert session.run(PROMPT).finish_reason == "completed"
-        # The script's second tool call asked to move to the parent directory, outside
-        # the workspace root: with no client to approve it, the session stayed.
         assert Path(session.get_working_directory()) == workdir
         resumed = client.resume_session("compat-2")  # idle and live: resumable
         assert Path(resumed.set_working_directory(str(sub))) == sub
@@ -117,8 +115,6 @@ def test_working_directory_of_sessions_that_never_ran_here(dsh_home: Path) -> No
     with harness(dsh_home, workdir) as client:  # a new runtime: each one is stored
         assert Path(client.start_session("compat-fresh").get_working_directory()) == sub
         stored = client.start_session("compat-ran")  # not resumed: loaded by the call
-        # its turn's move to the parent was refused (outside the workspace root, nobody
-        # to approve it), so the stored session is still where it was created
         assert Path(stored.get_working_directory()) == workdir
         assert Path(stored.set_working_directory(str(workdir))) == workdir
         assert stored.run(PROMPT).finish_reason == "completed"  # and it runs on

@@ -1,4 +1,6 @@
-"""The JSON-RPC peer over real pipes: error answers, concurrency, requests out, limits."""
+"""The servers' JSON-RPC peer over real pipes: error answers, concurrency, requests out,
+limits (the core peer, configured as every server runs it, on the servers' stdio
+transport)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,21 @@ from typing import Any
 import pytest
 from peerkit import serving_peer
 
-from dsh.core.errors import ConfigError, JsonRpcError, ProtocolError
-from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
+from dsh.core.errors import (
+    BusyError,
+    ConfigError,
+    ConnectionClosedError,
+    JsonRpcError,
+    RequestTimeoutError,
+)
+from dsh.core.peer import Peer
 
 
 def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 20))
 
 
-def echo_methods(peer: JsonRpcPeer) -> None:
+def echo_methods(peer: Peer) -> None:
     async def echo(params: Any) -> Any:
         return params
 
@@ -173,7 +181,7 @@ def test_in_flight_bound_pushes_back_but_serves_everything() -> None:
 def test_notifications_in_and_out() -> None:
     seen: list[Any] = []
 
-    def setup(peer: JsonRpcPeer) -> None:
+    def setup(peer: Peer) -> None:
         echo_methods(peer)
         peer.on_notification("ping", seen.append)
 
@@ -207,8 +215,19 @@ def test_server_to_client_request_is_matched_by_id() -> None:
             with pytest.raises(JsonRpcError, match="no"):
                 await failing
 
-            with pytest.raises(asyncio.TimeoutError):
+            busy = asyncio.ensure_future(peer.request("approval/request", None, timeout=5))
+            frame = await client.recv()
+            client.send({"jsonrpc": "2.0", "id": frame["id"],
+                         "error": {"code": -32001, "message": "later", "data": {"n": 1}}})
+            with pytest.raises(BusyError) as info:
+                await busy
+            assert (info.value.code, info.value.data) == (-32001, {"n": 1})
+
+            with pytest.raises(RequestTimeoutError, match="no answer to approval/request"):
                 await peer.request("approval/request", None, timeout=0.05)
+            late = await client.recv()  # no cancel notification: the SDK protocol has none
+            client.send({"jsonrpc": "2.0", "id": late["id"], "result": "too late"})
+            assert (await client.call("echo", ["alive"]))["result"] == ["alive"]
 
     run(scenario())
 
@@ -219,7 +238,7 @@ def test_eof_fails_waiting_server_requests_and_ends_serving() -> None:
             asked = asyncio.ensure_future(peer.request("approval/request", None))
             await client.recv()
             client.close()
-            with pytest.raises(ProtocolError, match="closed"):
+            with pytest.raises(ConnectionClosedError, match="closed"):
                 await asked
             assert await client.at_eof()
 

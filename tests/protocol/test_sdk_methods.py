@@ -16,9 +16,9 @@ import pytest
 from peerkit import PipeClient, serving_peer
 
 from dsh.core.errors import JsonRpcError
+from dsh.core.peer import Peer
 from dsh.runtime.agent.store import HistoryPage
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
-from dsh.runtime.servers.jsonrpc_server import JsonRpcPeer
 from dsh.runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 
 
@@ -106,7 +106,7 @@ def make_view(tmp_path: Path) -> RuntimeView:
     )
 
 
-Scenario = Callable[[JsonRpcPeer, PipeClient, StandInAgent], Awaitable[None]]
+Scenario = Callable[[Peer, PipeClient, StandInAgent], Awaitable[None]]
 
 
 def run_sdk(tmp_path: Path, scenario: Scenario, *, approval_timeout: float = 5.0) -> StandInAgent:
@@ -115,7 +115,7 @@ def run_sdk(tmp_path: Path, scenario: Scenario, *, approval_timeout: float = 5.0
     async def main() -> None:
         protocol: SdkProtocol | None = None
 
-        def setup(peer: JsonRpcPeer) -> None:
+        def setup(peer: Peer) -> None:
             nonlocal protocol
             protocol = SdkProtocol(peer, agent, make_view(tmp_path), approval_timeout)
             peer.methods(protocol.table())
@@ -134,7 +134,7 @@ async def initialize(client: PipeClient, cwd: Path, **extra: Any) -> dict[str, A
 
 
 def test_requests_before_initialize_fail_with_32002(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         for method in ("session/prompt", "session/list", "tools/list", "config/get"):
             answer = await client.call(method, {"sessionId": "s"})
             assert answer["error"]["code"] == -32002, method
@@ -145,7 +145,7 @@ def test_requests_before_initialize_fail_with_32002(tmp_path: Path) -> None:
 
 
 def test_initialize_answers_and_configures(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         answer = await initialize(client, tmp_path, provider="scripted", model="m",
                                   reasoningEffort="high", maxTokens=100,
                                   clientInfo={"name": "t"})
@@ -183,7 +183,7 @@ def test_initialize_rejects_bad_params(tmp_path: Path, params: Any) -> None:
     if isinstance(params, dict) and params.get("cwd") == "<tmp>":
         params = {**params, "cwd": str(tmp_path)}
 
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         assert (await client.call("initialize", params))["error"]["code"] == -32602
         assert (await initialize(client, tmp_path))["result"]["protocolVersion"] == 1
 
@@ -191,7 +191,7 @@ def test_initialize_rejects_bad_params(tmp_path: Path, params: Any) -> None:
 
 
 def test_unknown_route_fails_initialize_and_leaves_it_open(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         answer = await initialize(client, tmp_path, provider="nope")
         assert answer["error"] == {
             "code": -32602, "message": "unknown provider route 'nope' (registered: scripted)"
@@ -203,7 +203,7 @@ def test_unknown_route_fails_initialize_and_leaves_it_open(tmp_path: Path) -> No
 
 
 def test_prompt_answers_message_id_and_forwards_notifications(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path)
         rid = client.request("session/prompt", {
             "sessionId": "s1", "contentBlocks": [{"type": "text", "text": "hi"}]})
@@ -235,7 +235,7 @@ def test_prompt_answers_message_id_and_forwards_notifications(tmp_path: Path) ->
     ],
 )
 def test_wrong_params_are_32602(tmp_path: Path, method: str, params: Any) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path)
         assert (await client.call(method, params))["error"]["code"] == -32602
 
@@ -243,7 +243,7 @@ def test_wrong_params_are_32602(tmp_path: Path, method: str, params: Any) -> Non
 
 
 def test_session_methods(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path)
         assert (await client.call("session/new"))["result"] == {"sessionId": "s-new"}
         sub = tmp_path / "sub"
@@ -280,7 +280,7 @@ def test_session_methods(tmp_path: Path) -> None:
 
 
 def test_introspection(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path)
         tools = (await client.call("tools/list"))["result"]["tools"]
         assert tools == [{"name": "bash", "description": "Run a command",
@@ -298,7 +298,7 @@ def test_introspection(tmp_path: Path) -> None:
 
 
 def test_shutdown_answers_then_ends_serving(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path)
         assert (await client.call("shutdown"))["result"] == {}
         assert await client.at_eof()
@@ -308,7 +308,7 @@ def test_shutdown_answers_then_ends_serving(tmp_path: Path) -> None:
 
 
 def test_shutdown_is_allowed_before_initialize(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         assert (await client.call("shutdown"))["result"] == {}
         assert await client.at_eof()
 
@@ -331,7 +331,7 @@ def test_approvals_go_to_a_client_that_declared_them(
 ) -> None:
     decisions: list[str] = []
 
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path, capabilities={"approvals": True})
         assert agent.approver is not None
         pending = asyncio.ensure_future(agent.approver("s1", {"name": "bash"}))
@@ -348,7 +348,7 @@ def test_approvals_go_to_a_client_that_declared_them(
 
 
 def test_no_approver_for_clients_without_the_capability(tmp_path: Path) -> None:
-    async def scenario(peer: JsonRpcPeer, client: PipeClient, agent: StandInAgent) -> None:
+    async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path, capabilities={"approvals": False})
         assert agent.approver is None
 

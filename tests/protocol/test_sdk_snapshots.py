@@ -2,7 +2,8 @@
 
 ``dsh --profile sdk`` and ``dsh --profile sdk-minimal`` run with the offline patch (the
 scripted provider of ``examples/offline/script.yml`` answers with tool calls, then a final
-text). The transcript, both
+text quoting the session's directory; a layer streams each text as one delta, so how the
+directory's length cuts it into pieces does not change the transcript). The transcript, both
 directions in order, is compared with ``tests/snapshots/<profile>-tool-turn.jsonl`` after
 normalising what legitimately varies (times, uuids, temp paths, the version). Regenerate
 with ``DSH_UPDATE_SNAPSHOTS=1 python -m pytest tests/protocol -k snapshot`` and review the
@@ -25,7 +26,7 @@ from runtimeproc import OFFLINE_PATCH, REPO, RuntimeProcess
 
 SNAPSHOTS = REPO / "tests" / "snapshots"
 UPDATE = os.environ.get("DSH_UPDATE_SNAPSHOTS") == "1"  # read before fixtures strip DSH_*
-PROMPT_TEXT = "Where am I? Then look at the parent directory."
+PROMPT_TEXT = "Where am I working?"
 
 needs_offline = pytest.mark.skipif(
     not OFFLINE_PATCH.exists(), reason=f"the offline example is missing: {OFFLINE_PATCH}")
@@ -87,10 +88,15 @@ class Normaliser:
         return self._uuids.setdefault(match.group(0), f"<uuid:{len(self._uuids) + 1}>")
 
 
-def run_tool_turn(profile: str, workdir: Path) -> list[dict[str, Any]]:
+WHOLE_DELTAS = "- {id: llm-scripted, merge: {config: {chunk_size: 100000}}}\n"
+
+
+def run_tool_turn(profile: str, workdir: Path, layers: Path) -> list[dict[str, Any]]:
     """initialize -> session/prompt -> frames until idle -> shutdown; both directions."""
     transcript: list[dict[str, Any]] = []
-    proc = RuntimeProcess(profile, [OFFLINE_PATCH], cwd=workdir)
+    whole = layers / "whole-deltas.yml"
+    whole.write_text(WHOLE_DELTAS)
+    proc = RuntimeProcess(profile, [OFFLINE_PATCH, whole], cwd=workdir)
     original_send = proc.send
 
     def send(message: dict[str, Any]) -> None:
@@ -137,7 +143,7 @@ def is_subsequence(needle: list[Any], haystack: list[Any]) -> bool:
 @pytest.mark.parametrize("profile", ["sdk", "sdk-minimal"])
 def test_tool_turn_snapshot(profile: str, tmp_path: Path) -> None:
     workdir = Path.cwd()
-    transcript = run_tool_turn(profile, workdir)
+    transcript = run_tool_turn(profile, workdir, tmp_path)
     from dsh import __version__
 
     paths = {workdir: "<cwd>", Path(os.environ["DSH_HOME"]): "<home>", tmp_path: "<tmp>"}
@@ -157,8 +163,8 @@ def test_tool_turn_snapshot(profile: str, tmp_path: Path) -> None:
 
 @needs_offline
 @pytest.mark.parametrize("profile", ["sdk", "sdk-minimal"])
-def test_tool_turn_keeps_the_originals_order_and_fields(profile: str) -> None:
-    transcript = run_tool_turn(profile, Path.cwd())
+def test_tool_turn_keeps_the_originals_order_and_fields(profile: str, tmp_path: Path) -> None:
+    transcript = run_tool_turn(profile, Path.cwd(), tmp_path)
     assert is_subsequence(REFERENCE_ORDER, key_sequence(transcript)), key_sequence(transcript)
     frames = [e["recv"] for e in transcript if "recv" in e]
     message_id = next(f["result"]["messageId"] for f in frames
@@ -182,12 +188,14 @@ def test_tool_turn_keeps_the_originals_order_and_fields(profile: str) -> None:
     assert result["toolCallId"] == tool_call["id"]
     assert isinstance(result["isError"], bool)
     assert result["content"][0]["type"] == "text"
-    final = by_type["assistant/message"][-1]["message"]["content"]
+    last = by_type["assistant/message"][-1]
+    final = last["message"]["content"]
     # The original's reasoning block comes before the text; its client reads text blocks
     # only, so the reasoning never reaches final_response.
     assert [b["type"] for b in final] == ["reasoning", "text"]
     assert set(final[0]) == {"type", "text"} and final[0]["text"]
-    streamed = "".join(d["text"] for d in by_type["assistant/reasoning-delta"])
+    streamed = "".join(d["text"] for d in by_type["assistant/reasoning-delta"]
+                       if d["step"] == last["step"])
     assert streamed == final[0]["text"]
     assert final[0]["text"] not in "".join(d["text"] for d in by_type["assistant/delta"])
     assert by_type["turn/end"][-1]["reason"] == {"kind": "completed"}

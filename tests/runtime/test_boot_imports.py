@@ -47,3 +47,22 @@ def test_serving_sdk_imports_nothing_a_request_would_need(run_dsh: RunDsh) -> No
     assert "asyncio" in modules and "yaml" in modules  # the measurement sees the boot
     assert sorted(m for m in modules if m.split(".")[0] in NOT_AT_BOOT) == []
     assert sorted(modules.intersection(REQUEST_ONLY)) == []
+
+
+def test_a_warm_boot_composes_nothing(run_dsh: RunDsh) -> None:
+    """The second boot of an unchanged profile takes its composition from the launch
+    cache: neither YAML, the patch reader nor the composer is imported (the shipped sdk
+    profile: the offline patch's scripted provider reads its own YAML script)."""
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                        "params": {"cwd": "/"}}) + "\n"
+    args = ("--profile", "sdk")
+    assert run_dsh(*args, input=frame).returncode == 0
+    proc = run_dsh(*args, input=frame, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '"result"' in proc.stdout
+    modules = imported_modules(proc.stderr)
+    assert "asyncio" in modules and "dsh.config.launchcache" in modules
+    composing = ("yaml", "tomllib", "tomli", "dsh.config.yamlreader", "dsh.config.patchfile",
+                 "dsh.config.compose", "dsh.config.layercache", "dsh.config.resolve")
+    assert sorted(m for m in modules if m.split(".")[0] in composing[:3]
+                  or m in composing[3:]) == []

@@ -52,7 +52,8 @@ def test_every_error_class_has_an_answer() -> None:
      {"code": -32001, "message": "session busy: queue full", "data": {"retryable": True}}),
     (SessionHeldError("s1", {"host": "h", "pid": 7}),
      {"code": -32001, "message": "session busy: 's1' is held by another runtime (pid 7 on "
-      "host h); retry once it exits (a dead holder's lease is taken over)",
+      "host h); retry once its work ends (an idle session is given back within seconds, "
+      "a dead holder's lease taken over)",
       "data": {"retryable": True, "holder": {"host": "h", "pid": 7}}}),
     (CompactionError("compaction failed: boom", code="overloaded"),
      {"code": -32603, "message": "compaction failed: boom", "data": {"code": "overloaded"}}),

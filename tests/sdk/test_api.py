@@ -33,7 +33,7 @@ EXPORTED = {
     "DshClient", "DshError", "Event", "FrameTooLargeError", "InitializeTimeoutError",
     "JsonRpcError", "Notification", "ProtocolError", "Readiness", "RequestTimeoutError",
     "RunResult", "RuntimeExitedError", "RuntimeInfo", "RuntimeNotFoundError", "Session",
-    "SpawnError", "Stage", "Subscription",
+    "SessionMoved", "SpawnError", "Stage", "Subscription",
 }
 
 
@@ -83,6 +83,7 @@ SIGNATURES = {
                    "history: 'Sequence[Mapping[str, Any]] | None' = None)",
     "resume_session": "(self, session_id: 'str')",
     "history": "(self, session_id: 'str', *, page_size: 'int | None' = None)",
+    "moves": "(self, session_id: 'str | None' = None)",
 }
 
 
@@ -90,14 +91,15 @@ SIGNATURES = {
 def test_client_signatures_are_pinned(cls: type) -> None:
     assert str(inspect.signature(cls)) == SIGNATURES[cls.__name__]
     for method in ("request", "notify", "subscribe", "new_session", "resume_session",
-                   "history"):
+                   "history", "moves"):
         text = str(inspect.signature(getattr(cls, method)))
         assert text.startswith(SIGNATURES[method]), (cls.__name__, method, text)
     public = {n for n in vars(cls) if not n.startswith("_")}
     assert public == {"config", "state", "runtime", "server_info", "pid", "exit_code",
                       "stderr_tail",
                       "start", "close", "readiness", "request", "notify", "subscribe",
-                      "new_session", "resume_session", "sessions", "tools", "history"}
+                      "new_session", "resume_session", "sessions", "tools", "history",
+                      "moves"}
 
 
 def _modules_after(code: str) -> set[str]:

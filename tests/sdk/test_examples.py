@@ -11,8 +11,7 @@ import pytest
 from sdkkit import REPO
 
 EXAMPLES = REPO / "examples" / "sdk"
-FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
-         "so moving there needs your approval.")
+NO_PROJECT = "There is no `pyproject.toml` here to tell me what the project is."
 
 
 def run_example(name: str, *args: str, tmp_path: Path) -> str:
@@ -37,13 +36,16 @@ def test_minimal_example(tmp_path: Path, explicit_home: bool) -> None:
                       tmp_path=tmp_path)
     tools = next(line for line in out.splitlines() if line.startswith("tools: "))
     assert "working_directory" in tools.removeprefix("tools: ").split(", ")
-    assert 'tool call: working_directory {"cd": ".."}' in out
-    assert out.rstrip().endswith(f"answer (completed): {FINAL}")
+    assert "tool call: working_directory {}" in out
+    assert 'tool call: read_file {"path": "pyproject.toml", "limit": 12}' in out
+    assert f"answer (completed): You are working in `{tmp_path}`." in out
+    assert NO_PROJECT in out
     assert home.is_dir() == explicit_home
 
 
 def test_async_streaming_example(tmp_path: Path) -> None:
     out = run_example("stream_async.py", tmp_path=tmp_path)
-    assert out.startswith("Let me check where I am.")
+    assert out.startswith("Let me see where this session works, and what the project is.")
     assert "[tool working_directory {}]" in out
-    assert out.rstrip().endswith(f"{FINAL}\n[turn ended: completed]")
+    assert f"You are working in `{tmp_path}`." in out and NO_PROJECT in out
+    assert out.rstrip().endswith("only with your approval.\n[turn ended: completed]")

@@ -257,13 +257,13 @@ def test_a_lagging_subscriber_pauses_reading_without_losing_anything(
     monkeypatch.setattr(dsh.sdk._router, "HIGH_WATER", 8)
     monkeypatch.setattr(dsh.sdk._router, "LOW_WATER", 2)
     paused: list[bool] = []
-    pause = dsh.sdk._transport.RuntimeProcess.pause_reading
+    pause = dsh.sdk._transport.RuntimeProcess.pause_receiving
 
     def counting_pause(process: dsh.sdk._transport.RuntimeProcess) -> None:
         paused.append(True)
         pause(process)
 
-    monkeypatch.setattr(dsh.sdk._transport.RuntimeProcess, "pause_reading", counting_pause)
+    monkeypatch.setattr(dsh.sdk._transport.RuntimeProcess, "pause_receiving", counting_pause)
 
     async def scenario() -> None:
         async with AsyncDshClient(fake("ok")) as client:

@@ -27,8 +27,12 @@ from dsh.sdk import (
     Stage,
 )
 
-FINAL = ("Done: I looked at the working directory. Its parent is outside the workspace, "
-         "so moving there needs your approval.")
+
+def final(cwd: Path) -> str:
+    """The offline script's answer in ``cwd`` (a folder without a pyproject.toml)."""
+    return (f"You are working in `{cwd}`.\n\nThere is no `pyproject.toml` here to tell me "
+            "what the project is.\n\nThis directory is the session's workspace root: my "
+            "tools reach files here freely, and anything outside it only with your approval.")
 
 
 def test_sdk_minimal_with_an_explicit_home(real: Callable[..., ClientConfig],
@@ -39,7 +43,7 @@ def test_sdk_minimal_with_an_explicit_home(real: Callable[..., ClientConfig],
         assert client.server_info["profile"]["name"] == "sdk-minimal"
         session = client.new_session()
         result = session.run("look")
-        assert result.final_text == FINAL and result.stop_reason == "completed"
+        assert result.final_text == final(Path.cwd()) and result.stop_reason == "completed"
         types = [event.type for event in result.events]
         assert types[0] == "agent/inbox/spliced" and types[-1] == "turn/end"
         assert types.count("tool/call") == types.count("tool/result") == 2

@@ -130,8 +130,11 @@ def test_a_session_mid_turn_in_one_runtime_is_busy_in_another_until_its_holder_d
 
 def test_the_holder_keeps_its_session_and_a_clean_exit_hands_it_over(
         dsh_home: Path, tmp_path: Path) -> None:
-    """An idle session stays with the runtime that ran it until that runtime exits."""
-    first = start([OFFLINE_PATCH])
+    """An idle session stays with the runtime that ran it for ``idle_release_s`` (long
+    here: test_move_process shows what happens after), or until that runtime exits."""
+    keep = tmp_path / "keep.yml"
+    keep.write_text("- {id: sessions, merge: {config: {idle_release_s: 600}}}\n")
+    first = start([OFFLINE_PATCH, keep])
     second = None
     try:
         first.call("session/new", {})
@@ -170,7 +173,7 @@ def test_a_stalled_holder_loses_the_session_once_its_lease_expires(
     runtime takes it; the first, resumed, answers busy naming the second."""
     fast = tmp_path / "fast-leases.yml"
     fast.write_text("- {id: sessions, merge: {config: {lease_heartbeat_s: 0.1, "
-                    "lease_expiry_s: 0.5}}}\n")
+                    "lease_expiry_s: 0.5, idle_release_s: 600}}}\n")
     first = start([OFFLINE_PATCH, fast])
     second = None
     try:

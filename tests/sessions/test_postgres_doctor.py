@@ -47,7 +47,7 @@ def test_doctor_live_checks_the_database(run_dsh: Any, tmp_path: Path,
     assert done.returncode == 0, done.stderr
     _, found, text = checks(run_dsh, patch, pg_cluster.dsn())
     assert found["plugin.sessions.schema"]["status"] == "ok"
-    assert "at version 1 (this dsh: 1, current)" in found["plugin.sessions.schema"]["message"]
+    assert "at version 2 (this dsh: 2, current)" in found["plugin.sessions.schema"]["message"]
     assert found["plugin.sessions.leases"] == {
         "id": "plugin.sessions.leases", "status": "ok",
         "message": "lease table readable: 0 held, 0 expired (taken over at next use)"}

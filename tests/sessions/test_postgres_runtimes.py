@@ -40,8 +40,11 @@ class Deployment:
         self.dsn = dsn
         self.schema = schema
         self.schema_patch = tmp / "schema.yml"
+        # Sessions stay with the runtime that ran them (idle_release_s): these tests are
+        # about runtimes that hold them; test_an_idle_session_moves... about moving.
         self.schema_patch.write_text(json.dumps([{"id": "sessions", "merge": {"config": {
-            "schema": schema, "lease_heartbeat_s": 0.2, "lease_expiry_s": 2}}}]))
+            "schema": schema, "lease_heartbeat_s": 0.2, "lease_expiry_s": 2,
+            "idle_release_s": 600}}}]))
 
     def home(self, name: str) -> Path:
         home = self.tmp / name
@@ -347,3 +350,68 @@ def test_goals_are_kept_in_the_shared_database(deployment: Deployment) -> None:
         assert conn.execute(f"SELECT id, objective, status FROM {deployment.schema}.goals "
                             "WHERE session_id = 'g'").fetchall() == [
             ("g-1", "ship the postgres store", "active")]
+
+
+def test_an_idle_session_moves_between_homes_and_comes_back(
+        run_dsh: Any, deployment: Deployment) -> None:
+    """Issue 30 across hosts: a session an SDK runtime on home a ran and left idle is
+    continued by a headless run and an SDK runtime on home b; the first runtime is told
+    ``session/moved`` and takes the session back with its next prompt."""
+    deployment.schema_patch.write_text(json.dumps([{"id": "sessions", "merge": {"config": {
+        "schema": deployment.schema, "lease_heartbeat_s": 0.1, "lease_expiry_s": 2,
+        "idle_release_s": 0.2}}}]))
+    script = [{"text": "ok"}] * 10
+
+    def released(session_id: str) -> None:
+        deadline = time.monotonic() + 20
+        while True:
+            with psycopg.connect(deployment.dsn) as conn:
+                if conn.execute(f"SELECT 1 FROM {deployment.schema}.session_leases WHERE "
+                                "session_id = %s", (session_id,)).fetchone() is None:
+                    return
+            assert time.monotonic() < deadline, "the lease was never given back"
+            time.sleep(0.05)
+
+    def turn(proc: RuntimeProcess, text: str) -> list[dict[str, Any]]:
+        rid = proc.request("session/prompt", {"sessionId": "s", "contentBlocks": blocks(text)})
+        frames = until_idle(proc)
+        assert "result" in next(f for f in frames if f.get("id") == rid)
+        return received(frames, "s")
+
+    first = deployment.start(deployment.home("a"), script)
+    second = None
+    try:
+        turn(first, "from home a")
+        released("s")
+        patch = deployment.tmp / "answers.yml"
+        answers = deployment.tmp / "answers.jsonl"
+        answers.write_text(json.dumps({"text": "answered on b"}) + "\n")
+        patch.write_text(json.dumps([{"id": "llm-scripted", "merge": {"config": {
+            "script": str(answers)}}}]))
+        done = run_dsh("--profile", "headless", "--patch", str(OFFLINE_PATCH), "--patch",
+                       str(POSTGRES_PATCH), "--patch", str(deployment.schema_patch),
+                       "--patch", str(patch), "--session-id", "s", "from a terminal on b",
+                       env={"DSH_HOME": str(deployment.home("b")),
+                            "DSH_POSTGRES_DSN": deployment.dsn})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "answered on b\n"
+        moved = first.until("session.event", lambda f: f["params"]["event"]["type"]
+                            == "session/moved", timeout=20)[-1]["params"]["event"]
+        holder = moved["data"]["holder"]  # the terminal's run, or nobody once it exited
+        assert holder is None or holder["pid"] != first.proc.pid, holder
+        second = deployment.start(deployment.home("b"), script)
+        turn(second, "from an SDK runtime on b")
+        released("s")
+        back = turn(first, "back on a")
+        assert back[-1]["data"]["reason"]["kind"] == "completed"
+        log = deployment.log("s")
+        prompts = [e["data"]["content"][0]["text"] for e in log
+                   if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
+        assert prompts == ["from home a", "from a terminal on b", "from an SDK runtime on b",
+                           "back on a"]
+        [listed] = second.call("session/list")["result"]["sessions"]
+        assert (listed["turns"], listed["title"]) == (4, "from home a")
+    finally:
+        first.finish()
+        if second is not None:
+            second.finish()

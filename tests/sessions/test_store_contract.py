@@ -336,3 +336,168 @@ def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None:
         assert [e["seq"] for e in store.load("old").events] == [0, 1]
     finally:
         store.close()
+
+
+# -- summaries, versions, watched sessions, removal (issue 30) -----------------------------
+
+
+def turn_of(start: int, turn: int, usage: dict[str, Any] | None = None,
+            at: int = 1_700_000_000_000) -> list[dict[str, Any]]:
+    """One turn's summary-relevant events from seq ``start``, at times from ``at``."""
+    answer = {"turn": turn, "step": 1, "message": {"role": "assistant", "content": []}}
+    if usage is not None:
+        answer["usage"] = usage
+    made = [events.event(events.TURN_START, start, {"turn": turn}, {}),
+            events.event(events.ASSISTANT_DELTA, start + 1, {"text": "…"}, {}),
+            events.event(events.ASSISTANT_MESSAGE, start + 2, answer, {}),
+            events.event(events.TURN_END, start + 3, {"turn": turn,
+                                                       "reason": {"kind": "completed"}}, {})]
+    for offset, item in enumerate(made):
+        item["time"] = at + offset
+    return made
+
+
+USED = {"inputTokens": 100, "outputTokens": 10, "cacheHitTokens": 60,
+        "cacheMissTokens": 40, "reasoningTokens": 3, "costUsd": 0.125}
+
+
+def test_summaries_follow_every_append_and_read_no_log(backend: Backend,
+                                                       clock: Clock) -> None:
+    store = runtime(backend, clock)
+    store.acquire("s")
+    store.save(SessionRecord("s", "/w/sub", root="/w"))
+    title = events.event(events.SESSION_TITLE, 0, {"title": "Fix it"}, {})
+    store.append("s", title)
+    for item in turn_of(1, 1, USED):
+        store.append("s", item)
+    [entry] = store.summaries()
+    assert entry == {"sessionId": "s", "cwd": "/w/sub", "workspace": "/w", "title": "Fix it",
+                     "createdAt": entry["createdAt"], "updatedAt": entry["updatedAt"],
+                     "turns": 1, "usage": {"inputTokens": 100, "outputTokens": 10,
+                                           "cacheHitTokens": 60, "cacheMissTokens": 40,
+                                           "reasoningTokens": 3},
+                     "costUsd": 0.125, "status": "open", "profile": "sdk"}
+    # a refused append changes nothing; a duplicate seq neither
+    with pytest.raises(DuplicateEventError):
+        store.append("s", turn_of(1, 1, USED)[2])
+    thief = runtime(backend, clock, pid=200, dead=frozenset({100}))
+    thief.acquire("s")
+    with pytest.raises(SessionHeldError):
+        store.append("s", turn_of(5, 2, USED)[2])
+    assert thief.summaries() == [entry]
+    # the new holder's turns add up; save writes what an append missed, counted once
+    later = turn_of(5, 2, USED, at=1_700_000_100_000)
+    thief.append("s", later[0])
+    record = thief.load("s")
+    record.events.extend(later[1:])
+    thief.save(record)
+    thief.save(record)
+    [after] = thief.summaries()
+    assert (after["turns"], after["costUsd"], after["usage"]["inputTokens"]) == (2, 0.25, 200)
+    assert after["updatedAt"] >= later[-1]["time"]
+    assert thief.summary("s") == after and thief.summary("nope") is None
+
+
+def test_summaries_list_newest_first_by_workspace_and_bounded(backend: Backend,
+                                                              clock: Clock) -> None:
+    store = runtime(backend, clock)
+    for n, (name, root) in enumerate([("a", "/w1"), ("b", "/w2"), ("c", "/w1")]):
+        store.acquire(name)
+        store.save(SessionRecord(name, root))
+        for item in turn_of(0, 1, at=1_800_000_000_000 + n * 1000):
+            store.append(name, item)
+    assert [s["sessionId"] for s in store.summaries()] == ["a", "b", "c"]
+    assert [s["sessionId"] for s in store.summaries(newest_first=True)] == ["c", "b", "a"]
+    assert [s["sessionId"] for s in store.summaries(workspace="/w1",
+                                                    newest_first=True)] == ["c", "a"]
+    assert [s["sessionId"] for s in store.summaries(newest_first=True, limit=1)] == ["c"]
+    assert store.summaries(workspace="/elsewhere") == []
+
+
+def test_a_version_moves_with_every_write_and_watchers_hear_of_moves(backend: Backend,
+                                                                      clock: Clock) -> None:
+    mine = runtime(backend, clock, pid=100)
+    other = runtime(backend, clock, pid=200)
+    assert mine.version("s") is None
+    mine.acquire("s")
+    mine.save(SessionRecord("s", "/w"))
+    first = mine.version("s")
+    mine.append("s", event(0))
+    appended = mine.version("s")
+    assert appended[1] == first[1] + 1
+    mine.save(mine.load("s"))
+    assert mine.version("s")[0] > appended[0]
+    heard: list[tuple[str, Any]] = []
+    mine.on_moved(lambda session_id, holder: heard.append((session_id, holder)))
+    seen = mine.version("s")
+    mine.release("s")
+    mine.watch("s", seen)
+    assert mine.heartbeat() == [] and heard == []  # nothing happened yet
+    other.acquire("s")
+    mine.heartbeat()
+    assert heard == [("s", other.holder)]
+    mine.heartbeat()
+    assert len(heard) == 1  # told once
+    other.append("s", event(1))
+    other.release("s")
+    mine.watch("s", seen)
+    mine.heartbeat()
+    assert heard[-1] == ("s", None)  # written and given back: moved, nobody holds it
+    mine.watch("s", mine.version("s"))
+    mine.unwatch("s")
+    other.acquire("s")
+    mine.heartbeat()
+    assert len(heard) == 2
+
+
+def test_live_leases_and_removing_a_session(backend: Backend, clock: Clock) -> None:
+    holder = runtime(backend, clock, pid=100)
+    cli = runtime(backend, clock, pid=300, dead=frozenset({200}))
+    gone = runtime(backend, clock, pid=200)
+    for name, store in (("held", holder), ("free", holder), ("orphan", gone)):
+        store.acquire(name)
+        store.save(SessionRecord(name, "/w"))
+        store.append(name, event(0))
+    holder.release("free")
+    assert set(cli.live_leases(["held", "free", "orphan", "nope"])) == {"held"}
+    with pytest.raises(SessionHeldError):
+        cli.delete("held")
+    assert holder.load("held") is not None and holder.lease("held").holder == holder.holder
+    workspace = cli.acquire_workspace("free")
+    assert workspace.is_dir()
+    assert cli.delete("free") is True and cli.delete("orphan") is True
+    assert not workspace.exists()  # its last hold went with it
+    assert cli.load("free") is None and cli.version("orphan") is None
+    assert cli.lease("free") is None and cli.lease("orphan") is None
+    assert cli.history_page("free", start_seq=0, limit=10, max_bytes=1 << 20) is None
+    assert cli.delete("nope") is False
+    assert [s["sessionId"] for s in cli.summaries()] == ["held"]
+
+
+def test_an_import_brings_the_summaries_along(backend: Backend, clock: Clock,
+                                              tmp_path: Path) -> None:
+    import io
+
+    from dsh.runtime.sessions.transfer import export, import_
+
+    source = SqliteSessionStore(tmp_path / "source.db", profile="sdk")
+    try:
+        source.acquire("s")
+        source.save(SessionRecord("s", "/w"))
+        source.append("s", events.event(events.SESSION_TITLE, 0, {"title": "Moved"}, {}))
+        for item in [*turn_of(1, 1, USED), *turn_of(5, 2, USED)]:
+            source.append("s", item)
+        source.save(source.load("s"))
+        source.release("s")
+        text = io.StringIO()
+        export(source, text)
+        expected = source.summaries()
+    finally:
+        source.close()
+    target = runtime(backend, clock)
+    for _ in range(2):  # idempotent: the second import writes (and counts) nothing new
+        counts = import_(target, io.StringIO(text.getvalue()).readlines(), "export.jsonl")
+        assert counts.refused == ()
+    [entry] = target.summaries()
+    for key in ("title", "turns", "usage", "costUsd", "workspace", "createdAt"):
+        assert entry[key] == expected[0][key], key

@@ -156,6 +156,53 @@ def test_edit_keeps_crlf_and_rejects_noops(fs: dict[str, Any], ctx: ToolContext,
     assert run(fs["edit_file"], ctx, path="w.txt", old_string="2", new_string="2").is_error
 
 
+def test_writes_and_edits_carry_their_unified_diff(fs: dict[str, Any], ctx: ToolContext,
+                                                   work: Path) -> None:
+    created = run(fs["write_file"], ctx, path="sub/n.py", content="a = 1\nb = 2\n")
+    assert created.diff == {
+        "path": os.path.join("sub", "n.py"), "kind": "add", "added": 2, "removed": 0,
+        "unified": f"--- /dev/null\n+++ b/{os.path.join('sub', 'n.py')}\n@@ -0,0 +1,2 @@\n"
+                   "+a = 1\n+b = 2\n", "truncated": False}
+    edited = run(fs["edit_file"], ctx, path="sub/n.py", old_string="b = 2",
+                 new_string="b = 3\nc = 4")
+    diff = edited.diff
+    assert diff is not None and (diff["kind"], diff["added"], diff["removed"]) == (
+        "update", 2, 1)
+    assert diff["unified"].splitlines()[2:] == ["@@ -1,2 +1,3 @@", " a = 1", "-b = 2",
+                                                "+b = 3", "+c = 4"]
+    overwritten = run(fs["write_file"], ctx, path="sub/n.py", content="z")
+    assert overwritten.diff is not None
+    assert overwritten.diff["unified"].endswith("+z\n\\ No newline at end of file\n")
+    assert (overwritten.diff["added"], overwritten.diff["removed"]) == (1, 3)
+    # What the model reads is the summary, never the diff.
+    assert overwritten.text.startswith("Overwrote") and "+z" not in overwritten.text
+
+
+def test_diffs_are_bounded(fs: dict[str, Any], ctx: ToolContext, work: Path) -> None:
+    from dsh.runtime.tools.filediff import MAX_DIFF_INPUT_CHARS, MAX_UNIFIED_CHARS
+
+    long = "".join(f"row {i} {'x' * 60}\n" for i in range(5000))  # ~330 KB
+    result = run(fs["write_file"], ctx, path="long.txt", content=long)
+    diff = result.diff
+    assert diff is not None and diff["truncated"] and diff["added"] == 5000
+    assert len(diff["unified"]) <= MAX_UNIFIED_CHARS and diff["unified"].endswith("\n")
+    (work / "bin.dat").write_bytes(b"\xff\xfe\x00 not text")
+    result = run(fs["write_file"], ctx, path="bin.dat", content="text now\n")
+    assert result.diff is not None and result.diff["added"] is None
+    assert "not UTF-8" in result.diff["omitted"] and result.diff["kind"] == "update"
+    huge = "y\n" * (MAX_DIFF_INPUT_CHARS // 2 + 1)
+    result = run(fs["write_file"], ctx, path="huge.txt", content=huge)
+    assert result.diff is not None and "too large to diff" in result.diff["omitted"]
+    assert (work / "huge.txt").read_text() == huge
+
+
+def test_a_failed_write_carries_no_diff(fs: dict[str, Any], ctx: ToolContext,
+                                        work: Path) -> None:
+    (work / "d").mkdir()
+    assert run(fs["write_file"], ctx, path="d", content="x").diff is None
+    assert run(fs["edit_file"], ctx, path="missing", old_string="a", new_string="b").diff is None
+
+
 def test_list_directory(fs: dict[str, Any], ctx: ToolContext, work: Path) -> None:
     (work / "b.txt").write_text("")
     (work / "a").mkdir()

@@ -53,6 +53,12 @@ def test_read_edit_grep_through_the_real_runtime(tmp_path: Path) -> None:
         assert [m["isError"] for m in results] == [False, False, False], texts
         assert "     2\tLIMIT = 10" in texts[0]
         assert texts[1] == "Edited src/config.py: replaced 1 occurrence."
+        # Clients get the change as a unified diff beside the result (data.diff).
+        read, edit, _ = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert edit["diff"]["path"] == "src/config.py" and edit["diff"]["kind"] == "update"
+        assert "-LIMIT = 10\n+LIMIT = 20\n" in edit["diff"]["unified"]
+        assert (edit["diff"]["added"], edit["diff"]["removed"]) == (1, 1)
+        assert "diff" not in read
         assert texts[2] == ("README.md:1:Set LIMIT in src/config.py.\n"
                             "src/config.py:2:LIMIT = 20")
         ends = [e for e in events if e["type"] == "turn/end"]

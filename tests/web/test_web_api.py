@@ -282,3 +282,53 @@ def test_stream_resumes_after_last_event_id(tmp_path: Path) -> None:
         assert [int(f[2]) for f in frames if f[2]] == [events[-2]["seq"], events[-1]["seq"]]
         bad = client.get(f"/api/sessions/{session}/events", headers={"Last-Event-ID": "x"})
         assert bad.status_code == 400
+
+
+def final_text(events: list[dict]) -> str:
+    messages = [e["data"]["message"] for e in events if e["type"] == "assistant/message"]
+    return "".join(b["text"] for b in messages[-1]["content"] if b["type"] == "text")
+
+
+def test_the_offline_example_answers_in_the_page_without_asking(tmp_path: Path) -> None:
+    """The README's first question in the web app, in a project: every tool call succeeds
+    unasked, and the answer says where and what the project is."""
+    (Path.cwd() / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndescription = "A demo project."\n')
+    with WebProcess([OFFLINE_PATCH], cwd=Path.cwd()) as web, web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        prompt(client, session, "Where am I working?")
+        events = stream_until_turn_end(client, session)
+        results = [e["data"]["message"] for e in events if e["type"] == "tool/result"]
+        assert len(results) == 2 and not any(r["isError"] for r in results)
+        answer = final_text(events)
+        assert answer.startswith(f"You are working in `{Path.cwd()}`.")
+        assert '**demo**; its `pyproject.toml` describes it as "A demo project."' in answer
+        assert client.get("/api/approvals").json() == {"approvals": []}
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_the_boundary_example_says_what_the_user_decided(tmp_path: Path,
+                                                         decision: str) -> None:
+    """examples/offline/boundary.yml in the page: the move outside the workspace is asked
+    about, and the scripted answer agrees with the user's decision."""
+    boundary = OFFLINE_PATCH.parent / "boundary.yml"
+    with WebProcess([OFFLINE_PATCH, boundary], cwd=Path.cwd()) as web, \
+            web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        prompt(client, session, "What is in the parent directory?")
+        events = []
+        with client.stream("GET", f"/api/sessions/{session}/events") as response:
+            for name, data, _ in sse_events(response):
+                if name == "approval" and data["state"] == "pending":
+                    client.post(f"/api/approvals/{data['approvalId']}",
+                                json={"decision": decision})
+                if name == "session.event":
+                    events.append(data["event"])
+                    if data["event"]["type"] == "turn/end":
+                        break
+        answer = final_text(events)
+        if decision == "allow":
+            assert "You allowed it, and the tool answered: `../ (" in answer
+            assert "refused" not in answer
+        else:
+            assert "It was refused:" in answer and "You allowed it" not in answer

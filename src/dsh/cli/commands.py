@@ -13,8 +13,10 @@ bytecode is compiled without docstrings (``wheels/hatch_build.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +97,10 @@ def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, 
     runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict,
                                provider=provider, all_routes=all_routes)
     data = runner.run(live=live)
-    _emit("doctor", profile, as_json, data, doctor_mod.render)
+    from dsh.core.termstyle import wants_color
+
+    color = not as_json and wants_color("auto", sys.stdout.fileno())
+    _emit("doctor", profile, as_json, data, lambda d: doctor_mod.render(d, color=color))
     if data["failed"]:
         raise click.exceptions.Exit(1)
 
@@ -116,8 +121,10 @@ def profile_list(inv: Invocation, home: str | None, as_json: bool) -> None:
     rows = info_mod.collect(home_path, home or inv.home)["profiles"]
 
     def render(data: dict[str, Any]) -> str:
+        from dsh.core.termtext import visible  # a broken profile's error quotes its file
+
         return "".join(
-            f"{r['id']}\tERROR {r['error']}\n" if "error" in r
+            f"{r['id']}\tERROR {visible(r['error'], one_line=True)}\n" if "error" in r
             else f"{r['id']}\t{r['patchReload']}\t{', '.join(r['bundles'])}\n"
             for r in data["profiles"]
         )
@@ -283,8 +290,8 @@ def trust(inv: Invocation, path: str | None, show: bool, remove: str | None,
     _emit("trust", None, as_json, data, lambda d: f"{words[d['change']]}: {d['folder']}\n")
 
 
-@group.group(help="Move a profile's sessions between stores (SQLite, PostgreSQL) as JSON "
-                  "Lines.")
+@group.group(help="A profile's stored sessions: list, show and remove them, and move them "
+                  "between stores (SQLite, PostgreSQL) as JSON Lines.")
 def sessions() -> None:
     pass
 
@@ -331,9 +338,102 @@ def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tu
         raise click.exceptions.Exit(1)
 
 
+@sessions.command("list", help="The stored sessions, newest first: id, when updated, turns, "
+                               "cost, the runtime holding it (if one does), workspace, "
+                               "title. Reads no log.")
+@_home_option
+@_profile_option
+@_patch_option
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the N sessions updated last.")
+@click.option("--here", is_flag=True, help="Only the sessions of this workspace (the current "
+                                           "directory).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def sessions_list(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                  limit: int | None, here: bool, as_json: bool) -> None:
+    from dsh.cli.sessionview import list_sessions
+
+    with _json_failure("sessions list", profile, as_json):
+        list_sessions(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
+                      limit=limit, here=here, as_json=as_json, out=sys.stdout)
+
+
+@sessions.command("show", help="One session's transcript: prompts, answers (Markdown, rendered "
+                               "on a terminal when rich is installed), tool calls and results, "
+                               "each turn's usage and cost. Read a page at a time.")
+@_home_option
+@_profile_option
+@_patch_option
+@click.argument("session_id", metavar="ID")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown source.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document: the session's summary and its events.")
+@click.pass_obj
+def sessions_show(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                  session_id: str, as_markdown: bool, as_json: bool) -> None:
+    from dsh.cli.sessionview import show_session
+
+    if as_json and as_markdown:
+        raise UsageError("give one of --json and --markdown")
+    form = "json" if as_json else "markdown" if as_markdown else "plain"
+    if form == "plain" and sys.stdout.isatty():
+        import importlib.util
+
+        if importlib.util.find_spec("rich") is not None:
+            form = "rich"
+    with _json_failure("sessions show", profile, as_json):
+        show_session(resolve_home(home or inv.home), profile, list(patches), Path.cwd(),
+                     session_id, form=form, out=sys.stdout)
+
+
+@sessions.command("rm", help="Remove sessions (their logs, goals and workspaces). Asks first; "
+                             "a session a running runtime holds is refused.")
+@_home_option
+@_profile_option
+@_patch_option
+@click.argument("session_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (needed without a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.pass_obj
+def sessions_rm(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
+                session_ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    from dsh.cli.sessionview import remove_sessions
+
+    with _json_failure("sessions rm", profile, as_json):
+        refused = remove_sessions(resolve_home(home or inv.home), profile, list(patches),
+                                  Path.cwd(), list(session_ids), yes=yes, as_json=as_json,
+                                  ask=_ask, out=sys.stdout)
+    if refused and as_json:  # the document lists them
+        raise click.exceptions.Exit(1)
+    if refused:
+        raise DshError("not removed: " + "; ".join(refused))
+
+
+@contextlib.contextmanager
+def _json_failure(command: str, profile: str, as_json: bool) -> Iterator[None]:
+    """With ``--json``, a failure is one JSON document (``ok: false``) and its exit code;
+    without, it goes to the launcher's one handler."""
+    try:
+        yield
+    except DshError as exc:
+        if not as_json:
+            raise
+        _fail_json(command, profile, exc)
+        raise click.exceptions.Exit(exc.exit_code) from exc
+
+
+def _ask(question: str) -> bool:
+    """Ask on the terminal (the question on stderr, so stdout stays the command's)."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def run_subcommand(inv: Invocation) -> int:
     """Run ``inv.subcommand`` with its arguments and return its exit code (click hands
     back the code of an ``Exit``, raised or its own); click errors become UsageError."""
+    assert inv.subcommand is not None  # dsh.cli.main runs only a named subcommand here
     try:
         code = group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
                           standalone_mode=False)

@@ -17,11 +17,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.cli.machine import display_path
 from dsh.core import carriers
 from dsh.core.distribution import RUNTIME_DIST, python_hint, runtime_hint
+
+if TYPE_CHECKING:
+    from dsh.core.launch import EnvSnapshot
 from dsh.core.errors import DshError
 
 
@@ -153,13 +156,13 @@ class Doctor:
         from dsh.runtime.kernel.loader import resolve as resolve_plugin
 
         # Plugins load from the profile's plugin environment, exactly as the runtime does.
-        add_plugin_dir(resolved.profile.plugin_dir)
+        add_plugin_dir(resolved.plugin_dir)
 
+        env: EnvSnapshot | None = None
         try:
             env = snapshot(self.home, self.cwd, routing=resolved.tree.routing_names())
         except DshError as exc:
             self.add("env.files", "fail", self.scrub(str(exc)))
-            env = None
         else:
             if env.warnings:
                 self.add("env.files", "warn", self.scrub("; ".join(env.warnings)))
@@ -224,7 +227,7 @@ class Doctor:
         argv = [*carrier, "--home", str(self.home), "--profile",
                 self.profile, *(a for p in self.patches for a in ("--patch", p)), "-h"]
         try:
-            proc = process.run(argv, text=True, timeout=60, cwd=self.cwd)
+            proc = process.run(argv, text=True, timeout=60, cwd=str(self.cwd))
         except OSError as exc:
             self.add("runtime.boot", "fail", f"the runtime cannot be started: "
                                              f"{exc.strerror or exc}")
@@ -274,9 +277,20 @@ class Doctor:
         return "ok", f"{manifest.get('version')} ({manifest.get('platform')}), checksums verified"
 
 
-def render(data: dict[str, Any]) -> str:
-    """The text projection of the doctor document."""
-    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-    lines = [f"[{marks[c['status']]}] {c['id']}: {c['message']}" for c in data["checks"]]
+def render(data: dict[str, Any], *, color: bool = False) -> str:
+    """The text projection of the doctor document.
+
+    Messages quote files, plugins' own words and servers' answers, so each goes through
+    :func:`dsh.core.termtext.visible` (one line per check); ``color`` marks the status
+    with dsh's own styling, added after.
+    """
+    from dsh.core.termstyle import Style
+    from dsh.core.termtext import visible
+
+    paint = Style(color).paint
+    marks = {"ok": paint("ok  ", "green"), "warn": paint("WARN", "yellow"),
+             "fail": paint("FAIL", "bold", "red")}
+    lines = [f"[{marks[c['status']]}] {visible(c['id'], one_line=True)}: "
+             f"{visible(c['message'], one_line=True)}" for c in data["checks"]]
     lines.append(f"{data['failed']} check(s) failed" if data["failed"] else "all checks passed")
     return "\n".join(lines) + "\n"

@@ -25,7 +25,7 @@ def home_source(explicit: str | None) -> str:
 
 def collect(home: Path, explicit_home: str | None) -> dict[str, Any]:
     """The ``data`` of ``dsh info``: deterministic, no absolute paths."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in profiles.list_profiles(home):
         if not isinstance(item, profiles.Profile):  # a Profile is a tuple too
             name, error = item

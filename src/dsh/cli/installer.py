@@ -49,7 +49,9 @@ def is_local(spec: str) -> bool:
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"dsh: {text}\n")
+    from dsh.core.termtext import visible  # notes quote pip's output and package names
+
+    sys.stderr.write(f"dsh: {visible(text)}\n")
 
 
 def cause(output: str) -> tuple[str, bool]:

@@ -2,8 +2,10 @@
 
 ``main`` is the single exit point (click's habit): commands raise typed
 :class:`~dsh.core.errors.DshError`\\ s and the handler here prints one line and exits with the
-error's code. Heavy modules (YAML, click, the runtime) are imported only on the paths that
-need them, so ``dsh --version`` and ``dsh -h`` stay fast.
+error's code. Error and warning lines often quote what dsh did not write (a patch file's
+value, a peer's message), so they pass through :func:`dsh.core.termtext.visible` first.
+Heavy modules (YAML, click, the runtime) are imported only on the paths that need them, so
+``dsh --version`` and ``dsh -h`` stay fast.
 """
 
 from __future__ import annotations
@@ -13,16 +15,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from dsh._version import __version__
 from dsh.cli import argv as argv_mod
-from dsh.core.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    DshError,
-    ProfileNotFoundError,
-    UsageError,
-)
+from dsh.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, DshError, UsageError
 
 HELP = """\
 usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
@@ -89,33 +86,51 @@ def _run(argv: list[str]) -> int:
     # the collector back on once its plugins are loaded (dsh.runtime.app.run).
     gc.disable()
     try:
-        return _run_profile(inv)
+        return _run_profile(inv, inv.profile)
     finally:
         gc.enable()
 
 
-def _run_profile(inv: argv_mod.Invocation) -> int:
-    from dsh.config import profiles
-    from dsh.config.resolve import prepare, resolve
-    from dsh.core.home import ensure_dir, resolve_home
+def _run_profile(inv: argv_mod.Invocation, name: str) -> int:
+    """argv to a composed tree, in one direction: the profile is resolved once (created
+    here from a template with ``--from-default-profile``) and handed down to the layers,
+    the composition and the :class:`~dsh.core.launch.Launch`. A warm launch of an
+    unchanged ``startup`` profile takes its composition from the launch cache
+    (:mod:`dsh.config.launchcache`) and composes nothing."""
+    from dsh.config import launchcache, profiles
+    from dsh.config.prepare import prepare
+    from dsh.core.home import resolve_home
 
     if inv.dump is not None and inv.app_args:
         raise UsageError(f"{inv.dump} takes no application arguments "
                          f"(got {inv.app_args[0]!r})")
     home = resolve_home(inv.home)
     cwd = Path.cwd()
+    default_only = inv.dump == "--dump-default-config"
     created = None
+    composition = None
     if inv.from_template is not None:
-        profiles.validate_name(inv.profile)
-        ensure_dir(home)
-        created = profiles.create_from_template(home, inv.profile, inv.from_template)
+        created = profiles.create_from_template(home, name, inv.from_template)
+    elif not default_only:
+        composition = launchcache.lookup(home, name, inv.patches, cwd)
+    resolved = None
+
+    def layers() -> Any:
+        from dsh.config.resolve import resolve
+
+        return resolved if resolved is not None else resolve(home, name, inv.patches, cwd)
+
     try:
-        resolved = resolve(home, inv.profile, inv.patches, cwd,
-                                  default_only=inv.dump == "--dump-default-config")
+        if composition is None:
+            from dsh.config.resolve import composed, resolve
+
+            # `dsh doctr` may mean a command, not a profile: the error says so.
+            resolved = resolve(home, name, inv.patches, cwd, profile=created,
+                               commands=argv_mod.SUBCOMMANDS, default_only=default_only)
+            composition = composed(resolved)
         prepared = None if inv.dump is not None else prepare(
-            resolved, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS)
-    except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile
-        raise profiles.unknown_profile(home, inv.profile, argv_mod.SUBCOMMANDS) from exc
+            composition, home, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS,
+            plugin_dir=resolved.plugin_dir if resolved is not None else None, layers=layers)
     except DshError:
         if created is not None:  # bad input writes nothing: take the new profile back
             import contextlib
@@ -125,18 +140,26 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
             with contextlib.suppress(OSError):
                 created.path.parent.rmdir()  # the profiles folder, if this made it
         raise
-    resolved.files.cache.save()
-    for warning in (*(prepared.env.warnings if prepared is not None else ()),
-                    *resolved.tree.warnings):
-        sys.stderr.write(f"dsh: warning: {warning}\n")
+    if resolved is not None:
+        resolved.files.cache.save()
+        if created is None and not default_only:
+            from dsh.config.resolve import keep
+
+            keep(resolved, composition)
+    warnings = (*(prepared.env.warnings if prepared is not None else ()),
+                *composition.warnings)
+    if warnings:
+        from dsh.core.termtext import visible  # they quote patch files, values, names
+
+        for warning in warnings:
+            sys.stderr.write(f"dsh: warning: {visible(warning)}\n")
     if prepared is None:
-        document = resolved.tree.to_json(resolved.profile.name, resolved.profile.patch_reload)
         if inv.json:
-            _emit_json(document)
+            _emit_json(composition.document)
         else:
             from dsh.config.dumptext import render
 
-            sys.stdout.write(render(document))
+            sys.stdout.write(render(composition.document))
         return 0
     from dsh.runtime.app import run
 
@@ -177,7 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = _run(args)
     except DshError as exc:
-        sys.stderr.write(f"dsh: error: {exc}\n")
+        from dsh.core.termtext import visible  # errors quote files, values and peers
+
+        sys.stderr.write(f"dsh: error: {visible(str(exc))}\n")
         code = exc.exit_code
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED

@@ -66,7 +66,9 @@ _NEW_PREFIX = "plugin-new."
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"dsh: {text}\n")
+    from dsh.core.termtext import visible  # notes quote pip's output and package names
+
+    sys.stderr.write(f"dsh: {visible(text)}\n")
 
 
 def canonical(name: str) -> str:
@@ -91,7 +93,7 @@ def installed(plugin_dir: Path) -> list[Installed]:
 
     if not plugin_dir.is_dir():
         return []
-    found = {}
+    found: dict[str, Installed] = {}
     for dist in distributions(path=[str(plugin_dir)]):
         name = dist.metadata["Name"]
         if not name:

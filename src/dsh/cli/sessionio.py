@@ -38,7 +38,10 @@ def profile_store(home: Path, profile: str, patches: list[str], cwd: Path
 
     resolved = resolve(home, profile, patches, cwd)
     env = snapshot(home, cwd)
-    for row, disabled in resolved.tree.walk():
+    # The shipped bundles name the row "sessions": looked at first, so finding it imports
+    # no other row's plugin (a provider's imports alone cost more than the listing).
+    rows = sorted(resolved.tree.walk(), key=lambda found: found[0].id != SERVICE)
+    for row, disabled in rows:
         if disabled or row.children is not None or row.name is None:
             continue
         plugin = resolve_plugin(row.id, row.name)

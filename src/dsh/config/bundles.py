@@ -21,7 +21,7 @@ BUNDLE_FILE = "patch.yml"
 def _entry_point_target(name: str, search_path: list[str] | None) -> str | None:
     from importlib.metadata import distributions
 
-    for dist in distributions(**({"path": search_path} if search_path else {})):
+    for dist in distributions(path=search_path) if search_path else distributions():
         for ep in dist.entry_points:
             if ep.group == GROUP and ep.name == name:
                 return ep.value

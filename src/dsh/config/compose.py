@@ -136,18 +136,15 @@ class ComposedTree(NamedTuple):
 
     def flat_rows(self, env: Mapping[str, str], home: Path) -> tuple[dict[str, Any], ...]:
         """The kernel's input: leaf rows with full ids, tags resolved."""
-        flat = []
-        for row, disabled in self.walk():
-            if row.children is not None:
-                continue
-            flat.append({
-                "id": row.id,
-                "name": row.name,
-                "config": tags.resolve(row.values.get("config") or {}, env, home),
-                "disabled": disabled,
-                "inject": list(row.values.get("inject", [])),
-            })
-        return tuple(flat)
+        return tags.resolve_rows(self.leaf_rows(), env, home)
+
+    def leaf_rows(self) -> tuple[dict[str, Any], ...]:
+        """The leaf rows with full ids (a disabled group's children disabled), their tags
+        unresolved: what :meth:`flat_rows` resolves for one launch."""
+        return tuple({"id": row.id, "name": row.name,
+                      "config": row.values.get("config") or {}, "disabled": disabled,
+                      "inject": list(row.values.get("inject", []))}
+                     for row, disabled in self.walk() if row.children is None)
 
     def routing_names(self) -> frozenset[str]:
         """Variables the enabled rows' configs read to decide where to connect

@@ -85,7 +85,7 @@ def read_env_file(path: Path, *, is_home: bool,
         if not _NAME.match(name):
             # Only the name-like start is shown: python-dotenv reads "API_KEY:sk-..." (a
             # mistyped "=") as one long key, whose rest is the value.
-            start = _NAME_START.match(name).group()
+            start = match.group() if (match := _NAME_START.match(name)) else ""
             raise EnvFileError(f"{path}:{line}: invalid variable name (it starts {start!r}; "
                                "expected NAME=value, NAME of letters, digits and _)")
         is_routing = ROUTING.match(name) is not None or name in routing_names

@@ -73,10 +73,12 @@ class LayerCache:
     def __init__(self, home: Path) -> None:
         self.folder = home.joinpath(*SUBDIR)
         self._pending: dict[Path, tuple[bytes, Entry]] = {}
+        self.texts: dict[Path, str] = {}
+        """The text of every file loaded, as it was parsed (what a composition came from)."""
 
     def load(self, path: Path, *, kind: str, source: str | None = None) -> PatchLayer:
         """:func:`dsh.config.patchfile.load_layer`, from the cache when the file was seen before."""
-        text = read_layer_text(path)
+        text = self.texts[path] = read_layer_text(path)
         label = source or str(path)
         return self._cached(path, text, kind, label, PatchLayer,
                             lambda: parse_layer(text, path=path, kind=kind, source=label))
@@ -84,7 +86,7 @@ class LayerCache:
     def load_profile(self, path: Path, name: str) -> Profile:
         """:func:`dsh.config.profiles.parse_profile_toml`, from the cache when the file was seen
         before."""
-        text = read_profile_text(path)
+        text = self.texts[path] = read_profile_text(path)
         return self._cached(path, text, "profile", name, Profile,
                             lambda: parse_profile_text(text, path, name))
 
@@ -99,7 +101,7 @@ class LayerCache:
         value = _read(entry, header, text, path.parent, parsed)
         if value is None:
             value = parse()
-            checks = tuple((ref.written, ref.path) for ref in _path_refs(value)
+            checks = tuple((ref.written, ref.path) for ref in path_refs(value)
                            ) if "!path" in text else ()
             self._pending[entry] = (header, (text, value, checks))
         return value
@@ -158,16 +160,16 @@ def _read(entry: Path, header: bytes, text: str, base: Path, kind: type[T]) -> T
     return value
 
 
-def _path_refs(value: Any) -> Iterator[PathRef]:
+def path_refs(value: Any) -> Iterator[PathRef]:
     """Every ``!path`` reference inside a parsed file (a layer's operations hold them)."""
     if isinstance(value, PathRef):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _path_refs(item)
+            yield from path_refs(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _path_refs(item)
+            yield from path_refs(item)
 
 
 def _mtime(path: Path) -> float:

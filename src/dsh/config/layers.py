@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dsh.config.bundles import find_bundle
+from dsh.config.launchcache import patch_path
 from dsh.config.layercache import LayerCache
 from dsh.config.patchfile import PatchLayer
-from dsh.config.profiles import PATCH_FILE, Profile
+from dsh.config.profiles import PATCH_FILE, PROFILE_FILE, Profile
 from dsh.core.errors import PatchError
 
 HOME_PATCH = PATCH_FILE
@@ -40,18 +41,16 @@ class LayerFiles(NamedTuple):
         return tuple(files)
 
 
-def layer_files(home: Path, profile: Profile, patches: list[str], cwd: Path,
-                cache: LayerCache) -> LayerFiles:
-    """Locate every layer (parsed through ``cache``); a missing bundle or ``--patch`` file
-    exits 2."""
-    bundles = tuple(
-        (name, find_bundle(name, plugin_dir=profile.plugin_dir,
-                           profile_file=profile.path / "profile.toml"))
-        for name in profile.bundles
-    )
+def layer_files(home: Path, profile: Profile, plugin_dir: Path, patches: list[str],
+                cwd: Path, cache: LayerCache) -> LayerFiles:
+    """Locate every layer (parsed through ``cache``; bundles also in ``plugin_dir``, the
+    profile's plugin environment); a missing bundle or ``--patch`` file exits 2."""
+    profile_file = profile.path / PROFILE_FILE
+    bundles = tuple((name, find_bundle(name, plugin_dir=plugin_dir, profile_file=profile_file))
+                    for name in profile.bundles)
     resolved = []
     for patch in patches:
-        path = (cwd / patch).resolve() if not Path(patch).is_absolute() else Path(patch)
+        path = patch_path(patch, cwd)
         if not path.is_file():
             raise PatchError(f"--patch {patch}: file not found ({path})")
         resolved.append(path)

@@ -140,7 +140,8 @@ def seed_template(home: Path, name: str) -> bool:
     source = shipped.template_dir(name)
     if (target / PROFILE_FILE).exists() or not (source / PROFILE_FILE).is_file():
         return False
-    ensure_dir(home)  # first, so the home itself is private (parents=True would not be)
+    if not home.exists():  # made first, so the home itself is private (parents=True is not)
+        ensure_dir(home)
     ensure_dir(profiles_dir(home))
     try:
         if target.is_dir():
@@ -231,24 +232,31 @@ def shipped_profile(home: Path, name: str) -> Profile | None:
 
 
 def load_profile(home: Path, name: str, *, seed: bool = True,
-                 read: Callable[[Path, str], Profile] | None = None) -> Profile:
-    """Resolve profile ``name`` in ``home``, seeding a shipped template on first use; its
-    ``profile.toml`` is parsed by ``read`` (a launch passes its layer cache's, which
-    spares it the TOML parser), else by :func:`parse_profile_toml`.
+                 read: Callable[[Path, str], Profile] | None = None,
+                 commands: tuple[str, ...] = ()) -> Profile:
+    """Profile ``name`` of ``home``, in one pass: the name is checked (a bad one touches
+    nothing on disk), the home checked once if it exists (a file in the way is the error
+    to report, not "unknown profile"), a shipped template seeded on first use (which
+    makes the home, privately, when there is none), and ``profile.toml`` parsed once by
+    ``read`` (a launch passes its layer cache's, which spares it the TOML parser), else by
+    :func:`parse_profile_toml`.
 
     With ``seed`` off (commands that only read) a shipped template not seeded yet is read
-    from the installation and nothing is written.
+    from the installation and nothing is written. ``commands`` are the names ``dsh NAME``
+    may have meant instead (:func:`unknown_profile`).
     """
     validate_name(name)
-    if not seed and not (profiles_dir(home) / name / PROFILE_FILE).is_file():
+    if home.exists():
+        ensure_dir(home)
+    path = profiles_dir(home) / name / PROFILE_FILE
+    if not seed and not path.is_file():
         found = shipped_profile(home, name)
         if found is None:
-            raise unknown_profile(home, name)
+            raise unknown_profile(home, name, commands)
         return found
     seed_template(home, name)
-    path = profiles_dir(home) / name / PROFILE_FILE
     if not path.is_file():
-        raise unknown_profile(home, name)
+        raise unknown_profile(home, name, commands)
     return (read or parse_profile_toml)(path, name)
 
 

@@ -1,19 +1,20 @@
-"""From a profile name to the runtime's :class:`~dsh.core.launch.Launch`: resolve the
-profile, compose its layers, snapshot the environment.
+"""From a profile name to its composed tree: resolve the profile, locate and parse its
+layers, compose them; and what a launch keeps of that (:mod:`.launchcache`).
 
-Everything that depends on files happens here, in the launcher; the runtime receives the
-finished value and never reads a profile itself.
+Everything that depends on files happens here, in the launcher; :mod:`.prepare` turns
+the result into the runtime's :class:`~dsh.core.launch.Launch`, and the runtime never
+reads a profile itself.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from dsh.config import launchcache
 from dsh.config.compose import ComposedTree, compose
-from dsh.config.layercache import LayerCache
+from dsh.config.launchcache import Composed, Inputs
+from dsh.config.layercache import LayerCache, path_refs
 from dsh.config.layers import (
     LayerFiles,
     layer_files,
@@ -22,44 +23,19 @@ from dsh.config.layers import (
     load_user_layers,
 )
 from dsh.config.patchfile import PatchLayer
-from dsh.config.profiles import Profile, load_profile, validate_name
-from dsh.core.home import ensure_dir
-from dsh.core.launch import Launch
-
-# ``auth`` catches HTTP headers such as ``Authorization: Bearer ...`` and ``X-Auth-...``.
-# ``dsn``: a database connection string carries its password (sessions-postgres).
-_SECRET_KEY = re.compile(r"(key|token|secret|password|credential|auth|cookie|dsn)",
-                         re.IGNORECASE)
-# ``*_env`` keys hold the NAME of a variable (``api_key_env: DEEPSEEK_API_KEY``), not a value.
-_NAMES_A_VARIABLE = re.compile(r"_env$", re.IGNORECASE)
-
-
-def _is_secret(key: str, value: Any) -> bool:
-    return (bool(_SECRET_KEY.search(key)) and not _NAMES_A_VARIABLE.search(key)
-            and isinstance(value, (str, int, float)) and value != "")
-
-
-def mask_secrets(value: Any) -> Any:
-    """A copy of a JSON document with literal secret-looking values replaced by ``***``.
-
-    Tags (``{"!env": NAME}``) are references, not values, and stay visible; so does
-    ``provenance``, whose values are file:line locations keyed by the config path.
-    """
-    if isinstance(value, dict):
-        return {
-            k: v if k == "provenance" else "***" if _is_secret(k, v) else mask_secrets(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [mask_secrets(v) for v in value]
-    return value
+from dsh.config.profiles import Profile, load_profile
 
 
 class Resolved(NamedTuple):
-    """Everything the launcher resolved from files before a runtime exists."""
+    """Everything the launcher resolved from files before a runtime exists.
+
+    ``plugin_dir`` is the profile's plugin environment as this launch found it (the live
+    folder, or the one an interrupted ``dsh plugin`` set aside), looked up once.
+    """
 
     home: Path
     profile: Profile
+    plugin_dir: Path
     files: LayerFiles
     bundle_layers: tuple[PatchLayer, ...]
     patch_layers: tuple[PatchLayer, ...]
@@ -67,65 +43,54 @@ class Resolved(NamedTuple):
 
 
 def resolve(home: Path, profile_name: str, patches: list[str], cwd: Path,
-            *, default_only: bool = False, seed: bool = True) -> Resolved:
+            *, default_only: bool = False, seed: bool = True, profile: Profile | None = None,
+            commands: tuple[str, ...] = ()) -> Resolved:
     """Resolve the profile and compose its layers (bundles only when ``default_only``).
 
-    ``seed`` off is for commands that only read (``dsh doctor``): a shipped template not
-    in the home yet is read from the installation, and nothing is created.
+    The profile is resolved once (:func:`~dsh.config.profiles.load_profile`: name, home,
+    seeding, ``profile.toml``) and handed down, unless the caller already holds it
+    (``profile``: one it just created from a template). ``seed`` off is for commands that
+    only read (``dsh doctor``): a shipped template not in the home yet is read from the
+    installation, and nothing is created. ``commands`` name what ``dsh NAME`` may have
+    meant when no such profile exists.
     """
-    validate_name(profile_name)  # a bad name touches nothing on disk
-    if home.exists():
-        ensure_dir(home)  # a file in the way is the error to report, not "unknown profile"
     cache = LayerCache(home)
-    # seeding creates the home privately
-    profile = load_profile(home, profile_name, seed=seed, read=cache.load_profile)
-    if seed:
-        ensure_dir(home)
-    files = layer_files(home, profile, patches, cwd, cache)
+    if profile is None:
+        profile = load_profile(home, profile_name, seed=seed, read=cache.load_profile,
+                               commands=commands)
+    plugin_dir = profile.plugin_dir
+    files = layer_files(home, profile, plugin_dir, patches, cwd, cache)
     bundle_layers = tuple(load_bundle_layers(files))
     if default_only:
-        return Resolved(home, profile, files, bundle_layers, (), compose(bundle_layers))
+        return Resolved(home, profile, plugin_dir, files, bundle_layers, (),
+                        compose(bundle_layers))
     patch_layers = tuple(load_patch_layers(files))
     tree = compose([*bundle_layers, *load_user_layers(files), *patch_layers])
-    return Resolved(home, profile, files, bundle_layers, patch_layers, tree)
+    return Resolved(home, profile, plugin_dir, files, bundle_layers, patch_layers, tree)
 
 
-def prepare(resolved: Resolved, cwd: Path, app_args: list[str],
-            environ: Mapping[str, str] | None = None, *, help_footer: str = "") -> Launch:
-    """Turn a resolved profile into the runtime's :class:`Launch` (env snapshot included);
-    ``help_footer`` ends the application's ``-h`` text (the launcher's options)."""
-    from dsh.config.envsnapshot import snapshot
+def composed(resolved: Resolved) -> Composed:
+    """What a launch needs of ``resolved``'s tree, free of the composer's types."""
+    tree, profile = resolved.tree, resolved.profile
+    return Composed(profile, tree.leaf_rows(), tree.routing_names(),
+                    tree.to_json(profile.name, profile.patch_reload), tree.warnings,
+                    resolved.files.existing(), resolved.files.user_files)
 
-    checked = resolved.tree.routing_names()
-    env = snapshot(resolved.home, cwd, environ, routing=checked)
-    profile, files, home = resolved.profile, resolved.files, resolved.home
-    project_env = str(cwd / ".env")
 
-    def recompose() -> tuple[tuple[Mapping[str, Any], ...], Mapping[str, Any]]:
-        tree = compose([*resolved.bundle_layers, *load_user_layers(files),
-                        *resolved.patch_layers])
-        files.cache.save()
-        # A live edit may read an address from a variable the launch did not check as
-        # routing: one the project's .env set is not used (the snapshot cannot change).
-        unchecked = {name for name in tree.routing_names() - checked
-                     if env.origin(name) == project_env}
-        view = env if not unchecked else {k: v for k, v in env.items() if k not in unchecked}
-        return tree.flat_rows(view, home), mask_secrets(tree.to_json(profile.name,
-                                                                     profile.patch_reload))
-
-    tree = resolved.tree
-    return Launch(
-        profile=profile.name,
-        patch_reload=profile.patch_reload,
-        home=home,
-        cwd=cwd,
-        env=env,
-        rows=tree.flat_rows(env, home),
-        effective_config=mask_secrets(tree.to_json(profile.name, profile.patch_reload)),
-        app_args=tuple(app_args),
-        layer_files=files.existing(),
-        watch_files=files.user_files if profile.patch_reload == "live" else (),
-        plugin_dir=profile.plugin_dir,
-        recompose=recompose,
-        help_footer=help_footer,
-    )
+def keep(resolved: Resolved, composition: Composed) -> None:
+    """Keep the composition of a ``startup`` profile whose bundles are all shipped for
+    the next launch (:mod:`.launchcache`), with the texts it was parsed from."""
+    files, profile = resolved.files, resolved.profile
+    if profile.patch_reload != "startup" or any(
+            path != launchcache.shipped_bundle(name) for name, path in files.bundles):
+        return
+    read = [profile.path / "profile.toml", *(path for _, path in files.bundles),
+            *files.user_files, *files.patches]
+    texts = files.cache.texts
+    inputs = Inputs(
+        files=tuple((str(path), texts.get(path)) for path in read),
+        bundles=tuple((name, str(path)) for name, path in files.bundles),
+        path_tags=tuple((str(layer.path.parent), ref.written, ref.path)
+                        for layer in resolved.tree.layers if layer.path is not None
+                        for ref in path_refs(layer.operations)))
+    launchcache.store(resolved.home, profile.name, list(files.patches), inputs, composition)

@@ -77,6 +77,14 @@ def resolve(value: Any, env: Mapping[str, str], home: Path) -> Any:
     return value
 
 
+def resolve_rows(rows: tuple[dict[str, Any], ...], env: Mapping[str, str],
+                 home: Path) -> tuple[dict[str, Any], ...]:
+    """Leaf rows as the kernel boots them: each row's ``config`` with its tags resolved
+    (copies: the rows given are left as they are)."""
+    return tuple({**row, "config": resolve(row["config"], env, home),
+                  "inject": list(row["inject"])} for row in rows)
+
+
 def to_json(value: Any) -> Any:
     """A JSON-ready copy of ``value`` with tags shown as references."""
     if isinstance(value, dict):

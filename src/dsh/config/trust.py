@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -164,14 +165,14 @@ def _locked(home: Path) -> Iterator[None]:
     except OSError as exc:
         raise ConfigError(f"{lock}: cannot open ({exc.strerror or exc})") from exc
     try:
-        if os.name == "posix":
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:  # pragma: no cover - Windows
+        if sys.platform == "win32":  # pragma: no cover - Windows
             import msvcrt
 
             msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock on both

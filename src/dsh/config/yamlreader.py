@@ -26,6 +26,7 @@ a few lines of reading. An alias inside the node its anchor names is refused too
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -78,7 +79,7 @@ class Document(NamedTuple):
 class _Plain:
     """Plain-scalar resolution, equal to the loader's resolver and safe constructor."""
 
-    def __init__(self, loader: type) -> None:
+    def __init__(self, loader: Any) -> None:  # a PyYAML loader class (C or Python)
         import yaml
 
         self.table: dict[Any, list[tuple[str, Any]]] = loader.yaml_implicit_resolvers
@@ -314,7 +315,7 @@ class _Events:
                 value = event.value
                 if event.implicit[0] and (first is None or value[:1] in first):
                     value = memo[value] if value in memo else self.plain(
-                        value, lambda message, e=event: self.fail(e, message))
+                        value, functools.partial(self.fail, event))
                 out[key] = value
                 if anchors:
                     size += 2

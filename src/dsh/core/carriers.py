@@ -83,7 +83,7 @@ def launch_choice() -> Handover | None:
         raise RuntimeNotFoundError(f"{lacking} and the frozen runtime ({RUNTIME_DIST}) is "
                                    "not installed", hint=either_hint())
     try:
-        import dsh_runtime_bin  # type: ignore[import-not-found]
+        import dsh_runtime_bin
 
         path = str(dsh_runtime_bin.runtime_path())
         version = getattr(dsh_runtime_bin, "__version__", None)

@@ -27,15 +27,18 @@ enter, with the cause chained.
     │   ├── InvalidMessageError   rpc -32600  JSON, but not a JSON-RPC 2.0 message
     │   ├── FrameTooLargeError    rpc -32600
     │   └── JsonRpcError          an error answer from the peer (code, message, data)
-    │       └── BusyError         rpc -32001  the peer is busy; retrying later may succeed
+    │       ├── BusyError         rpc -32001  the peer is busy; retrying later may succeed
+    │       ├── NotInitializedError  rpc -32002  called before the peer's ``initialize``
+    │       └── RequestCancelledError  rpc -32800  the peer gave up on the request
     ├── DuplicateEventError       a session event's seq is already stored (never overwritten)
     ├── RuntimeNotFoundError      exit 2  no runtime carrier could be found
-    └── ClientError               a client of dsh's and its peer: the SDK client and its
-        │                         runtime process (stderr tail kept), the MCP client
+    └── ClientError               one side of a JSON-RPC connection and its peer: the SDK
+        │                         client and its runtime process (stderr tail kept), the
+        │                         MCP client, a server asking its client
         ├── SpawnError            the runtime process could not be started
         ├── RuntimeExitedError    the runtime exited (exit_code, stderr_tail)
-        ├── ConnectionClosedError the peer exited or dropped the connection (MCP server)
-        ├── RequestTimeoutError   no answer in time; also a ``TimeoutError``
+        ├── ConnectionClosedError the peer exited or dropped the connection, or it was closed
+        ├── RequestTimeoutError   no answer in time (every peer's); also a ``TimeoutError``
         │   └── InitializeTimeoutError
         └── ClientClosedError     the client is not running: not started yet, or closed
 """
@@ -215,13 +218,29 @@ class BusyError(JsonRpcError):
         super().__init__(-32001, message, data)
 
 
+class NotInitializedError(JsonRpcError):
+    """The peer answered -32002: the request came before its ``initialize``."""
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(-32002, message, data)
+
+
+class RequestCancelledError(JsonRpcError):
+    """The peer answered -32800: it cancelled the request (a server closing while the
+    request ran), so no result will come."""
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(-32800, message, data)
+
+
 class SessionHeldError(SessionBusyError):
     """A session is leased by another runtime (``docs/contracts.md``, "One runtime per
     session").
 
     ``holder`` is ``{"host", "pid"}`` of the runtime holding it, or None when this runtime
-    lost a lease it held and nobody holds it now. Retryable: the holder may end, or die and
-    be taken over. ``lost`` says the session was this runtime's until another took it.
+    lost a lease it held and nobody holds it now. Retryable: the holder gives the session
+    back once its work there ends, or dies and is taken over. ``lost`` says the session
+    was this runtime's until another took it.
     """
 
     def __init__(self, session_id: str, holder: Mapping[str, Any] | None, *,
@@ -239,8 +258,9 @@ class SessionHeldError(SessionBusyError):
         elif self.holder is None:
             message = f"session '{session_id}' is not leased by this runtime"
         else:
-            message = (f"session busy: '{session_id}' is held by {by}; retry once it "
-                       "exits (a dead holder's lease is taken over)")
+            message = (f"session busy: '{session_id}' is held by {by}; retry once its "
+                       "work ends (an idle session is given back within seconds, a dead "
+                       "holder's lease taken over)")
         super().__init__(message, {"holder": self.holder})
 
 
@@ -272,7 +292,8 @@ class DuplicateEventError(DshError):
 
 
 class ClientError(DshError):
-    """A failure of a client dsh runs (the SDK client, the MCP client) or of its peer.
+    """A failure of one side of a JSON-RPC connection dsh runs (the SDK client, the MCP
+    client, a server asking its client) or of its peer.
 
     ``stderr_tail`` holds the runtime's last stderr lines (at most 200) at the time of the
     failure, and is printed with the message: the reason a runtime died is nearly always
@@ -311,11 +332,13 @@ class RuntimeExitedError(ClientError):
 
 
 class ConnectionClosedError(ClientError):
-    """The peer exited or dropped the connection before answering (an MCP server)."""
+    """The connection ended before an answer came: the peer exited or dropped it (an MCP
+    server, a server's client at EOF), or this side closed it."""
 
 
 class RequestTimeoutError(ClientError, TimeoutError):
-    """No answer within the request's timeout; the request is forgotten, the client lives.
+    """No answer within the request's timeout; the request is forgotten (the peer is told
+    where its protocol has a cancel notification), the connection lives.
 
     Also a :class:`TimeoutError`, so generic timeout handling catches it.
     """

@@ -1,9 +1,10 @@
 """JSON-RPC 2.0 over newline-delimited UTF-8 JSON, with no I/O.
 
-Every dsh stdio protocol (the SDK runtime, ACP) and every client of one (the async SDK
-client, its sync facade, the test fakes) speaks through this module, so framing, message
-shape and request matching are written once and tested once. Transports own the pipes;
-this module only turns bytes into messages and responses into outcomes::
+Every dsh speaker of JSON-RPC (the SDK client, the SDK and ACP servers, the MCP client,
+the test fakes) goes through this module, so framing, message shape and request matching
+are written once and tested once. Transports own the pipes and
+:class:`dsh.core.peer.Peer` the conversation; this module only turns bytes into messages
+and responses into outcomes::
 
     bytes ──► FrameDecoder.feed ──┬─► Frame(dict, size) ──► parse_message ──┬─► Request
                                   │                                         ├─► Notification
@@ -12,6 +13,9 @@ this module only turns bytes into messages and responses into outcomes::
                                           └─► fault.response()  (the server's answer)
 
     request() / notification() / result() / error() ──► dict ──► encode ──► bytes
+
+    Response.exception() ─► JsonRpcError, typed by code (-32001 BusyError, -32002
+                            NotInitializedError, -32800 RequestCancelledError)
 
     PendingRequests:  next_id ─► register(id, waiter) ─► resolve(Response) | fail_all(exc)
 
@@ -32,15 +36,19 @@ import threading
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from dsh.core.errors import (
+    BusyError,
     DshError,
     FrameTooLargeError,
     InvalidMessageError,
     JsonRpcError,
+    NotInitializedError,
     ParseError,
     ProtocolError,
+    RequestCancelledError,
 )
 
 __all__ = [
+    "ANSWER_ERRORS",
     "DEFAULT_MAX_FRAME_BYTES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -298,10 +306,23 @@ class Response(NamedTuple):
     error: dict[str, Any] | None = None
 
     def exception(self) -> JsonRpcError | None:
-        """The error answer as the exception a caller should see, or ``None``."""
+        """The error answer as the exception a caller should see, or ``None``: typed for
+        the codes a caller acts on (:data:`ANSWER_ERRORS`), else a :class:`JsonRpcError`
+        carrying the code and data."""
         if self.error is None:
             return None
-        return JsonRpcError(self.error["code"], self.error["message"], self.error.get("data"))
+        code, message, data = self.error["code"], self.error["message"], self.error.get("data")
+        typed = ANSWER_ERRORS.get(code)
+        return JsonRpcError(code, message, data) if typed is None else typed(message, data)
+
+
+ANSWER_ERRORS: dict[int, type[BusyError | NotInitializedError | RequestCancelledError]] = {
+    SERVER_BUSY: BusyError,
+    NOT_INITIALIZED: NotInitializedError,
+    REQUEST_CANCELLED: RequestCancelledError,
+}
+"""Error answers that become their own exception class, by code: busy is retryable, the
+other two say the request was sound but came too early or was given up."""
 
 
 Message = Request | Notification | Response
@@ -400,7 +421,8 @@ def _settle(waiter: Waiter, value: Any = None, exc: BaseException | None = None)
 
 
 class PendingRequests:
-    """Requests in flight, by id: the router shared by the async and the sync clients.
+    """Requests in flight, by id: the table :class:`dsh.core.peer.Peer` keeps (and nothing
+    else: ``tests/architecture`` holds it to that).
 
     Waiters are popped under the lock and settled outside it: each is settled once, and
     its callbacks may re-enter. After :meth:`fail_all` a request registered later fails at

@@ -156,12 +156,14 @@ def _log_to_stderr(launch: Launch) -> None:
 
 class _Redacting(logging.Formatter):
     """Every log line, traceback included, with credentials inside URLs masked (an access
-    log's ``?token=``, a failed request's ``https://user:pass@host``)."""
+    log's ``?token=``, a failed request's ``https://user:pass@host``), and the controls
+    of whatever it quotes (a peer's error, a tool's output) shown, not obeyed."""
 
     def format(self, record: logging.LogRecord) -> str:
         from dsh.core.redact import redact
+        from dsh.core.termtext import visible
 
-        return redact(super().format(record))
+        return visible(redact(super().format(record)))
 
 
 class _Process:

@@ -39,7 +39,7 @@ from dsh.core.errors import (
 )
 from dsh.core.jsonrpc import Notification
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._events import ApprovalRequest, Event, RunResult
+from dsh.sdk._events import ApprovalRequest, Event, RunResult, SessionMoved
 from dsh.sdk._lifecycle import ClientState, Readiness, Stage
 from dsh.sdk._locate import RuntimeInfo
 
@@ -75,6 +75,7 @@ __all__ = [
     "RuntimeInfo",
     "RuntimeNotFoundError",
     "Session",
+    "SessionMoved",
     "SpawnError",
     "Stage",
     "Subscription",

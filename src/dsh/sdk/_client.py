@@ -3,7 +3,8 @@
 The client walks the readiness ladder of :mod:`dsh.sdk._lifecycle` on :meth:`start` and
 the shutdown ladder on :meth:`close`; between the two it offers the SDK protocol as
 sessions plus a low-level ``request``/``notify``/``subscribe``. It owns the process
-(:mod:`._transport`) and the routing (:mod:`._router`) but is referenced by neither, so
+(:mod:`._transport`) and the connection (:mod:`._router`, over the core
+:class:`~dsh.core.peer.Peer`) but is referenced by neither, so
 a client dropped without ``close()`` is collected and its finalizer kills the process
 group; the same finalizer runs at interpreter exit.
 """
@@ -34,9 +35,12 @@ from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (
     ApprovalRequest,
     Decision,
+    SessionMoved,
     approval_request,
     history_page,
+    session_event,
     session_id,
+    session_moved,
 )
 from dsh.sdk._launch import HeadStart
 from dsh.sdk._lifecycle import ClientState, ErrorContext, Readiness, Stage, not_usable
@@ -196,9 +200,9 @@ class AsyncDshClient:
 
     async def notify(self, method: str, params: Params | None = None) -> None:
         """Send a notification (no answer)."""
-        self._usable(method).notify(method, params)
-        assert self._process is not None
-        await self._process.drain()
+        router = self._usable(method)
+        router.notify(method, params)
+        await router.peer.drain()
 
     def subscribe(self, predicate: Predicate | None = None) -> AsyncSubscription:
         """Receive the runtime's notifications (those ``predicate`` accepts) from now on.
@@ -259,6 +263,20 @@ class AsyncDshClient:
                 raise ProtocolError(f"session/history did not move past cursor {cursor!r}")
             params["cursor"] = cursor
 
+    async def moves(self, session_id: str | None = None) -> AsyncIterator[SessionMoved]:
+        """Yield each :class:`SessionMoved` from now on (of ``session_id`` only, when
+        given): a session this runtime gave back that another runtime continued. Leave
+        the loop to stop listening; it ends with the client."""
+        def wanted(notification: Any) -> bool:
+            moved = session_moved(session_event(notification.params))
+            return moved is not None and session_id in (None, moved.session_id)
+
+        with self.subscribe(wanted) as subscription:
+            async for notification in subscription:
+                moved = session_moved(session_event(notification.params))
+                if moved is not None:
+                    yield moved
+
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""
         return _list(await self.request("tools/list"), "tools")
@@ -281,7 +299,7 @@ class AsyncDshClient:
                 raise head.error
             router = self._router = Router(context)
             self._process = await RuntimeProcess.spawn(
-                spec, router, max_frame_bytes=config.max_frame_bytes,
+                spec, router.peer, max_frame_bytes=config.max_frame_bytes,
                 stderr_callback=config.stderr, child=head.child,
             )
             head.take()

@@ -31,6 +31,26 @@ class Event:
     data: Mapping[str, Any]
 
 
+SESSION_MOVED = "session/moved"
+"""The event type a runtime sends when a session it gave back moved to another runtime."""
+
+
+@dataclass(frozen=True)
+class SessionMoved:
+    """A session moved to another runtime (a ``session/moved`` event).
+
+    A runtime keeps a session's lease only while the session has work; a short while
+    after it goes idle the lease is given back, and another runtime (``dsh --profile
+    headless --session-id``, the web page, another host) may continue it. The runtime
+    this client talks to then says so: ``holder`` is ``{host, pid}`` of the runtime
+    holding the session now, or ``None`` when that one already gave it back. The next
+    prompt from this client takes the session back (busy while the other one runs it).
+    """
+
+    session_id: str
+    holder: Mapping[str, Any] | None
+
+
 @dataclass(frozen=True)
 class RunResult:
     """One prompt's run, from its inbox receipt to the session's next ``idle``.
@@ -85,6 +105,14 @@ def status_of(params: Any, session_id: str) -> str | None:
         status = params.get("status")
         return status if isinstance(status, str) else None
     return None
+
+
+def session_moved(event: Event | None) -> SessionMoved | None:
+    """The :class:`SessionMoved` an event says, or ``None`` for any other event."""
+    if event is None or event.type != SESSION_MOVED:
+        return None
+    holder = event.data.get("holder")
+    return SessionMoved(event.session_id, holder if isinstance(holder, dict) else None)
 
 
 def is_receipt(event: Event, message_id: str) -> bool:

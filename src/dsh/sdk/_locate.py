@@ -111,7 +111,7 @@ def _from_wheel(searched: list[str]) -> RuntimeInfo | None:
     # Imported outright, not looked up first: every client's start runs this, and a
     # find_spec before the import searches sys.path twice.
     try:
-        import dsh_runtime_bin  # type: ignore[import-not-found]
+        import dsh_runtime_bin
 
         raw = os.fspath(dsh_runtime_bin.runtime_path())
     except ModuleNotFoundError as exc:

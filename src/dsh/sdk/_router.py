@@ -1,47 +1,45 @@
-"""Routing for one connection: answers to their waiters, notifications to subscribers,
-server requests to handlers, and one failure to everyone when the runtime goes away.
-
-Request matching is :class:`dsh.core.jsonrpc.PendingRequests`, the same table the servers'
-tests use, with asyncio futures as waiters; this module adds what only a client needs:
+"""The client's side of one connection: the core :class:`~dsh.core.peer.Peer` (request
+matching, timeouts, answering the runtime's requests), plus what only the SDK client
+needs on top of it:
 
 * :class:`AsyncSubscription` — a bounded queue of matching notifications for one consumer.
-  A consumer that falls :data:`HIGH_WATER` behind pauses reading from the runtime (which
-  then blocks on its own stdout) until it is back under :data:`LOW_WATER`: memory stays
-  bounded and nothing is dropped. Notifications no subscription wants are dropped.
-* Server-to-client requests (``approval/request``) run their handler in a task and are
-  always answered: a missing handler with -32601, a failing one with -32603.
-* :meth:`Router.fail` settles every waiter and subscription with one typed error at
-  once, so nobody waits out a timeout for a process that already died.
+  A consumer that falls :data:`HIGH_WATER` behind pauses the peer's receiving, so the
+  client stops reading the runtime's stdout (and the runtime then blocks on it) until
+  the consumer is back under :data:`LOW_WATER`: memory stays bounded and nothing is
+  dropped. Notifications no subscription wants are dropped.
+* Server-to-client requests (``approval/request``) are answered by the peer: a missing
+  handler with -32601, a failing one with -32603.
+* Every error names the client: a timeout, the runtime's exit or a protocol fault is
+  annotated with the profile, carrier, startup stage and stderr tail
+  (:class:`~._lifecycle.ErrorContext`), and the end fails every waiter and subscription
+  with one typed error at once, so nobody waits out a timeout for a process that died.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from dsh.core import jsonrpc
 from dsh.core.errors import (
-    BusyError,
     ClientClosedError,
     DshError,
-    JsonRpcError,
-    ProtocolError,
     RequestTimeoutError,
     RuntimeExitedError,
 )
-from dsh.core.jsonrpc import Message, Notification, Params, PendingRequests, Request, Response
+from dsh.core.jsonrpc import Notification, Params
+from dsh.core.peer import Handler, Peer
 from dsh.sdk._lifecycle import ErrorContext
 from dsh.sdk._transport import RuntimeProcess
 
 HIGH_WATER = 10_000
 LOW_WATER = 1_000
 
-Handler = Callable[[Params | None], Awaitable[Any]]
 Predicate = Callable[[Notification], bool]
+
+__all__ = ["HIGH_WATER", "LOW_WATER", "AsyncSubscription", "Handler", "Predicate", "Router"]
 
 log = logging.getLogger("dsh.sdk")
 
@@ -123,76 +121,45 @@ class AsyncSubscription:
 
 
 class Router:
-    """The state of one connection to one runtime process; the process's listener."""
+    """The state of one connection to one runtime process: its peer, its subscriptions."""
 
     def __init__(self, context: ErrorContext) -> None:
         self._context = context
-        self._pending = PendingRequests()
+        self.peer = Peer(strict=True, on_close=self._closed, log=log)
+        self.peer.on_any_notification(self._publish)
         self._subscriptions: list[AsyncSubscription] = []
         self._lagging: set[AsyncSubscription] = set()
-        self._handlers: dict[str, Handler] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._process: RuntimeProcess | None = None
-        self.failure: DshError | None = None
         self.closing = False
 
+    @property
+    def failure(self) -> DshError | None:
+        """Why the connection ended; ``None`` while it is open."""
+        return self.peer.failure
+
     def attach(self, process: RuntimeProcess) -> None:
-        """Start routing for ``process`` (set once, right after spawn)."""
+        """Note the process (set once, right after spawn) for its stderr tail."""
         self._process = process
 
     def handle(self, method: str, handler: Handler) -> None:
         """Answer server-to-client requests for ``method`` with ``handler(params)``."""
-        self._handlers[method] = handler
+        self.peer.method(method, handler)
 
     # -- client to server ---------------------------------------------------------------
 
     async def call(self, method: str, params: Params | None, timeout: float | None, *,
                    timeout_error: type[RequestTimeoutError] = RequestTimeoutError) -> Any:
-        """Send a request and wait for its answer.
-
-        Raises :class:`JsonRpcError` (:class:`BusyError` for -32001) for an error answer,
-        ``timeout_error`` after ``timeout`` seconds, and the connection's failure if the
-        runtime goes away meanwhile.
-        """
-        loop = asyncio.get_running_loop()
-        rid = self._pending.next_id()
-        waiter: asyncio.Future[Any] = self._pending.register(rid, loop.create_future())
-        if not waiter.done():
-            try:
-                self._send(jsonrpc.request(rid, method, params))
-            except BaseException:
-                self._pending.discard(rid)
-                raise
+        """Send a request and wait for its answer (see :meth:`Peer.request`); a timeout
+        names this client's runtime and carries its stderr tail."""
         try:
-            if timeout is None:
-                return await self._exchange(waiter)
-            return await asyncio.wait_for(self._exchange(waiter), timeout)
-        except asyncio.TimeoutError:
-            self._pending.discard(rid)
-            raise self._context.annotate(
-                timeout_error(f"no answer to {method} within {timeout:g} s"),
-                self.stderr_tail(),
-            ) from None
-        except asyncio.CancelledError:
-            self._pending.discard(rid)
-            raise
-        except JsonRpcError as exc:
-            if exc.code == jsonrpc.SERVER_BUSY and not isinstance(exc, BusyError):
-                raise BusyError(exc.message, exc.data) from None
-            raise
-
-    async def _exchange(self, waiter: asyncio.Future[Any]) -> Any:
-        # Wait while the runtime is not reading its stdin: the write buffer stays
-        # bounded, and that wait counts against the request's timeout.
-        if self._process is not None:
-            await self._process.drain()
-        return await waiter
+            return await self.peer.request(method, params, timeout=timeout,
+                                           timeout_error=timeout_error)
+        except RequestTimeoutError as exc:
+            raise self._context.annotate(exc, self.stderr_tail()) from None
 
     def notify(self, method: str, params: Params | None) -> None:
         """Send a notification (no answer); raises the failure if the runtime is gone."""
-        if self.failure is not None:
-            raise self.failure
-        self._send(jsonrpc.notification(method, params))
+        self.peer.notify(method, params)
 
     def subscribe(self, predicate: Predicate | None) -> AsyncSubscription:
         """A new subscription; one made after a failure raises it on first read."""
@@ -210,61 +177,47 @@ class Router:
         self.caught_up(subscription)
 
     def caught_up(self, subscription: AsyncSubscription) -> None:
-        """``subscription`` is back under the low-water mark: maybe resume reading."""
+        """``subscription`` is back under the low-water mark: maybe resume receiving."""
         if subscription in self._lagging:
             self._lagging.discard(subscription)
-            if not self._lagging and self._process is not None:
-                self._process.resume_reading()
+            if not self._lagging:
+                self.peer.resume_receiving()
 
     def stderr_tail(self) -> tuple[str, ...]:
         """The runtime's stderr tail, for errors raised outside the process's callbacks."""
         return () if self._process is None else self._process.stderr_tail
 
-    def _send(self, message: dict[str, Any]) -> None:
-        if self._process is None:
-            raise ClientClosedError("the runtime is not running")
-        self._process.send(message)
-
     # -- failure -------------------------------------------------------------------------
 
     def fail(self, exc: DshError) -> None:
         """Fail every waiter, subscription and later call with ``exc`` (the first wins)."""
-        if self.failure is None:
-            self.failure = exc
-        self._pending.fail_all(self.failure)
+        self.peer.fail(exc)
+        self._fail_subscriptions()
+
+    def _closed(self, reason: DshError) -> DshError:
+        """The peer's end (the runtime exited, broke the protocol or closed its stdout):
+        the error everyone gets names this client; a clean end of :meth:`close` is
+        "client is closed"."""
+        if self.closing and isinstance(reason, RuntimeExitedError):
+            reason = ClientClosedError("client is closed")
+        tail = reason.stderr_tail if isinstance(reason, RuntimeExitedError) else \
+            self.stderr_tail()
+        failure = self._context.annotate(reason, tail)
+        # The peer records it after this returns; subscriptions read it from here.
+        self._fail_subscriptions(failure)
+        return failure
+
+    def _fail_subscriptions(self, failure: DshError | None = None) -> None:
+        failure = failure or self.failure
+        assert failure is not None
         for subscription in self._subscriptions:
-            subscription.fail(self.failure)
+            subscription.fail(failure)
         self._subscriptions.clear()
         if self._lagging:
             self._lagging.clear()
-            if self._process is not None:
-                self._process.resume_reading()
-        for task in self._tasks:
-            task.cancel()
+            self.peer.resume_receiving()
 
-    # -- the process's listener ----------------------------------------------------------
-
-    def message_received(self, message: Message) -> None:
-        """Route one message from the runtime."""
-        if isinstance(message, Response):
-            if not self._pending.resolve(message):
-                log.debug("dsh.sdk: answer to unknown or abandoned request %r", message.id)
-        elif isinstance(message, Notification):
-            self._publish(message)
-        else:
-            self._serve(message)
-
-    def transport_broken(self, error: ProtocolError, stderr_tail: Sequence[str]) -> None:
-        """Garbage or an oversize frame: the stream cannot be trusted any more."""
-        self.fail(self._context.annotate(error, stderr_tail))
-
-    def runtime_exited(self, exit_code: int, stderr_tail: Sequence[str]) -> None:
-        """The process ended: a clean end of :meth:`close` or a death."""
-        if self.closing:
-            exc: DshError = ClientClosedError("client is closed")
-        else:
-            exc = RuntimeExitedError(exit_code, stderr_tail)
-        self.fail(self._context.annotate(exc, stderr_tail))
+    # -- notifications from the runtime --------------------------------------------------
 
     def _publish(self, notification: Notification) -> None:
         for subscription in list(self._subscriptions):
@@ -276,39 +229,6 @@ class Router:
                 subscription.fail(exc)
                 continue
             if lagging and subscription not in self._lagging:
-                if not self._lagging and self._process is not None:
-                    self._process.pause_reading()
+                if not self._lagging:
+                    self.peer.pause_receiving()
                 self._lagging.add(subscription)
-
-    def _serve(self, request: Request) -> None:
-        handler = self._handlers.get(request.method)
-        if handler is None:
-            self._reply(jsonrpc.error(request.id, jsonrpc.METHOD_NOT_FOUND,
-                                      f"the client does not handle {request.method}"))
-            return
-        task = asyncio.get_running_loop().create_task(self._answer(request, handler))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _answer(self, request: Request, handler: Handler) -> None:
-        try:
-            value = await handler(request.params)
-        except JsonRpcError as exc:
-            self._reply(jsonrpc.error(request.id, exc.code, exc.message, exc.data))
-        except Exception as exc:
-            log.exception("dsh.sdk: handler for %s failed", request.method)
-            self._reply(jsonrpc.error(request.id, jsonrpc.INTERNAL_ERROR,
-                                      f"client handler failed: {exc}"))
-        else:
-            self._reply(jsonrpc.result(request.id, value))
-
-    def _reply(self, message: dict[str, Any]) -> None:
-        if self.failure is not None:
-            return
-        try:
-            self._send(message)
-        except DshError as exc:
-            # An unencodable or oversize answer from a handler: tell the runtime (which
-            # then denies), unless the pipe itself is what failed.
-            with contextlib.suppress(DshError):
-                self._send(jsonrpc.error(message.get("id"), jsonrpc.INTERNAL_ERROR, str(exc)))

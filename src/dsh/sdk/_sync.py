@@ -38,7 +38,7 @@ from dsh.core.errors import ClientClosedError, DshError
 from dsh.core.jsonrpc import Notification, Params
 from dsh.core.process import KILL_WAIT
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult
+from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult, SessionMoved
 from dsh.sdk._launch import HeadStart
 from dsh.sdk._lifecycle import ClientState, Readiness, not_usable
 from dsh.sdk._locate import RuntimeInfo
@@ -340,6 +340,12 @@ class DshClient:
         :meth:`AsyncDshClient.history`)."""
         engine, client = self._client("history")
         return _blocking(engine, client.history(session_id, page_size=page_size), "history")
+
+    def moves(self, session_id: str | None = None) -> Iterator[SessionMoved]:
+        """Yield each session that moved to another runtime from now on (see
+        :meth:`AsyncDshClient.moves`); blocks until one does."""
+        engine, client = self._client("moves")
+        return _blocking(engine, client.moves(session_id), "moves")
 
     def _client(self, what: str) -> tuple[_LoopThread, AsyncDshClient]:
         """The loop thread and the async client, once :meth:`start` made them; before

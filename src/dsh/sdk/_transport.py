@@ -2,8 +2,9 @@
 
 One :class:`RuntimeProcess` per client, built on asyncio's subprocess protocol so bytes
 reach :class:`dsh.core.jsonrpc.FrameDecoder` as the pipe delivers them, with no reader task
-and no thread per pipe. It knows nothing of requests: decoded messages, fatal faults and
-the process's end go to a :class:`Listener` (the router).
+and no thread per pipe. It is the message transport of the client's
+:class:`~dsh.core.peer.Peer` and knows nothing of requests: decoded messages (and lines
+that are not one) and the process's end go to the peer.
 
 On POSIX the runtime is already running when it gets here (:class:`~._launch.HeadStart`
 spawned it, before a blocking client had even made its loop): :class:`_AdoptedProcess`
@@ -23,12 +24,14 @@ What it guarantees:
 * stderr is always drained, into a tail of the last :data:`STDERR_TAIL_LINES` lines (and
   the optional callback), so a chatty runtime can never block on a full pipe and every
   error can say what the runtime said last.
-* stdout is frames only: anything else (garbage, a frame over the cap) breaks the
-  connection with a typed :class:`~dsh.core.errors.ProtocolError`, because nothing can tell
-  which request a lost line answered.
-* When the process ends, the listener hears it once, as soon as both outputs are drained
-  (or :data:`EXIT_GRACE` after the exit, if a grandchild holds a pipe open), never after
-  any request timeout.
+* stdout is frames only: anything else (garbage, a frame over the cap) reaches the peer
+  as a fault, which breaks the connection with a typed
+  :class:`~dsh.core.errors.ProtocolError` (the client's peer is strict), because nothing
+  can tell which request a lost line answered.
+* When the process ends, the peer hears it once (``connection_lost`` with a
+  :class:`~dsh.core.errors.RuntimeExitedError`), as soon as both outputs are drained (or
+  :data:`EXIT_GRACE` after the exit, if a grandchild holds a pipe open), never after any
+  request timeout.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ import functools
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
-from dsh.core.errors import InvalidMessageError, ProtocolError
-from dsh.core.jsonrpc import FrameDecoder, FrameFault, Message, encode, parse_message
+from dsh.core.errors import ConnectionClosedError, ProtocolError, RuntimeExitedError
+from dsh.core.jsonrpc import Decoded, Frame, FrameDecoder, encode
 from dsh.core.process import Child, Group, spawn_protocol
 from dsh.sdk._launch import LaunchSpec, spawn_error
 
@@ -58,28 +61,19 @@ EXIT_GRACE = 2.0
 # kernel takes longer, and then nothing more can be done from here.
 KILL_WAIT = 5.0
 
+if TYPE_CHECKING:
+    from dsh.core.peer import Peer
+
 log = logging.getLogger("dsh.sdk")
 
 
-class Listener(Protocol):
-    """What the process reports to (the router), always on the event-loop thread."""
-
-    def message_received(self, message: Message) -> None:
-        """One well-formed JSON-RPC message from the runtime."""
-
-    def transport_broken(self, error: ProtocolError, stderr_tail: Sequence[str]) -> None:
-        """The frame stream is unusable (garbage, oversize frame, stdout closed early)."""
-
-    def runtime_exited(self, exit_code: int, stderr_tail: Sequence[str]) -> None:
-        """The process ended and its outputs are drained; reported once."""
-
-
 class RuntimeProcess(asyncio.SubprocessProtocol):
-    """One spawned runtime: the asyncio protocol of its three pipes and its exit."""
+    """One spawned runtime: the asyncio protocol of its three pipes and its exit, and the
+    message transport of the peer it reports to."""
 
-    def __init__(self, listener: Listener, *, max_frame_bytes: int,
+    def __init__(self, receiver: Peer, *, max_frame_bytes: int,
                  stderr_callback: Callable[[str], None] | None) -> None:
-        self._listener = listener
+        self._receiver = receiver
         self._max_frame_bytes = max_frame_bytes
         self._decoder = FrameDecoder(max_frame_bytes)
         self._stderr_callback = stderr_callback
@@ -92,7 +86,6 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         self._stdin: asyncio.WriteTransport | None = None
         self._stdout_open = True
         self._stderr_open = True
-        self._broken = False
         self._reported = False
         self._grace: asyncio.TimerHandle | None = None
         self._writable = asyncio.Event()
@@ -104,13 +97,13 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         self.exit_code: int | None = None
 
     @classmethod
-    async def spawn(cls, spec: LaunchSpec, listener: Listener, *, max_frame_bytes: int,
+    async def spawn(cls, spec: LaunchSpec, receiver: Peer, *, max_frame_bytes: int,
                     stderr_callback: Callable[[str], None] | None,
                     child: Child | None = None) -> RuntimeProcess:
         """Take over ``child``, the runtime already spawned from ``spec``, or (without
         one) start it; :class:`SpawnError` when the OS refuses to run it. A ``child``
         whose pipes cannot be connected is the caller's to kill."""
-        process = cls(listener, max_frame_bytes=max_frame_bytes,
+        process = cls(receiver, max_frame_bytes=max_frame_bytes,
                       stderr_callback=stderr_callback)
         if child is not None:
             await _AdoptedProcess.connect(child, process)
@@ -136,31 +129,36 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         """Whether the process has not been seen to exit."""
         return self.exit_code is None
 
-    # -- frames out -----------------------------------------------------------------------
+    # -- the peer's transport --------------------------------------------------------------
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one frame; refuses (``FrameTooLargeError``) one over the frame cap, which
         the runtime could only answer with an error that names no request."""
         frame = encode(message, max_frame_bytes=self._max_frame_bytes)
         if self._stdin is None or self._stdin.is_closing():
-            raise ProtocolError("the runtime's stdin is closed")
+            raise ConnectionClosedError("the runtime's stdin is closed")
         self._stdin.write(frame)
 
     async def drain(self) -> None:
         """Wait while the runtime is not reading its stdin (write flow control)."""
         await self._writable.wait()
 
-    def pause_reading(self) -> None:
+    def pause_receiving(self) -> None:
         """Stop reading stdout (a consumer is behind); the runtime then blocks on write."""
         pipe = self._pipe(1)
         if pipe is not None:
             pipe.pause_reading()
 
-    def resume_reading(self) -> None:
+    def resume_receiving(self) -> None:
         """Read stdout again."""
         pipe = self._pipe(1)
         if pipe is not None:
             pipe.resume_reading()
+
+    async def close(self) -> None:
+        """End the conversation: close the runtime's stdin (EOF asks it to exit). The
+        process itself is the client's to stop (its shutdown ladder)."""
+        self.close_stdin()
 
     # -- ending ---------------------------------------------------------------------------
 
@@ -225,6 +223,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         self._transport = cast(asyncio.SubprocessTransport, transport)
         self.pid = self._transport.get_pid()
         self._stdin = cast(asyncio.WriteTransport, self._transport.get_pipe_transport(0))
+        self._receiver.connection_made(self)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd == 1:
@@ -280,27 +279,15 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
             return None
         return self._transport.get_pipe_transport(fd)
 
-    def _frames(self, items: list[Any]) -> None:
+    def _frames(self, items: list[Decoded]) -> None:
+        receiver = self._receiver
         for item in items:
-            if self._broken:
-                return
-            if isinstance(item, FrameFault):
-                self._break(item.error)
-                return
-            try:
-                message = parse_message(item.message)
-            except InvalidMessageError as exc:
-                self._break(exc)
-                return
-            self._listener.message_received(message)
-
-    def _break(self, error: ProtocolError) -> None:
-        self._broken = True
-        self._listener.transport_broken(error, self.stderr_tail)
+            receiver.message_received(item.message if isinstance(item, Frame) else item)
 
     def _stdout_closed_early(self) -> None:
-        if self.running and not self._broken:
-            self._break(ProtocolError("the runtime closed its stdout but kept running"))
+        if self.running:
+            self._receiver.connection_lost(
+                ProtocolError("the runtime closed its stdout but kept running"))
 
     def _arm_grace(self, callback: Callable[[], None]) -> None:
         if self._grace is not None:
@@ -318,7 +305,7 @@ class RuntimeProcess(asyncio.SubprocessProtocol):
         if self._grace is not None:
             self._grace.cancel()
         self._flush_stderr()
-        self._listener.runtime_exited(self.exit_code, self.stderr_tail)
+        self._receiver.connection_lost(RuntimeExitedError(self.exit_code, self.stderr_tail))
         if self._transport is not None:
             self._transport.close()
 

@@ -26,11 +26,12 @@ from typing import Any, NamedTuple
 
 from dsh.runtime.agent import events
 from dsh.runtime.agent.assembly import Assembly
-from dsh.runtime.providers.base import ModelRequest, Provider
+from dsh.runtime.providers.base import ModelRequest, Provider, Usage
 
 COMPACTED = "context/compacted"
 """The event type: ``{reason, removedCount, keptCount, tokensBefore, tokensAfter,
-summary: <message>}`` (``turn`` too when it happened inside one)."""
+summary: <message>}`` (``turn`` too when it happened inside one, ``usage`` when the
+provider reported the summary call's)."""
 
 SUMMARY_KIND = "compaction-summary"
 INSTRUCTIONS = (
@@ -111,8 +112,10 @@ def summary_message(text: str, removed: int) -> dict[str, Any]:
 
 
 async def summarise(provider: Provider, *, session_id: str, model: str,
-                    messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> str:
-    """Ask ``provider`` for a summary of ``messages`` (no tools offered); its text.
+                    messages: Sequence[Mapping[str, Any]],
+                    max_tokens: int | None) -> tuple[str, Usage | None]:
+    """Ask ``provider`` for a summary of ``messages`` (no tools offered); its text and
+    the call's usage (None when the provider reported none: the summary costs too).
 
     Raises what the provider raises (a ModelError); an empty answer is a ValueError.
     """
@@ -134,7 +137,7 @@ async def summarise(provider: Provider, *, session_id: str, model: str,
     text = "".join(b.get("text", "") for b in assembly.content() if b["type"] == "text")
     if not text.strip():
         raise ValueError("the model returned an empty summary")
-    return text.strip()
+    return text.strip(), assembly.usage
 
 
 class Compaction(NamedTuple):
@@ -146,13 +149,17 @@ class Compaction(NamedTuple):
     tokens_before: int
     tokens_after: int
 
-    def data(self, summary: Mapping[str, Any], turn: int | None) -> dict[str, Any]:
-        """The ``context/compacted`` event data."""
+    def data(self, summary: Mapping[str, Any], turn: int | None,
+             used: Usage | None = None) -> dict[str, Any]:
+        """The ``context/compacted`` event data (``usage`` of the summary's model call
+        when the provider reported it, spelled as an ``assistant/message``'s)."""
         data: dict[str, Any] = {"reason": self.reason, "removedCount": self.removed,
                                 "keptCount": self.kept, "tokensBefore": self.tokens_before,
                                 "tokensAfter": self.tokens_after, "summary": dict(summary)}
         if turn is not None:
             data["turn"] = turn
+        if used is not None:
+            data["usage"] = events.usage(used)
         return data
 
 

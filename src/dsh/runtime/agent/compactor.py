@@ -90,7 +90,7 @@ class Compactor:
             await fire(session, "before_compact", turn=turn, payload={
                 "reason": reason, "messageCount": len(messages), "removeCount": cut,
                 "tokensBefore": before, "contextWindow": window})
-            text = await compaction.summarise(
+            text, used = await compaction.summarise(
                 plan.provider, session_id=session.id, model=plan.model,
                 messages=messages[:cut], max_tokens=plan.max_tokens)
             summary = compaction.summary_message(text, cut)
@@ -98,7 +98,7 @@ class Compactor:
             session.record.context_shown = events.shown_sections(messages)
             done = compaction.Compaction(reason, cut, len(messages) - 1, before,
                                          compaction.estimate(model_view(session)))
-            session.emit(compaction.COMPACTED, done.data(summary, turn))
+            session.emit(compaction.COMPACTED, done.data(summary, turn, used))
             await fire(session, "on_compact", turn=turn, message=text, payload={
                 "reason": reason, "removedCount": done.removed, "keptCount": done.kept,
                 "tokensBefore": done.tokens_before, "tokensAfter": done.tokens_after,

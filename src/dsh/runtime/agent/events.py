@@ -44,6 +44,7 @@ ASSISTANT_MESSAGE = "assistant/message"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 ERROR = "error"
+SESSION_MOVED = "session/moved"
 
 APPEND = {"surfaceOp": "append"}
 """The extra event member of events that add a message to the visible conversation."""
@@ -273,3 +274,11 @@ def hook_error(message: str, hook: str, lifecycle_event: str) -> dict[str, Any]:
     """Data of an ``error`` event for a hook that raised or overran its budget."""
     return {"message": message,
             "source": {"kind": "hook", "hook": hook, "event": lifecycle_event}}
+
+
+def moved(holder: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A ``session/moved`` event: this runtime no longer has the session, another runtime
+    leased or wrote it (``holder``: ``{host, pid}`` of the one leasing it now, or None
+    when it already gave it back). It is not part of the log: no ``seq``, never stored."""
+    return {"type": SESSION_MOVED, "time": now_ms(),
+            "data": {"holder": None if holder is None else dict(holder)}}

@@ -1,9 +1,27 @@
-"""The agent's side of the session leases: which live sessions this runtime may still run.
+"""The agent's side of the session leases: a session is this runtime's only while it works.
 
-The store (:mod:`.store`) keeps the leases; this keeps the agent's live sessions in step
-with them. A session stays live here only while this runtime's lease on it is unbroken.
-Once the lease is found lost (a heartbeat's ``on_lost``, a fenced write refused, or a
-check before work that writes), the session is *let go*: its queue is dropped, its turn
+The store (:mod:`.store`) keeps the leases; this keeps the agent's sessions in step with
+them. A session here is in one of three states:
+
+* **Held**: this runtime leases it and may run its turns. A session is held from when it
+  is created, restored or taken back until it has had no work (no turn, queued prompt,
+  approval, job or sub-agent: :meth:`.session.Session.has_work`) for the store's
+  ``idle_release_s``.
+* **Parked**: saved, its lease given back, but kept in memory at the store
+  :data:`~.store.Version` it was left at. Another runtime (a terminal, another host) can
+  continue it at once; the next use here takes it back with one lease statement and one
+  version check, and reloads it only when another runtime wrote meanwhile. At most
+  ``max_idle_sessions`` are parked; past that the one parked longest is unloaded, so a
+  long-lived web or SDK runtime stays bounded however many sessions it served.
+* **Gone**: not in memory; its next use restores it from the store.
+
+The store's heartbeat watches parked sessions: one that another runtime leased or wrote
+has *moved*: it is dropped here (``session_end`` fires) and clients are told with a
+``session/moved`` event, which is not stored and carries no ``seq`` (it is about this
+runtime, not part of the session's log).
+
+A held session whose lease is found lost (a heartbeat's ``on_lost``, a fenced write
+refused, or a check before work that writes) is *let go*: its queue is dropped, its turn
 cancelled, ``session_end`` fired in the background, and it is forgotten, so a later use
 restores it through the store, which answers busy naming the new holder (or, if that one
 died meanwhile, takes the lease back and reloads the log, which may have grown there).
@@ -16,8 +34,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from dsh.core.errors import SessionHeldError
+from dsh.runtime.agent import events
 from dsh.runtime.agent.session import Session
-from dsh.runtime.agent.store import SessionStore
+from dsh.runtime.agent.store import LeaseHolder, SessionStore
 
 logger = logging.getLogger("dsh.agent")
 
@@ -26,30 +46,45 @@ STALLED = "another runtime took its lease over while this one stalled"
 STORE_UNAVAILABLE = "store-unavailable"
 """``turn/end`` error code of a turn ended because the session store went away."""
 
+Tell = Callable[[str, dict[str, Any]], None]
+
 
 class Holdings:
-    """The live ``sessions`` (the agent's own dict, shared) under ``store``'s leases;
-    ``end(session)`` fires ``session_end`` for a session let go."""
+    """The agent's sessions (its own dict, shared) under ``store``'s leases; ``end(session)``
+    fires ``session_end`` for a session dropped, ``tell(method, params)`` reaches the
+    clients, ``cap()`` is how many parked sessions stay in memory."""
 
     def __init__(self, store: SessionStore, sessions: dict[str, Session],
-                 end: Callable[[Session], Awaitable[None]]) -> None:
+                 end: Callable[[Session], Awaitable[None]], tell: Tell,
+                 cap: Callable[[], int]) -> None:
         self._store = store
         self._sessions = sessions
         self._end = end
+        self._tell = tell
+        self._cap = cap
+        self._parked: dict[str, None] = {}  # parked session ids, oldest first
         self._background: set[asyncio.Task[Any]] = set()
-        self._unwatch = store.on_lost(lambda session_id: self.let_go(session_id, STALLED))
+        self._closed = False
+        self._unwatch = (store.on_lost(lambda session_id: self.let_go(session_id, STALLED)),
+                         store.on_moved(self._moved))
+
+    # -- which sessions are this runtime's ------------------------------------------------
 
     def live(self, session_id: str, *, confirm: bool = False) -> Session | None:
-        """The session live here, unless its lease was lost (then it is let go first).
+        """The session in memory here, held or parked, unless its lease was lost (then it
+        is let go first).
 
-        ``confirm`` (before work that writes: a prompt, a resume, a compaction) reads the
-        lease in the store rather than trusting this runtime's view, which learns of a
-        loss only at the next heartbeat. A store that cannot be read (a full disk) leaves
-        the view as it was: the heartbeat and the fenced writes still tell.
+        ``confirm`` (before work that writes: a prompt, a resume, a compaction) asks for
+        a held session only, and reads its lease in the store rather than trusting this
+        runtime's view, which learns of a loss only at the next heartbeat. A store that
+        cannot be read (a full disk) leaves the view as it was: the heartbeat and the
+        fenced writes still tell.
         """
         session = self._sessions.get(session_id)
         if session is None:
             return None
+        if session.parked is not None:
+            return None if confirm else session
         if not self._store.holds(session_id):
             self.let_go(session_id, TAKEN)
             return None
@@ -64,10 +99,122 @@ class Holdings:
                 return None
         return session
 
+    async def take_back(self, session: Session) -> bool:
+        """Lease the parked ``session`` again: True when the copy here is still what the
+        store has (it is held again), False when another runtime wrote meanwhile (the
+        stale copy is dropped, ``session_end`` awaited, and the lease kept for the reload).
+
+        Held by another runtime: the copy is dropped as moved and ``SessionHeldError``
+        raised (busy, naming the holder). A store that fails leaves it parked.
+        """
+        store, session_id, seen = self._store, session.id, session.parked
+        store.unwatch(session_id)
+        try:
+            store.acquire(session_id)
+        except SessionHeldError as exc:
+            self._moved(session_id, None, exc.holder)
+            raise
+        except BaseException:
+            store.watch(session_id, seen)  # type: ignore[arg-type]
+            raise
+        try:
+            current = store.version(session_id)
+        except BaseException:
+            self.release(session_id)
+            store.watch(session_id, seen)  # type: ignore[arg-type]
+            raise
+        self._parked.pop(session_id, None)
+        if current == seen:
+            session.parked = None
+            return True
+        logger.info("session %s was written by another runtime since this one released "
+                    "it: reloading it", session_id)
+        if self._sessions.get(session_id) is session:
+            del self._sessions[session_id]
+        await self._end(session)
+        return False
+
+    # -- giving leases back ---------------------------------------------------------------
+
+    def settle(self, session: Session) -> None:
+        """Arm (again) the release of a held ``session``'s lease ``idle_release_s`` from
+        now, if it has no work; whoever gives it work later finds the timer moot."""
+        if session.release_timer is not None:
+            session.release_timer.cancel()
+            session.release_timer = None
+        if (self._closed or session.parked is not None or session.has_work()
+                or self._sessions.get(session.id) is not session):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs (the runtime is going): close releases it
+            return
+        session.release_timer = loop.call_later(
+            max(0.0, float(self._store.idle_release_s)), self._park, session)
+
+    def _park(self, session: Session) -> None:
+        """Save ``session``, give its lease back, keep it in memory, watch for a move."""
+        session.release_timer = None
+        if (self._closed or session.parked is not None or session.has_work()
+                or self._sessions.get(session.id) is not session):
+            return
+        store, session_id = self._store, session.id
+        try:
+            store.save(session.record)
+            version = store.version(session_id)
+        except SessionHeldError as exc:
+            if exc.lost:
+                self.let_go(session_id, str(exc))
+            return
+        except Exception as exc:  # the store is away: keep the lease, try again later
+            logger.warning("session %s keeps its lease for now: %s", session_id, exc)
+            self.settle(session)
+            return
+        if version is None:
+            return
+        self.release(session_id)
+        store.watch(session_id, version)
+        session.parked = version
+        self._parked[session_id] = None
+        while len(self._parked) > max(0, self._cap()):
+            self.unload(next(iter(self._parked)))
+
+    def unload(self, session_id: str) -> None:
+        """Drop a parked session from memory (its ``session_end`` fires in background)."""
+        session = self._sessions.get(session_id)
+        self._parked.pop(session_id, None)
+        self._store.unwatch(session_id)
+        if session is None or session.parked is None:
+            return
+        del self._sessions[session_id]
+        self._end_later(session)
+
+    def _moved(self, session_id: str, holder: LeaseHolder | None,
+               public: dict[str, Any] | None = None) -> None:
+        """A parked session another runtime leased or wrote: drop it, tell the clients."""
+        session = self._sessions.get(session_id)
+        if session is None or session.parked is None:
+            return
+        self.unload(session_id)
+        shown = holder.public() if holder is not None else public
+        logger.info("session %s moved to another runtime (%s)", session_id, shown)
+        self._tell("session.event", {"sessionId": session_id,
+                                     "event": events.moved(shown)})
+
+    # -- losing leases --------------------------------------------------------------------
+
     def let_go(self, session_id: str, why: str) -> None:
         """Drop a live session another runtime now runs (see the module docstring)."""
         session = self._sessions.pop(session_id, None)
         if session is None:
+            return
+        self._parked.pop(session_id, None)
+        if session.release_timer is not None:
+            session.release_timer.cancel()
+            session.release_timer = None
+        if session.parked is not None:
+            self._store.unwatch(session_id)
+            self._end_later(session)
             return
         logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
         self.release(session_id)  # nothing to delete, but the store forgets what it knew
@@ -77,9 +224,7 @@ class Holdings:
             session.turn.cancelled.set()
         if session.turn_task is not None:
             session.turn_task.cancel()
-        task = asyncio.ensure_future(self._end(session))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._end_later(session)
 
     def store_away(self, session_id: str, error: Exception) -> None:
         """The store could not take an event (its database is away; the event was kept on
@@ -103,5 +248,19 @@ class Holdings:
             logger.exception("could not release the lease of session %s", session_id)
 
     def close(self) -> None:
-        """Stop listening for lost leases."""
-        self._unwatch()
+        """Stop giving leases back and watching for lost or moved ones (the agent closes:
+        it saves and releases what it holds itself)."""
+        self._closed = True
+        for session in self._sessions.values():
+            if session.release_timer is not None:
+                session.release_timer.cancel()
+                session.release_timer = None
+            if session.parked is not None:
+                self._store.unwatch(session.id)
+        for unwatch in self._unwatch:
+            unwatch()
+
+    def _end_later(self, session: Session) -> None:
+        task = asyncio.ensure_future(self._end(session))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

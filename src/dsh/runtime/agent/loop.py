@@ -335,7 +335,7 @@ class Turn:
         context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
                               emit=s.emit, history=lambda: copy.deepcopy(s.messages),
                               images_supported=self._images,
-                              boundary=self.host.boundary(s))
+                              boundary=self.host.boundary(s), keep=s.keep)
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
                                approver=self.host.approver, context=context, grant=s.grant)
@@ -361,6 +361,8 @@ class Turn:
         data = events.placed(self.number, self._step, message)
         if answer.error is not None:
             data["error"] = dict(answer.error)
+        if result.diff is not None:
+            data["diff"] = dict(result.diff)
         extra = dict(events.APPEND)
         if call_seq is not None:
             extra["sourceEventSeqs"] = [call_seq]

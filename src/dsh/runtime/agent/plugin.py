@@ -79,6 +79,13 @@ class AgentCore(Plugin):
                                    "besides the dsh home (which always is); no approval "
                                    "can open them.",
                 },
+                "max_idle_sessions": {
+                    "type": "integer", "minimum": 0, "default": _DEFAULTS.max_idle_sessions,
+                    "description": "Sessions with no work this runtime keeps in memory "
+                                   "after giving their leases back (taking one back is "
+                                   "then a version check, not a reload); past this, the "
+                                   "longest idle is unloaded (its session_end fires).",
+                },
                 "hook_budget_s": {
                     "type": "number", "minimum": 0.001, "default": _DEFAULTS.hook_budget_s,
                     "description": "Seconds all hooks of one lifecycle event may take.",

@@ -19,11 +19,14 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * Lifecycle hooks are fired through the kernel's dispatcher, each bounded by the kernel's
   per-hook budget and every event by ``hook_budget_s`` in total; a hook's failure becomes
   an ``error`` event on its session and the agent carries on.
-* One runtime per session: a session is live here only under this runtime's lease in the
-  store (taken when the session is created or restored, released at ``close``). Another
-  runtime's session is ``SessionHeldError`` (busy, naming its holder); a session whose
-  lease this runtime lost is let go at once (:mod:`.leasing`): its turn is cancelled, and
-  nothing more of it is stored or sent.
+* One runtime per session at a time: a session runs here only under this runtime's lease
+  in the store, taken when the session is created, restored or taken back, and given
+  back a short while after its work ends (:mod:`.leasing`), so another runtime (a
+  terminal, the web page, another host) can continue it; the next prompt here takes it
+  back. Another runtime's session is ``SessionHeldError`` (busy, naming its holder); a
+  session whose lease this runtime lost is let go at once: its turn is cancelled, and
+  nothing more of it is stored or sent; a released one that another runtime continued
+  is dropped here and its clients told ``session/moved``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,9 @@ class Agent:
         sessions: dict[str, Session] = {}
         self._lifecycle = Lifecycle(rt, self._hook_budget)
         holdings = Holdings(store, sessions,
-                            lambda session: self._lifecycle.fire(session, "session_end"))
+                            lambda session: self._lifecycle.fire(session, "session_end"),
+                            lambda method, params: self._journal.deliver(method, params),
+                            lambda: self.config.max_idle_sessions)
         self._journal = Journal(store, holdings)
         self._sessions = SessionTable(sessions, holdings, self._journal, self._lifecycle,
                                       default_cwd=rt.cwd)
@@ -117,9 +122,11 @@ class Agent:
 
     def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
-        (an MCP server that died, a mode a client set); False when no such session runs."""
+        (an MCP server that died, a mode a client set); False when no such session runs
+        here (or it is parked: its lease was given back, so this runtime writes nothing
+        to its log until it takes it back)."""
         session = self._sessions.find(session_id)
-        if session is None or self._closed:
+        if session is None or session.parked is not None or self._closed:
             return False
         session.emit(type, data)
         return True
@@ -128,13 +135,14 @@ class Agent:
 
     async def new_session(self, *, cwd: str | None = None, session_id: str | None = None,
                           history: Any = None) -> str:
-        """Create a session now; an id already in use is an InvalidArgumentError.
+        """Create a session now; an id already in use (live here or stored) is an
+        InvalidArgumentError.
 
         ``history`` (a forked sub-agent's start) seeds the conversation with a copy of
         another one, checked first (:mod:`.seeding`): a bad one creates nothing.
         """
         self._check_open()
-        if session_id is not None and self._sessions.find(session_id) is not None:
+        if session_id is not None and self._sessions.known(session_id):
             raise InvalidArgumentError(f"session '{session_id}' already exists")
         messages = None if history is None else seeding.check_history(history)
         session = await self._sessions.create(session_id or events.new_id(), cwd)
@@ -149,11 +157,17 @@ class Agent:
         (the session is restored, or created in ``cwd``, on first use). ``trace`` is the
         client's W3C trace context for the turn (``traceparent``, ``tracestate``).
 
-        A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
+        A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable). A
+        prompt that would create a session first checks that its turn could reach the
+        model (:meth:`.turns.TurnRunner.check_ready`: route, model, key); if not, it is
+        an InvalidArgumentError naming the problem and nothing is created or written.
         """
         self._check_open()
-        session = await self._sessions.confirmed(session_id)
+        session = None
+        if self._sessions.known(session_id):
+            session = await self._sessions.confirmed(session_id)
         if session is None:
+            self._turns.check_ready()
             session = await self._sessions.create(session_id, cwd)
         return self._turns.enqueue(session, content_blocks, trace)
 
@@ -163,7 +177,7 @@ class Agent:
         SessionNotFoundError."""
         session = self._sessions.live(session_id)
         if session is None:
-            if any(s["sessionId"] == session_id for s in self._sessions.listing()):
+            if self._sessions.known(session_id):
                 return False
             raise SessionNotFoundError(session_id)
         task = session.turn_task
@@ -179,11 +193,10 @@ class Agent:
         """Make a persisted session live again; unknown is SessionNotFoundError, running
         here or held by another runtime SessionBusyError."""
         self._check_open()
-        session = self._sessions.live(session_id, confirm=True)
+        session = await self._sessions.confirmed(session_id)
         if session is None:
-            if await self._sessions.restore(session_id) is None:
-                raise SessionNotFoundError(session_id)
-        elif session.status is Status.RUNNING:
+            raise SessionNotFoundError(session_id)
+        if session.status is Status.RUNNING:
             raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
 
     async def open_session(self, session_id: str, *, cwd: str | None = None) -> None:
@@ -194,9 +207,17 @@ class Agent:
         (its docs: they create the session without running a turn).
         """
         self._check_open()
-        if (self._sessions.live(session_id) is None
-                and await self._sessions.restore(session_id) is None):
+        if await self._sessions.confirmed(session_id) is None:
             await self._sessions.create(session_id, cwd)
+
+    async def take(self, session_id: str) -> None:
+        """Make a session this runtime's now, without running a turn: held here already,
+        taken back from parked, or restored from the store; unknown is
+        SessionNotFoundError, one another runtime holds SessionHeldError. What a client's
+        change to a session outside a turn (its mode) needs before it is logged."""
+        self._check_open()
+        if await self._sessions.confirmed(session_id) is None:
+            raise SessionNotFoundError(session_id)
 
     def get_cwd(self, session_id: str) -> str:
         """The session's working directory."""
@@ -210,8 +231,17 @@ class Agent:
             raise InvalidArgumentError(str(exc)) from None
 
     def list_sessions(self) -> list[dict[str, Any]]:
-        """``[{sessionId, cwd, status, title}]`` of live and stored sessions, sorted by id."""
+        """The listing entries of live and stored sessions, sorted by id:
+        ``{sessionId, cwd, workspace, status, title, createdAt, updatedAt, turns, usage,
+        costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read)."""
         return self._sessions.listing()
+
+    def latest_session(self, workspace: str) -> str | None:
+        """The stored session of workspace root ``workspace`` (a real path) updated last,
+        or None: what ``--continue`` continues."""
+        found = self._journal.store.summaries(workspace=workspace, newest_first=True,
+                                              limit=1)
+        return found[0]["sessionId"] if found else None
 
     async def compact(self, session_id: str) -> dict[str, Any]:
         """Compact the session's history now (``session/compact``); returns what it did.
@@ -227,12 +257,15 @@ class Agent:
         if session.status is Status.RUNNING:
             raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
         plan = self._turns.plan()
+        done_with = session.keep()  # the summary's model call is work: the lease stays
         try:
             done = await self._compactor.compact(session, plan, "manual", None)
         except Exception as exc:
             raise CompactionError(f"compaction failed: {exc}",
                                   code=getattr(exc, "code", None) or "compaction-failed"
                                   ) from None
+        finally:
+            done_with()
         self._journal.store.save(session.record)
         if done is None:
             tokens = compaction.estimate(model_view(session))
@@ -251,12 +284,12 @@ class Agent:
         :func:`~dsh.runtime.agent.store.page_of` for the bounds); unknown is
         SessionNotFoundError.
 
-        A session live here is read from memory, which holds even an event whose append
-        failed; any other (stored, or running in another runtime) from the store, which
-        needs no lease to read.
+        A session held here is read from memory, which holds even an event whose append
+        failed; any other (parked, stored, or running in another runtime) from the
+        store, which needs no lease to read.
         """
         session = self._sessions.live(session_id)
-        if session is not None:
+        if session is not None and session.parked is None:
             return page_of(session.record.events, start_seq, limit, max_bytes)
         page = self._journal.store.history_page(session_id, start_seq=start_seq, limit=limit,
                                                 max_bytes=max_bytes)
@@ -284,11 +317,12 @@ class Agent:
             for task in late:
                 task.cancel()
         holdings = self._sessions.holdings
-        for session in sessions:
-            self._journal.save(session.record)
-            holdings.release(session.id)
-        self._unhook()
         holdings.close()
+        for session in sessions:
+            if session.parked is None:  # a parked one is saved, its lease given back
+                self._journal.save(session.record)
+                holdings.release(session.id)
+        self._unhook()
 
     # -- internals ------------------------------------------------------------------------
 

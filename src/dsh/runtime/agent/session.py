@@ -9,16 +9,18 @@ restart is exactly :class:`SessionRecord`, so a persistence service only ever st
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh.core.redact import redact
-from dsh.runtime.agent import events
+from dsh.runtime.agent import events, summary
 from dsh.runtime.tools.confine import Boundary
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Status(str, enum.Enum):
@@ -26,6 +28,10 @@ class Status(str, enum.Enum):
 
     IDLE = "idle"
     RUNNING = "running"
+
+
+def _unsettled(session: Session) -> None:
+    """The ``settle`` of a session no agent watches (tests that build one alone)."""
 
 
 class SessionRecord:
@@ -88,10 +94,17 @@ class Session:
     """A live session: its record plus the runtime-only state (inbox, tasks, status).
 
     ``notify(method, params)`` delivers ``session.event`` and ``session.status`` to the
-    agent's listeners, synchronously and in emission order.
+    agent's listeners, synchronously and in emission order; ``settle(session)`` is called
+    whenever work that :meth:`keep` holds ends, so the agent can tell when the session
+    has none left (:meth:`has_work`) and give its lease back.
+
+    ``parked`` is the store version the session was left at when this runtime released
+    its lease while keeping it in memory (None while the lease is held): a later use
+    takes the lease back and checks nothing was written meanwhile.
     """
 
-    def __init__(self, record: SessionRecord, notify: Notify) -> None:
+    def __init__(self, record: SessionRecord, notify: Notify,
+                 settle: Callable[[Session], None] = _unsettled) -> None:
         self.record = record
         self.status = Status.IDLE
         self.inbox: deque[dict[str, Any]] = deque()
@@ -100,10 +113,14 @@ class Session:
         self.turn_task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
         self.failure: Mapping[str, str] | None = None  # ends the running turn with an error
+        self.kept = 0  # background work holding the session here (jobs, sub-agents)
+        self.parked: tuple[int, int] | None = None
+        self.release_timer: asyncio.TimerHandle | None = None
         # The W3C trace context a client sent with a queued prompt, by its message id,
         # until that prompt's turn starts (telemetry makes the turn a child of it).
         self.traces: dict[str, Mapping[str, str]] = {}
         self._notify = notify
+        self._settle = settle
 
     @property
     def id(self) -> str:
@@ -156,6 +173,33 @@ class Session:
             self.status = status
             self._notify("session.status", {"sessionId": self.id, "status": status.value})
 
+    def keep(self) -> Callable[[], None]:
+        """Keep this session's lease in this runtime while background work of it lives (a
+        job, a sub-agent); returns the function that ends the hold (once, however often
+        it is called)."""
+        self.kept += 1
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.kept -= 1
+                self.settle()
+
+        return end
+
+    def settle(self) -> None:
+        """Work of this session ended (a turn runner, a hold): the agent checks whether
+        any is left and, if none, gives the lease back after its grace."""
+        self._settle(self)
+
+    def has_work(self) -> bool:
+        """Whether anything still runs or waits here: a turn (its approvals included),
+        queued prompts, or held background work."""
+        return (self.runner is not None or self.turn is not None or bool(self.inbox)
+                or self.kept > 0)
+
     def waiting(self) -> int:
         """Prompts queued behind the one running (or about to run); the inbox bound.
 
@@ -181,9 +225,13 @@ class Session:
         return target
 
     def summary(self) -> dict[str, Any]:
-        """The ``list_sessions`` entry."""
-        return {"sessionId": self.id, "cwd": self.cwd, "status": self.status.value,
-                "title": self.record.title}
+        """The listing entry of a session the store does not list (yet): folded from its
+        log (see :mod:`.summary`)."""
+        record = self.record
+        folded = summary.fold(record.events)
+        return summary.entry(self.id, record.cwd, record.root, record.title or folded.title,
+                             0, folded.updated, folded.turns, folded.usage, folded.cost,
+                             status=self.status.value)
 
 
 def _redacted(type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:

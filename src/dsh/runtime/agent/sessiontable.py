@@ -1,10 +1,10 @@
-"""The sessions live in this runtime, by id, each under this runtime's lease.
+"""The sessions in this runtime's memory, by id: held under its lease, or parked.
 
 A session becomes live by being created (a new id, in a directory) or restored from the
 store (leased first, then loaded, so no other runtime can add to its log after it is
 read); either way it is saved at once and its ``session_start`` hooks fire. Whether a
-live session is still this runtime's is the leases' business (:mod:`.leasing`): every
-lookup goes through them.
+session is still this runtime's, when its lease is given back and how a parked one is
+taken back is the leases' business (:mod:`.leasing`): every lookup goes through them.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ class SessionTable:
         self._lifecycle = lifecycle
         self._default_cwd = default_cwd
 
-    def live(self, session_id: str, *, confirm: bool = False) -> Session | None:
-        """The session live here (see :meth:`.leasing.Holdings.live`), or None."""
-        return self.holdings.live(session_id, confirm=confirm)
+    def live(self, session_id: str) -> Session | None:
+        """The session in memory here (see :meth:`.leasing.Holdings.live`), or None."""
+        return self.holdings.live(session_id)
 
     def get(self, session_id: str) -> Session:
-        """The session live here; SessionNotFoundError otherwise."""
+        """The session in memory here (held or parked: to read it); SessionNotFoundError
+        otherwise."""
         session = self.holdings.live(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)
@@ -52,8 +53,15 @@ class SessionTable:
         return list(self._sessions.values())
 
     async def confirmed(self, session_id: str) -> Session | None:
-        """The session, live here under a lease just confirmed, or restored from the
-        store; None when neither holds it (before work that writes)."""
+        """The session, held here under a lease just confirmed, taken back from parked,
+        or restored from the store; None when the store does not know it (before work
+        that writes)."""
+        parked = self._sessions.get(session_id)
+        if parked is not None and parked.parked is not None:
+            if await self.holdings.take_back(parked):
+                self.holdings.settle(parked)
+                return parked
+            return await self.restore(session_id)
         return self.holdings.live(session_id, confirm=True) or await self.restore(session_id)
 
     async def create(self, session_id: str, cwd: str | None) -> Session:
@@ -79,19 +87,33 @@ class SessionTable:
         return session
 
     def listing(self) -> list[dict[str, Any]]:
-        """``[{sessionId, cwd, status, title}]`` of live and stored sessions, sorted by id.
+        """The listing entries (:func:`.summary.entry`) of live and stored sessions, sorted
+        by id, from the store's summaries: no log is read.
 
-        A stored session not live here reports ``idle``: a prompt or ``resume`` restores it.
+        ``status`` is ``running`` for a session running here, else ``idle`` (a stored
+        session, or one another runtime runs: a prompt or ``resume`` restores it or
+        answers busy); a live session's ``cwd`` is its current one.
         """
-        found = {k: s.summary() for k, s in self._sessions.items()}
+        found: dict[str, dict[str, Any]] = {}
         for stored in self._journal.store.summaries():
-            found.setdefault(stored["sessionId"], {
-                "sessionId": stored["sessionId"], "cwd": stored["cwd"],
-                "status": Status.IDLE.value, "title": stored.get("title", "")})
+            stored.pop("profile", None)
+            stored["status"] = Status.IDLE.value
+            found[stored["sessionId"]] = stored
+        for session_id, session in self._sessions.items():
+            entry = found.get(session_id)
+            if entry is None:
+                found[session_id] = session.summary()
+            else:
+                entry["status"], entry["cwd"] = session.status.value, session.cwd
         return [found[k] for k in sorted(found)]
 
+    def known(self, session_id: str) -> bool:
+        """Whether ``session_id`` is live here or stored (one lookup, not a listing)."""
+        return session_id in self._sessions or self._journal.store.version(
+            session_id) is not None
+
     async def _open(self, record: SessionRecord, *, resumed: bool) -> Session:
-        session = Session(record, self._journal.notify)
+        session = Session(record, self._journal.notify, self.holdings.settle)
         self._sessions[session.id] = session
         try:
             self._journal.store.save(record)
@@ -101,4 +123,5 @@ class SessionTable:
             raise
         await self._lifecycle.fire(session, "session_start", payload={
             "cwd": record.cwd, "root": record.root, "resumed": resumed})
+        self.holdings.settle(session)
         return session

@@ -19,6 +19,7 @@ class AgentConfig(NamedTuple):
     compact_at: float = 0.8
     compact_keep: float = 0.25
     protected_paths: tuple[str, ...] = ()
+    max_idle_sessions: int = 32
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any], *, row_id: str = "agent") -> AgentConfig:

@@ -1,18 +1,20 @@
 """Where sessions persist: the store contract, and the in-memory store behind it.
 
 The agent saves a :class:`~dsh.runtime.agent.session.SessionRecord` after every turn and
-when it closes, appends every event as it is emitted (before any client sees it), and
-loads a record on ``resume`` of a session it does not hold live; ``summaries`` lists what
-is stored, for ``session/list``; ``history_page`` reads a stored log a page at a time.
-The ``sessions`` service (``sessions-sqlite``, backed by ``$DSH_HOME/sessions.db``)
-implements the same contract; the agent uses it when it is published and
-:class:`MemorySessionStore` otherwise.
+when it lets a session go, appends every event as it is emitted (before any client sees
+it), and loads a record on ``resume`` of a session it does not hold live; ``summaries``
+lists what is stored (each session's summary, :mod:`.summary`, kept current with every
+append, so a listing reads no log); ``history_page`` reads a stored log a page at a time.
+The ``sessions`` service (``sessions-sqlite``, backed by ``$DSH_HOME/sessions.db``, or
+``sessions-postgres``) implements the same contract; the agent uses it when it is
+published and :class:`MemorySessionStore` otherwise.
 
-**Leases: one runtime per session.** A store is opened by one runtime process, which it
-names with a :class:`LeaseHolder` (a holder id unique to the process, its host and pid).
-The agent ``acquire``\\ s a session's lease before it creates, restores or loads it, and
-``release``\\ s it when it lets the session go (closing); the store's owner calls
-``heartbeat`` every few seconds while the runtime lives. The rules every store keeps:
+**Leases: one runtime per session at a time.** A store is opened by one runtime process,
+which it names with a :class:`LeaseHolder` (a holder id unique to the process, its host
+and pid). The agent ``acquire``\\ s a session's lease before it creates, restores, loads
+or takes back a session, and ``release``\\ s it once the session has had no work for
+``idle_release_s`` (or when it closes); the store's owner calls ``heartbeat`` every few
+seconds while the runtime lives. The rules every store keeps:
 
 * ``acquire`` is atomic across processes (and hosts, for a shared store): it takes a free
   lease, refreshes one this holder has, and takes over a *stale* one (:func:`stale`: the
@@ -21,8 +23,15 @@ The agent ``acquire``\\ s a session's lease before it creates, restores or loads
 * ``append`` and ``save`` write only a session this holder leases; a lease lost to
   another runtime makes them raise ``SessionHeldError(lost=True)`` and write nothing.
   ``append`` never replaces a stored seq: a duplicate is
-  :class:`~dsh.core.errors.DuplicateEventError`.
-* Reading (``load``, ``summaries``, ``history_page``, ``lease``) needs no lease.
+  :class:`~dsh.core.errors.DuplicateEventError`. Each append updates the session's
+  summary in the same transaction.
+* A session's :data:`Version` (a revision every save bumps, and the next seq of its
+  log) tells whether anything was written since it was last seen: a session the agent
+  released and kept in memory is ``watch``\\ ed, and a heartbeat that finds it changed or
+  leased by another holder tells every ``on_moved`` listener (the agent then drops its
+  copy and tells clients ``session/moved``).
+* Reading (``load``, ``summaries``, ``history_page``, ``lease``, ``version``) needs no
+  lease.
 """
 
 from __future__ import annotations
@@ -34,9 +43,22 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from dsh.core.errors import DuplicateEventError
+from dsh.runtime.agent import events
+from dsh.runtime.agent import summary as summaries
 from dsh.runtime.agent.session import SessionRecord
 
 PidAlive = Callable[[int], bool]
+Version = tuple[int, int]
+"""``(revision, next seq)`` of a stored session: the revision every save bumps, and the
+seq its log's next event gets. Equal versions mean nothing was written in between."""
+Moved = Callable[[str, "LeaseHolder | None"], None]
+"""``moved(session_id, holder)``: a watched session was written or leased by another
+runtime (``holder``: the one leasing it now, or None when it already let it go)."""
+
+DEFAULT_IDLE_RELEASE_S = 2.0
+"""How long a session with no work keeps its lease (the sessions rows' ``idle_release_s``):
+long enough that a client's next prompt right after a turn does not pay to take it back,
+short enough that another face (a terminal, another host) can continue it at once."""
 
 
 class LeaseHolder(NamedTuple):
@@ -114,6 +136,8 @@ class SessionStore(Protocol):
     """Persistence for session records and their logs, with one lease per session."""
 
     holder: LeaseHolder
+    idle_release_s: float
+    """Seconds a session with no work keeps its lease before the agent releases it."""
 
     def acquire(self, session_id: str) -> Lease | None:
         """Take (or refresh) this holder's lease on ``session_id``; returns the stale lease
@@ -156,8 +180,29 @@ class SessionStore(Protocol):
         """Store one event of a leased session now (a crash must not lose it)."""
         ...
 
-    def summaries(self) -> list[dict[str, Any]]:
-        """``{sessionId, cwd, title, ...}`` of every stored session, sorted by id."""
+    def summaries(self, *, workspace: str | None = None, newest_first: bool = False,
+                  limit: int | None = None) -> list[dict[str, Any]]:
+        """The listing entries (:func:`.summary.entry`, plus the stored ``status`` and
+        ``profile``) of the stored sessions, sorted by id, or newest updated first; only
+        those whose workspace root is ``workspace``; at most ``limit``."""
+        ...
+
+    def version(self, session_id: str) -> Version | None:
+        """The stored session's :data:`Version`, or None when it is unknown."""
+        ...
+
+    def watch(self, session_id: str, version: Version) -> None:
+        """Have each ``heartbeat`` check the released session ``session_id``, last seen
+        at ``version``: changed or leased by another holder, it is reported (once)."""
+        ...
+
+    def unwatch(self, session_id: str) -> None:
+        """Stop checking ``session_id`` (taken back, or dropped from memory)."""
+        ...
+
+    def on_moved(self, listener: Moved) -> Callable[[], None]:
+        """Have ``heartbeat`` call ``listener(session_id, holder)`` for each watched
+        session it finds moved; returns the unsubscribe."""
         ...
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
@@ -171,11 +216,15 @@ class MemorySessionStore:
     """Records kept in this process; copies in and out, as a real store would serialize.
 
     Leases are kept too, so the agent runs one code path; they bind nothing beyond this
-    process, whose one holder every lease belongs to.
+    process, whose one holder every lease belongs to, so no session ever moves.
     """
+
+    idle_release_s = DEFAULT_IDLE_RELEASE_S
 
     def __init__(self) -> None:
         self._records: dict[str, SessionRecord] = {}
+        self._rows: dict[str, tuple[int, int, summaries.Summary]] = {}  # created, rev, sum
+        self._next: dict[str, int] = {}
         self._leased: set[str] = set()
         self.holder = LeaseHolder(f"memory-{os.getpid()}-{id(self):x}", "", os.getpid())
 
@@ -196,6 +245,16 @@ class MemorySessionStore:
         """No lease is ever lost in memory: nothing to tell."""
         return lambda: None
 
+    def on_moved(self, listener: Moved) -> Callable[[], None]:
+        """No session ever moves away from the one process: nothing to tell."""
+        return lambda: None
+
+    def watch(self, session_id: str, version: Version) -> None:
+        """Nothing to watch for (see :meth:`on_moved`)."""
+
+    def unwatch(self, session_id: str) -> None:
+        """Nothing was watched."""
+
     def holds(self, session_id: str) -> bool:
         """Whether ``session_id`` is leased (acquired and not released)."""
         return session_id in self._leased
@@ -206,7 +265,12 @@ class MemorySessionStore:
 
     def save(self, record: SessionRecord) -> None:
         """Keep a snapshot of ``record``."""
-        self._records[record.session_id] = copy.deepcopy(record)
+        session_id = record.session_id
+        self._records[session_id] = copy.deepcopy(record)
+        created, revision, summary = self._rows.get(session_id, (
+            events.now_ms(), 0, summaries.Summary()))
+        self._rows[session_id] = (created, revision + 1, summary)
+        self._next[session_id] = max(self._next.get(session_id, 0), len(record.events))
 
     def load(self, session_id: str) -> SessionRecord | None:
         """A fresh copy of the stored record, or None."""
@@ -214,15 +278,39 @@ class MemorySessionStore:
         return None if record is None else copy.deepcopy(record)
 
     def append(self, session_id: str, event: dict[str, Any]) -> None:
-        """Check the seq is new (a snapshot is kept at ``save``, so nothing to store)."""
+        """Check the seq is new (a snapshot is kept at ``save``, so nothing to store but
+        the summary)."""
         record = self._records.get(session_id)
-        if record is not None and event["seq"] < len(record.events):
-            raise DuplicateEventError(session_id, event["seq"])
+        seq = int(event["seq"])
+        if (record is not None and seq < len(record.events)) or seq < self._next.get(
+                session_id, 0):
+            raise DuplicateEventError(session_id, seq)
+        self._next[session_id] = seq + 1
+        change = summaries.delta(event)
+        row = self._rows.get(session_id)
+        if change is not None and row is not None:
+            self._rows[session_id] = (row[0], row[1], row[2].plus(change))
 
-    def summaries(self) -> list[dict[str, Any]]:
-        """The stored sessions, sorted by id."""
-        return [{"sessionId": r.session_id, "cwd": r.cwd, "title": r.title}
-                for _, r in sorted(self._records.items())]
+    def version(self, session_id: str) -> Version | None:
+        """The saved session's revision and next seq, or None."""
+        row = self._rows.get(session_id)
+        return None if row is None else (row[1], self._next.get(session_id, 0))
+
+    def summaries(self, *, workspace: str | None = None, newest_first: bool = False,
+                  limit: int | None = None) -> list[dict[str, Any]]:
+        """The stored sessions' listing entries (see :class:`SessionStore`)."""
+        found = []
+        for session_id, record in sorted(self._records.items()):
+            if workspace is not None and record.root != workspace:
+                continue
+            created, _, summary = self._rows[session_id]
+            found.append(summaries.entry(session_id, record.cwd, record.root,
+                                         record.title or summary.title, created,
+                                         summary.updated, summary.turns, summary.usage,
+                                         summary.cost, status="open", profile=""))
+        if newest_first:
+            found.sort(key=lambda e: (e["updatedAt"], e["sessionId"]), reverse=True)
+        return found if limit is None else found[:limit]
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage | None:

@@ -88,6 +88,7 @@ class TurnRunner:
                 session.traces.clear()
             session.runner = None
             session.set_status(Status.IDLE)
+            session.settle()
 
     async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
         record = session.record
@@ -168,6 +169,19 @@ class TurnRunner:
                               *(p.text for p in self._rt.prompts.values())])
         return Plan(route, provider, model, config.max_steps, prompt,
                     choice["max_tokens"], choice["reasoning_effort"])
+
+    def check_ready(self) -> None:
+        """Raise :class:`InvalidArgumentError` (with its code) when the next turn could
+        not call the model: an unknown or retired route or model (:meth:`plan`), or what
+        the route says its request would fail with before it is sent (a missing key, a
+        base URL that is no URL, an effort the model cannot take). Asked before a prompt
+        creates a session."""
+        plan = self.plan()
+        refuse = getattr(plan.provider, "request_refusal", None)
+        problem = refuse(plan.model, plan.reasoning_effort) if refuse is not None else None
+        if problem is not None:
+            raise InvalidArgumentError(problem.message,
+                                       code=getattr(problem, "code", None) or "model-error")
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; InvalidArgumentError naming what is wrong."""

@@ -18,11 +18,14 @@ from dsh.runtime.servers import cmdline
 
 STDIN_TASK = "-"
 APPROVALS = ("auto", "never")
+JSON_FORMATS = ("dsh", "codex")
+COLORS = ("auto", "always", "never")  # dsh.core.termstyle.CHOICES, not imported on a pipe
 
 HELP = """\
-usage: dsh --profile headless [-h] [--json] [--session-id ID [--compact]]
+usage: dsh --profile headless [-h] [--json [--json-format dsh|codex]]
+                              [--session-id ID | --continue] [--compact]
                               [--approval auto|never] [--model M] [--provider R]
-                              [--effort LEVEL] TASK... | -
+                              [--effort LEVEL] [--color auto|always|never] TASK... | -
 
 Run one task to completion and exit. TASK's words are joined with spaces; `-` reads the
 task from stdin instead (UTF-8, up to 16 MiB).
@@ -31,9 +34,15 @@ options:
   --json             stream the session's events on stdout, one JSON object per line:
                      each is a protocol event object ({type, seq, time, data, ...}) with
                      its "sessionId" added; the last one is the task's turn/end
+  --json-format F    dsh (the default, above) or codex: the events `codex exec --json`
+                     prints (thread.started, turn.started, item.started/updated/
+                     completed, turn.completed with usage, turn.failed); implies --json
   --session-id ID    continue a persisted session (an unknown id exits 2)
-  --compact          with --session-id: summarise the session's older turns into one
-                     message before running the task (as the SDK's session/compact)
+  --continue         continue the session of this workspace (the current directory)
+                     updated last (none yet exits 2)
+  --compact          with --session-id or --continue: summarise the session's older
+                     turns into one message before running the task (as the SDK's
+                     session/compact)
   --approval MODE    guarded tool calls (those the policy would ask about): `auto`
                      allows them, `never` denies them; default: the profile policy's
                      unattended answer (shipped: deny). `ask` needs an interactive
@@ -42,12 +51,19 @@ options:
   --provider R       the provider route (default: the agent row's default_route)
   --effort LEVEL     reasoning effort: none (thinking off), minimal, low, medium, high,
                      xhigh, max (default: the route's; the route may take fewer)
+  --color WHEN       colour stderr: auto (only a terminal, and not when NO_COLOR is
+                     set), always or never; default auto
   -h, --help         this help
 
 output:
   stdout             the final answer (or, with --json, only the JSON event lines); the
-                     model's reasoning is never part of it
-  stderr             progress: the session id, tool calls, tool results, errors
+                     model's reasoning is never part of it. On a terminal the answer
+                     streams as it is written; otherwise it is written once, at the end
+  stderr             progress: the session id, tool calls, tool results, errors. On a
+                     terminal also a spinner with the time spent, the model's reasoning
+                     as one line, and a last line of usage: model, steps, tokens, cost,
+                     time. Text from the model, files and tools never reaches a
+                     terminal raw: its control characters are shown, not obeyed
 
 exit status:
   0  the turn completed      1  the agent or model failed (turn ended in error,
@@ -68,6 +84,9 @@ class Options:
     provider: str | None = None
     compact: bool = False
     effort: str | None = None
+    json_format: str = "dsh"
+    color: str = "auto"
+    continue_last: bool = False
 
     @property
     def task_from_stdin(self) -> bool:
@@ -83,6 +102,9 @@ _COMMAND = cmdline.command("dsh --profile headless", [
     click.Option(["--provider"], metavar="R"),
     click.Option(["--effort"], metavar="LEVEL"),
     click.Option(["--compact"], is_flag=True),
+    click.Option(["--json-format", "json_format"], metavar="F"),
+    click.Option(["--color"], metavar="WHEN"),
+    click.Option(["--continue", "continue_last"], is_flag=True),
     click.Argument(["task"], nargs=-1),
 ])
 _HINT = "dsh --profile headless -h"
@@ -105,8 +127,17 @@ def parse(argv: list[str]) -> Options:
         value = given[name]
         if value is not None and not value.strip():
             raise UsageError(f"--{name.replace('_', '-')} must not be empty")
-    if given["compact"] and given["session_id"] is None:
-        raise UsageError("--compact needs --session-id (a new session has nothing to compact)")
+    json_format = given["json_format"]
+    if json_format is not None and json_format not in JSON_FORMATS:
+        raise UsageError(f"--json-format must be dsh or codex (got {json_format!r})")
+    color = given["color"]
+    if color is not None and color not in COLORS:
+        raise UsageError(f"--color must be auto, always or never (got {color!r})")
+    if given["continue_last"] and given["session_id"] is not None:
+        raise UsageError("--continue and --session-id both name the session: give one")
+    if given["compact"] and given["session_id"] is None and not given["continue_last"]:
+        raise UsageError("--compact needs --session-id or --continue (a new session has "
+                         "nothing to compact)")
     words = list(given["task"])
     if not words:
         raise UsageError("no task given (words, or - to read it from stdin)", hint=_HINT)
@@ -115,6 +146,8 @@ def parse(argv: list[str]) -> Options:
     task = " ".join(words)
     if not task.strip():
         raise UsageError("the task is empty")
-    return Options(task=task, json=given["json"], session_id=given["session_id"],
-                   approval=approval, model=given["model"], provider=given["provider"],
-                   compact=given["compact"], effort=given["effort"])
+    return Options(task=task, json=given["json"] or json_format is not None,
+                   session_id=given["session_id"], approval=approval, model=given["model"],
+                   provider=given["provider"], compact=given["compact"],
+                   effort=given["effort"], json_format=json_format or "dsh",
+                   color=color or "auto", continue_last=given["continue_last"])

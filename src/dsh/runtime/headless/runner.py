@@ -6,16 +6,24 @@ service and waits for that turn's ``turn/end``:
 * stdout (the application's reserved stdout) gets the final answer, the text of the
   turn's last assistant message; with ``--json`` it gets instead every event of the
   session from the prompt on, one JSON object per line (the protocol's event object with
-  its ``sessionId`` added), ending with the ``turn/end``. Nothing else is ever written
-  there, so the output can be piped.
+  its ``sessionId`` added), ending with the ``turn/end``, and with ``--json-format
+  codex`` the events ``codex exec --json`` prints. Nothing else is ever written there,
+  so the output can be piped.
 * stderr gets the session id and one line per tool call, tool result and error
-  (:mod:`dsh.runtime.headless.progress`); with ``--json`` only the failure message.
+  (:mod:`dsh.runtime.headless.progress`); with ``--json`` only the failure message. On a
+  terminal it also gets a live status line and a last line of usage.
+
+How the run is shown is a view (:mod:`dsh.runtime.headless.views`), chosen from the
+options and from which of stdout and stderr are terminals; the terminal's view
+(:mod:`dsh.runtime.headless.live`) and its styling are imported only when stderr is one.
 * Exit 0 when the turn completed; 1 when it ended in ``error``, ``max-tokens`` or
   ``cancelled`` (the message on stderr); 2 for usage errors, raised as
   :class:`~dsh.core.errors.UsageError` for the launcher's one handler. An unknown
   ``--session-id``, route or model is a usage error too: it is a wrong command-line value,
-  found before any model call. SIGINT cancels the turn (bounded wait for its ``turn/end``)
-  and the application runner exits 130.
+  found before any model call; a route that cannot be used for a new session (no key,
+  a base URL that is no URL) is a configuration error (exit 2), and no session is left
+  behind. SIGINT cancels the turn (bounded wait for its ``turn/end``) and the
+  application runner exits 130.
 
 Guarded tool calls follow ``--approval``: an approver answering ``allow`` (``auto``) or
 ``deny`` (``never``) is installed on the agent; without the option none is, and the
@@ -26,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import threading
@@ -35,10 +42,19 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
-from dsh.core.errors import DshError, InvalidArgumentError, SessionBusyError, UsageError
+from dsh.core.errors import (
+    ConfigError,
+    ConnectionClosedError,
+    DshError,
+    InvalidArgumentError,
+    SessionBusyError,
+    UsageError,
+)
+from dsh.core.termtext import visible
 from dsh.runtime.agent import events
 from dsh.runtime.headless.options import HELP, Options, parse
-from dsh.runtime.headless.progress import Progress, has_tool_calls, message_text
+from dsh.runtime.headless.progress import has_tool_calls, message_text, plain
+from dsh.runtime.headless.views import JsonView, QuietView, TerminalOut, View
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -85,25 +101,67 @@ class HeadlessRunner(Plugin):
 
         fds = app_stdio()
         task = await _read_stdin(fds.read_fd) if options.task_from_stdin else options.task
-        out = await _Stdout.open(fds.write_fd)
+        out_terminal = _terminal(fds.write_fd)
+        # A terminal is written to directly: the loop's transport would make it (and the
+        # stderr it usually shares) non-blocking, and let stderr overtake stdout.
+        out: _Stdout | TerminalOut = (TerminalOut(fds.write_fd) if out_terminal
+                                      else await _Stdout.open(fds.write_fd))
+        view = choose_view(options, out, out_terminal=out_terminal)
         try:
-            return await HeadlessTask(rt.service("agent"), options, rt.cwd, out).run(task)
+            return await HeadlessTask(rt.service("agent"), options, rt.cwd, view).run(task)
         finally:
-            await out.close()
+            view.close()
+            if isinstance(out, _Stdout):
+                await out.close()
+
+
+def _terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def choose_view(options: Options, out: Any, *, out_terminal: bool,
+                err_fd: int = 2) -> View:
+    """The view for this run: JSON (dsh's or Codex's), live on a terminal, else quiet.
+
+    The terminal's modules (the live view, :mod:`dsh.core.termstyle`) are imported only
+    when stderr is a terminal or colour is forced, so a piped run loads none of them.
+    """
+    if options.json:
+        if options.json_format == "codex":
+            from dsh.runtime.headless.codexjson import CodexView
+
+            return CodexView(out, _stderr, out_terminal=out_terminal)
+        return JsonView(out, _stderr, out_terminal=out_terminal)
+    err_terminal = _terminal(err_fd) and os.environ.get("TERM") != "dumb"
+    if not err_terminal and options.color != "always":
+        return QuietView(out, _stderr, plain, out_terminal=out_terminal)
+    from dsh.core.termstyle import Style, escape_codes_work, wants_color
+
+    # A console that cannot redraw a line (an old Windows one) gets the quiet lines.
+    err_terminal = err_terminal and escape_codes_work(err_fd)
+    style = Style(wants_color(options.color, err_fd))
+    if not err_terminal:  # --color always on a pipe: the quiet lines, coloured
+        return QuietView(out, _stderr, style.paint, out_terminal=out_terminal)
+    from dsh.runtime.headless.live import LiveView
+
+    return LiveView(out, style, answer_to_terminal=out if out_terminal else None,
+                    err_fd=err_fd)
 
 
 class HeadlessTask:
     """One headless run: configure the agent, open the session, prompt, await the end."""
 
-    def __init__(self, agent: Any, options: Options, cwd: str, out: _Stdout,
-                 err: Callable[[str], None] | None = None) -> None:
+    def __init__(self, agent: Any, options: Options, cwd: str, view: View) -> None:
         self._agent = agent
         self._options = options
         self._cwd = cwd
-        self._out = out
-        self._err = err or _stderr
-        self._progress = Progress()
+        self._view = view
         self._session_id: str | None = None
+        self._early: list[dict[str, Any]] | None = []
+        """Events that came before the view was told the session (None: it was told)."""
         self._answer = ""
         self._end: dict[str, Any] | None = None
         self._ended = asyncio.Event()
@@ -118,11 +176,18 @@ class HeadlessTask:
             self._agent.set_approver(_approver(self._options.approval))
         try:
             session_id = await self._open_session()
-            if not self._options.json:
-                self._err(f"dsh: session {session_id}")
             if self._options.compact:  # after subscribing: --json streams its event too
                 await self._compact(session_id)
-            await self._agent.prompt(session_id, [{"type": "text", "text": task}], cwd=self._cwd)
+            try:
+                await self._agent.prompt(session_id, [{"type": "text", "text": task}],
+                                         cwd=self._cwd)
+            except InvalidArgumentError as exc:  # the route cannot be used: nothing created
+                raise ConfigError(exc.message + (f" ({exc.code})" if exc.code else "")
+                                  ) from exc
+            self._view.started(session_id)
+            early, self._early = self._early or [], None
+            for event in early:  # the prompt's own first events, sent while it was queued
+                self._view.event(event)
             await self._wait_for_end(session_id)
         finally:
             unsubscribe()
@@ -147,17 +212,24 @@ class HeadlessTask:
         except DshError as exc:
             raise DshError(f"compaction of session {session_id!r} failed: {exc.message}"
                            ) from exc
-        if not self._options.json:
-            self._err(f"dsh: compacted {done['removedCount']} message(s), "
-                      f"~{done['tokensBefore']} -> ~{done['tokensAfter']} tokens"
-                      if done["compacted"] else "dsh: nothing to compact")
+        self._view.note(f"dsh: compacted {done['removedCount']} message(s), "
+                        f"~{done['tokensBefore']} -> ~{done['tokensAfter']} tokens"
+                        if done["compacted"] else "dsh: nothing to compact")
 
     async def _open_session(self) -> str:
-        """A new session in the launch's cwd, or the persisted one ``--session-id`` names."""
+        """The persisted session ``--session-id`` names or ``--continue`` finds, resumed;
+        else a new id, whose session the prompt creates in the launch's cwd once it knows
+        the model can be reached (a refused run leaves no session behind)."""
         session_id = self._options.session_id
+        if self._options.continue_last:
+            root = os.path.realpath(self._cwd)
+            session_id = self._agent.latest_session(root)
+            if session_id is None:
+                raise UsageError(f"no session to continue in {visible(root, one_line=True)}"
+                                 " (run a task there without --continue first)")
         if session_id is None:
             self._session_id = events.new_id()
-            return await self._agent.new_session(cwd=self._cwd, session_id=self._session_id)
+            return self._session_id
         self._session_id = session_id
         try:
             await self._agent.resume(session_id)
@@ -172,7 +244,7 @@ class HeadlessTask:
         try:
             await self._ended.wait()
         except asyncio.CancelledError:
-            self._err("dsh: interrupted; cancelling the turn")
+            self._view.note("dsh: interrupted; cancelling the turn", error=True)
             with contextlib.suppress(asyncio.TimeoutError, DshError):
                 await asyncio.wait_for(self._cancel(session_id), CANCEL_BOUND)
             raise
@@ -182,19 +254,16 @@ class HeadlessTask:
             await self._ended.wait()
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
-        """Forward this session's events: to stdout as JSON, or as progress lines."""
+        """Hand this session's events to the view, and keep the answer and the end."""
         if method != "session.event" or params.get("sessionId") != self._session_id:
             return
         event = params.get("event")
         if not isinstance(event, dict) or self._ended.is_set():
             return
-        if self._options.json:
-            self._out.write_line(json.dumps({"sessionId": self._session_id, **event},
-                                            ensure_ascii=False, separators=(",", ":")))
-        else:
-            line = self._progress.line(event)
-            if line is not None:
-                self._err(line)
+        if self._early is None:
+            self._view.event(event)
+        else:  # the view hears of the session once its prompt was taken
+            self._early.append(event)
         kind = event.get("type")
         data = event.get("data") or {}
         if kind == "assistant/message":
@@ -206,18 +275,19 @@ class HeadlessTask:
             self._ended.set()
 
     def _finish(self) -> int:
-        """Write the answer (text mode) and turn ``turn/end``'s reason into the exit code."""
+        """Let the view show the end (the answer, the error) and turn ``turn/end``'s reason
+        into the exit code."""
         reason = self._end or {"kind": "error"}
         kind = reason.get("kind")
-        if kind == "completed":
-            if not self._options.json and self._answer:
-                self._out.write_line(self._answer.rstrip("\n"))
-            return EXIT_OK
-        error = reason.get("error") or {}
-        message = error.get("message") or _FAILURES.get(str(kind), f"the turn ended: {kind}")
-        code = error.get("code")
-        self._err(f"dsh: error: {message}" + (f" ({code})" if code else ""))
-        return EXIT_FAILED
+        if kind != "completed":
+            error = reason.get("error") or {}
+            message = error.get("message") or _FAILURES.get(str(kind),
+                                                            f"the turn ended: {kind}")
+            code = error.get("code")
+            self._view.note(visible(f"dsh: error: {message}" + (f" ({code})" if code else ""),
+                                    one_line=True), error=True)
+        self._view.finished(reason, self._answer)
+        return EXIT_OK if kind == "completed" else EXIT_FAILED
 
 
 def _approver(mode: str) -> Callable[[str, dict[str, Any]], Any]:
@@ -299,7 +369,7 @@ class _Stdout:
         os.close(eof_fd)
         transport = StdioTransport(read_fd, write_fd,
                                    max_frame_bytes=jsonrpc.DEFAULT_MAX_FRAME_BYTES)
-        await transport.start(lambda _items: None, lambda: None)
+        await transport.start(None)
         return cls(transport)
 
     def write_line(self, line: str) -> None:
@@ -308,9 +378,9 @@ class _Stdout:
             return
         try:
             self._transport.write(line.encode("utf-8") + b"\n")
-        except ConnectionError:
+        except ConnectionClosedError:
             self._broken = True
 
     async def close(self) -> None:
         """Flush what is queued, bounded, and release the fds."""
-        await self._transport.aclose(FLUSH_BOUND)
+        await self._transport.close(FLUSH_BOUND)

@@ -102,6 +102,8 @@ def _watch_pidfd(loop: asyncio.AbstractEventLoop, parent: int,
 
 def _watch_kqueue(loop: asyncio.AbstractEventLoop, parent: int,
                   on_gone: Callable[[], None]) -> _Stop | None:
+    if sys.platform.startswith("linux") or sys.platform == "win32":
+        return None  # no kqueue there (macOS and the BSDs have it)
     import select
 
     kq = select.kqueue()

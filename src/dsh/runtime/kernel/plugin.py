@@ -218,7 +218,7 @@ class NamedRegistry(Mapping[str, _T], Generic[_T]):
     """A read-only, tree-ordered name → item view (``registry.get(name)``, ``list()``)."""
 
     def __init__(self) -> None:
-        self._items: dict[str, _T] = {}
+        self._items: Mapping[str, _T] = {}
 
     def __getitem__(self, name: str) -> _T:
         return self._items[name]
@@ -236,7 +236,7 @@ class NamedRegistry(Mapping[str, _T], Generic[_T]):
         """Every item, in tree order."""
         return list(self._items.values())
 
-    def _replace(self, items: dict[str, _T]) -> None:
+    def _replace(self, items: Mapping[str, _T]) -> None:
         # The kernel's swap on install (registry.Registries.install); authors only read.
         self._items = items
 
@@ -262,7 +262,6 @@ class RuntimeContext:
     home: str
     cwd: str
     env: Mapping[str, str]
-    secret_env: frozenset[str] = frozenset()
     tools: NamedRegistry[Any]
     commands: NamedRegistry[Command]
     prompts: NamedRegistry[Prompt]
@@ -271,6 +270,11 @@ class RuntimeContext:
     contexts: NamedRegistry[ContextSource]
     hooks: HookDispatcher
     guardrails: GuardrailChain
+
+    @property
+    def secret_env(self) -> frozenset[str]:
+        """The variable names the running rows declare secret (none by default)."""
+        return frozenset()
 
     def service(self, name: str) -> Any:  # pragma: no cover - interface
         """A published service object (raises PluginError if nobody provides it)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from dsh.core.errors import CapabilityError, PluginError
 from dsh.runtime.kernel.guardrails import Guardrail, GuardrailChain
@@ -183,7 +183,7 @@ class RowRegistrar(Registrar):
             self._fail(f"registered {kind} '{name}' twice")
         table[name] = item
 
-    def _fail(self, problem: str) -> None:
+    def _fail(self, problem: str) -> NoReturn:
         row_id = self.registration.row_id
         raise PluginError(f"row '{row_id}' (plugin '{self._manifest.id}') {problem}",
                           row_id=row_id)

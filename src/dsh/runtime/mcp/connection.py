@@ -180,8 +180,7 @@ class Connection:
         return "the connection closed (the server exited or dropped it)"
 
     async def _handshake(self, session: ClientSession) -> None:
-        await session.transport.open()
-        session.start()
+        await session.open()
         await session.initialize()
         listed = await session.list_tools(_MAX_PAGES)
         self._publish(session, listed)

@@ -1,4 +1,4 @@
-"""The client side of an MCP session: JSON-RPC requests over a transport, matched by id.
+"""The client side of an MCP session: dsh's one JSON-RPC peer over an MCP transport.
 
 dsh speaks the part of MCP a tool host needs (the ``initialize`` handshake, ``tools/list``
 with its cursor, ``tools/call``, cancellation, ``ping``) directly, instead of through the
@@ -7,14 +7,14 @@ on a cold start) and pulls pydantic-core, cryptography, jsonschema and a second 
 into the runtime, most of the frozen runtime wheel's size, for four methods. Messages stay
 plain dicts; :mod:`dsh.runtime.mcp.tools` reads the fields it uses, defensively.
 
-The JSON-RPC is dsh's one peer (:mod:`dsh.core.jsonrpc`): its message builders, its shape
-checks (:func:`~dsh.core.jsonrpc.parse_message`) and its request table
-(:class:`~dsh.core.jsonrpc.PendingRequests`), as the SDK client and the servers use them.
-A transport (:mod:`.stdio`, :mod:`.streamable_http`) moves whole messages; one reader
-task routes answers to their waiting requests, answers the server's own requests
-(``ping``; anything else is "method not found", since dsh offers no sampling, roots or
-elicitation) and drops notifications. When the transport ends, or yields something that
-is not JSON-RPC, every waiting request fails with the reason and :attr:`ended` is set.
+The JSON-RPC is :class:`dsh.core.peer.Peer`, as for the SDK client and the servers:
+strict (a line that is not JSON-RPC ends the session), with MCP's cancellation
+(``notifications/cancelled {requestId, reason}`` to the server when a request times out
+or is cancelled). A transport (:mod:`.stdio`, :mod:`.streamable_http`) moves whole
+messages. The server's own requests are answered (``ping``; anything else is "method not
+found", since dsh offers no sampling, roots or elicitation) and its notifications
+dropped. When the transport ends, or yields something that is not JSON-RPC, every
+waiting request fails with the reason and :attr:`ClientSession.ended` is set.
 
 Failures are :mod:`dsh.core.errors`: an error answer is :class:`~dsh.core.errors.JsonRpcError`,
 a server that breaks the protocol :class:`~dsh.core.errors.ProtocolError`, one that goes
@@ -25,38 +25,45 @@ away :class:`~dsh.core.errors.ConnectionClosedError`, no answer in time
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from dsh.core import jsonrpc
-from dsh.core.errors import (
-    ConnectionClosedError,
-    InvalidMessageError,
-    ProtocolError,
-    RequestTimeoutError,
-)
+from dsh.core.errors import ConnectionClosedError, DshError, ProtocolError
+from dsh.core.jsonrpc import Params
+from dsh.core.peer import Peer
 
 PROTOCOL_VERSION = "2025-11-25"
 """The revision dsh asks for in ``initialize`` (the newest with that handshake)."""
 SUPPORTED_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", PROTOCOL_VERSION})
 """Revisions a server may answer with; their tool listing and calling are the same."""
+CANCELLED = "notifications/cancelled"
+"""MCP's notification that a request was given up (``{requestId, reason}``)."""
+
+log = logging.getLogger("dsh.mcp")
 
 
 class Transport(Protocol):
-    """Moves whole JSON-RPC messages to and from one server."""
+    """Moves whole JSON-RPC messages to and from one server: a
+    :class:`~dsh.core.peer.MessageTransport` that :meth:`open` connects to its peer."""
 
     protocol_version: str | None
 
-    async def open(self) -> None:
-        """Connect (spawn the process); raises what stops it."""
+    async def open(self, receiver: Peer) -> None:
+        """Connect (spawn the process) and report to ``receiver``; raises what stops it."""
 
-    async def send(self, message: dict[str, Any]) -> None:
-        """Deliver one message; raises :class:`ConnectionClosedError` if the server is
-        gone."""
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message; :class:`ConnectionClosedError` if the server is gone."""
 
-    def messages(self) -> AsyncIterator[dict[str, Any]]:
-        """The server's messages until it goes away; :class:`ProtocolError` on garbage."""
+    async def drain(self) -> None:
+        """Wait until what was sent is on its way; raises :class:`ConnectionClosedError`
+        when it could not be delivered."""
+
+    def pause_receiving(self) -> None:
+        """Deliver nothing until :meth:`resume_receiving`."""
+
+    def resume_receiving(self) -> None:
+        """Deliver again."""
 
     async def close(self) -> None:
         """Disconnect and release everything (the process is stopped); idempotent."""
@@ -68,24 +75,26 @@ class ClientSession:
     def __init__(self, transport: Transport, client_info: dict[str, str],
                  on_end: Callable[[], None] | None = None) -> None:
         self.transport = transport
-        self.failure: BaseException | None = None
         self.ended = asyncio.Event()
         self._client_info = client_info
         self._on_end = on_end
-        self._pending = jsonrpc.PendingRequests()
-        self._reader: asyncio.Task[None] | None = None
+        self._peer = Peer(strict=True, cancel_method=CANCELLED, on_close=self._closed,
+                          log=log)
+        self._peer.method("ping", _pong)
 
-    def start(self) -> None:
-        """Begin reading the server's messages (the transport is open)."""
-        self._reader = asyncio.create_task(self._read(), name="dsh-mcp-reader")
+    @property
+    def failure(self) -> DshError | None:
+        """Why the session ended; ``None`` while it is open."""
+        return self._peer.failure
+
+    async def open(self) -> None:
+        """Open the transport (spawn the server) and begin reading its messages."""
+        await self.transport.open(self._peer)
 
     async def close(self) -> None:
-        """Stop reading and close the transport; waiting requests fail."""
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        self._end(ConnectionClosedError("the session was closed"))
+        """Close the transport; waiting requests fail."""
+        self._peer.fail(ConnectionClosedError("the session was closed"))
+        self._mark_ended()
         await self.transport.close()
 
     async def initialize(self) -> dict[str, Any]:
@@ -132,66 +141,24 @@ class ClientSession:
     async def request(self, method: str, params: dict[str, Any],
                       timeout: float | None = None) -> Any:
         """Send a request and wait for its answer; on timeout the server is told to stop."""
-        if self.failure is not None:
-            raise self.failure
-        request_id = self._pending.next_id()
-        answer = self._pending.register(request_id,
-                                        asyncio.get_running_loop().create_future())
-        try:
-            await self.transport.send(jsonrpc.request(request_id, method, params))
-            try:
-                return await asyncio.wait_for(asyncio.shield(answer), timeout)
-            except asyncio.TimeoutError:
-                with contextlib.suppress(Exception):
-                    await self.notify("notifications/cancelled", {
-                        "requestId": request_id, "reason": f"no answer within {timeout} s"})
-                raise RequestTimeoutError(f"no answer to {method} within {timeout} s"
-                                          ) from None
-        finally:
-            self._pending.discard(request_id)
-            if not answer.done():
-                answer.cancel()
+        return await self._peer.request(method, params, timeout=timeout)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        """Send a notification (no answer)."""
-        await self.transport.send(jsonrpc.notification(method, params))
+        """Send a notification (no answer) and wait until it is delivered."""
+        self._peer.notify(method, params)
+        await self._peer.drain()
 
-    # -- the reader task -------------------------------------------------------------------
+    def _closed(self, reason: DshError) -> None:
+        self._mark_ended()
 
-    async def _read(self) -> None:
-        reason: BaseException = ConnectionClosedError(
-            "the connection closed (the server exited or dropped it)")
-        try:
-            async for message in self.transport.messages():
-                await self._route(message)
-        except (ProtocolError, ConnectionClosedError) as exc:
-            reason = exc
-        self._end(reason)
-
-    async def _route(self, raw: Any) -> None:
-        try:
-            message = jsonrpc.parse_message(raw)
-        except InvalidMessageError as exc:
-            raise ProtocolError(f"a message that is not JSON-RPC 2.0 ({exc.message})") from None
-        if isinstance(message, jsonrpc.Response):
-            self._pending.resolve(message)  # a late or unknown answer: nobody waits
-        elif isinstance(message, jsonrpc.Request):
-            await self._answer_server(message)
-
-    async def _answer_server(self, request: jsonrpc.Request) -> None:
-        if request.method == "ping":
-            reply = jsonrpc.result(request.id, {})
-        else:
-            reply = jsonrpc.error(request.id, jsonrpc.METHOD_NOT_FOUND,
-                                  f"dsh does not offer {request.method}")
-        with contextlib.suppress(ConnectionClosedError):
-            await self.transport.send(reply)
-
-    def _end(self, reason: BaseException) -> None:
+    def _mark_ended(self) -> None:
         if self.ended.is_set():
             return
-        self.failure = reason
-        self._pending.fail_all(reason)
         self.ended.set()
         if self._on_end is not None:
             self._on_end()
+
+
+async def _pong(params: Params | None) -> dict[str, Any]:
+    """``ping``: an empty result, at once."""
+    return {}

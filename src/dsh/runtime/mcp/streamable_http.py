@@ -5,10 +5,17 @@ as a ``text/event-stream`` of messages ending with it; notifications and answers
 ``202 Accepted``. The server's ``Mcp-Session-Id`` from the ``initialize`` answer and the
 negotiated ``MCP-Protocol-Version`` ride on every later POST, and closing sends ``DELETE``.
 
-Each request's POST runs in a task of its own, so a slow tool call never holds up another.
-An HTTP failure for a request (refused connection, a 4xx/5xx status, a stream that ends
-before the answer) comes back as that request's JSON-RPC error, naming the status; a
-``404`` for a known session means the server forgot it, which ends the connection.
+It is a message transport of the session's :class:`~dsh.core.peer.Peer` with no byte
+stream below it: each message sent is one POST, run in a task of its own, so a slow tool
+call never holds up another; what the answers carry is handed to the peer as it is read.
+Notifications and answers are POSTed in the order they were sent, and a request waits
+until those sent before it were accepted (``notifications/initialized`` must reach the
+server before the next request); :meth:`StreamableHttpTransport.drain` waits for them and
+raises the failure of one that was refused. An HTTP failure for a request (refused
+connection, a 4xx/5xx status, a stream that ends before the answer) comes back as that
+request's JSON-RPC error, naming the status; a ``404`` for a known session means the
+server forgot it, which ends the connection. While the peer pauses receiving, the tasks
+stop reading their answers.
 
 Left out: the optional GET stream for server-initiated messages (dsh offers nothing a
 server could ask for), resuming a broken stream with ``Last-Event-ID``, and redirects
@@ -20,19 +27,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from dsh.core.errors import ConnectionClosedError, ProtocolError
+from dsh.core import jsonrpc
+from dsh.core.errors import ConnectionClosedError, DshError, ProtocolError
 from dsh.core.redact import redact
 from dsh.runtime.transports.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    from dsh.core.peer import Peer
 
 _SERVER_ERROR = -32000
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """The largest message one event of an answer's stream may carry (as on stdio)."""
-_END = object()
+_JSON = {"content-type": "application/json"}
 
 
 class StreamableHttpTransport:
@@ -45,44 +56,49 @@ class StreamableHttpTransport:
         self._headers = dict(headers)
         self._session_id: str | None = None
         self._client: httpx.AsyncClient | None = None
-        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._receiver: Peer | None = None
         self._posts: set[asyncio.Task[None]] = set()
+        self._last_post: asyncio.Task[None] | None = None  # the last notification or answer
+        self._refused: ConnectionClosedError | None = None
+        self._receiving = asyncio.Event()
+        self._receiving.set()
         self._closed = False
 
-    async def open(self) -> None:
-        """Make the HTTP client (the first POST connects)."""
+    async def open(self, receiver: Peer) -> None:
+        """Make the HTTP client (the first POST connects) and connect ``receiver``."""
         self._client = httpx.AsyncClient(headers=self._headers, follow_redirects=False,
                                          timeout=httpx.Timeout(30.0, read=300.0))
+        self._receiver = receiver
+        receiver.connection_made(self)
 
-    async def send(self, message: dict[str, Any]) -> None:
-        """POST ``message``; a request's answer arrives later through :meth:`messages`."""
+    def send(self, message: dict[str, Any]) -> None:
+        """POST ``message`` in a task; a request's answer reaches the peer when it comes."""
         if self._closed or self._client is None:
             raise ConnectionClosedError("the connection is closed")
+        body = jsonrpc.encode(message)
+        after = self._last_post
         if "method" in message and "id" in message:
-            task = asyncio.create_task(self._exchange(message), name="dsh-mcp-post")
-            self._posts.add(task)
-            task.add_done_callback(self._posts.discard)
-            return
-        try:
-            response = await self._client.post(self._url, json=message,
-                                               headers=self._request_headers())
-            await response.aread()
-        except httpx.HTTPError as exc:
-            raise ConnectionClosedError(f"cannot reach {self._shown}: {_describe(exc)}") from exc
-        if response.status_code == 404 and self._session_id is not None:
-            self._lost()
-        if response.status_code >= 400:
-            raise ConnectionClosedError(f"{self._shown} answered HTTP {response.status_code}")
+            self._spawn(self._exchange(message, body, after))
+        else:
+            self._last_post = self._spawn(self._post(body, after))
 
-    async def messages(self) -> AsyncIterator[dict[str, Any]]:
-        """The server's messages, from every POST's answer, until the connection ends."""
-        while True:
-            item = await self._inbox.get()
-            if item is _END:
-                return
-            if isinstance(item, Exception):
-                raise item
-            yield item
+    async def drain(self) -> None:
+        """Wait until the notifications and answers sent so far were accepted; raises
+        :class:`ConnectionClosedError` for one the server refused (once)."""
+        if self._last_post is not None:
+            await asyncio.wait({self._last_post})
+        refused, self._refused = self._refused, None
+        if refused is not None:
+            raise refused
+
+    def pause_receiving(self) -> None:
+        """Hand the peer nothing more until :meth:`resume_receiving`; the answers' streams
+        are not read meanwhile."""
+        self._receiving.clear()
+
+    def resume_receiving(self) -> None:
+        """Hand the peer messages again."""
+        self._receiving.set()
 
     async def close(self) -> None:
         """End the server's session (``DELETE``) and the HTTP client."""
@@ -97,16 +113,45 @@ class StreamableHttpTransport:
                     await self._client.delete(self._url, headers=self._request_headers(),
                                               timeout=2.0)
             await self._client.aclose()
-        self._inbox.put_nowait(_END)
 
-    # -- one request's exchange ------------------------------------------------------------
+    # -- the POSTs -------------------------------------------------------------------------
 
-    async def _exchange(self, request: dict[str, Any]) -> None:
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(work, name="dsh-mcp-post")
+        self._posts.add(task)
+        task.add_done_callback(self._posts.discard)
+        return task
+
+    async def _post(self, body: bytes, after: asyncio.Task[None] | None) -> None:
+        """One notification or answer, after the one sent before it."""
         assert self._client is not None
+        if after is not None:
+            await asyncio.wait({after})
+        try:
+            response = await self._client.post(self._url, content=body,
+                                               headers={**self._request_headers(), **_JSON})
+            await response.aread()
+        except httpx.HTTPError as exc:
+            self._refused = ConnectionClosedError(
+                f"cannot reach {self._shown}: {_describe(exc)}")
+            return
+        if response.status_code == 404 and self._session_id is not None:
+            self._lost()
+        if response.status_code >= 400:
+            self._refused = ConnectionClosedError(
+                f"{self._shown} answered HTTP {response.status_code}")
+
+    async def _exchange(self, request: dict[str, Any], body: bytes,
+                        after: asyncio.Task[None] | None) -> None:
+        """One request: its POST, after what was sent before it, and its answer."""
+        assert self._client is not None
+        if after is not None:
+            await asyncio.wait({after})
         request_id = request["id"]
         try:
-            async with self._client.stream("POST", self._url, json=request,
-                                           headers=self._request_headers()) as response:
+            async with self._client.stream("POST", self._url, content=body,
+                                           headers={**self._request_headers(), **_JSON}
+                                           ) as response:
                 if request["method"] == "initialize":
                     self._session_id = response.headers.get("mcp-session-id") or None
                 if response.status_code == 404 and request["method"] != "initialize":
@@ -114,21 +159,20 @@ class StreamableHttpTransport:
                     return
                 if response.status_code >= 400:
                     await response.aread()
-                    self._fail(request_id, f"{self._shown} answered HTTP {response.status_code}"
-                                           f"{_reason(response)}")
+                    await self._fail(request_id, f"{self._shown} answered HTTP "
+                                                 f"{response.status_code}{_reason(response)}")
                     return
                 kind = response.headers.get("content-type", "").partition(";")[0].strip()
                 if kind == "text/event-stream":
                     await self._read_events(response, request_id)
                 elif kind == "application/json":
-                    self._deliver(json.loads(await response.aread()))
+                    await self._deliver(json.loads(await response.aread()))
                 else:
-                    self._inbox.put_nowait(ProtocolError(
-                        f"an answer of content type {kind or 'none'!r}"))
+                    self._end(ProtocolError(f"an answer of content type {kind or 'none'!r}"))
         except httpx.HTTPError as exc:
-            self._fail(request_id, f"cannot reach {self._shown}: {_describe(exc)}")
+            await self._fail(request_id, f"cannot reach {self._shown}: {_describe(exc)}")
         except (ValueError, ProtocolError) as exc:
-            self._inbox.put_nowait(ProtocolError(f"an answer that is not JSON-RPC ({exc})"))
+            self._end(ProtocolError(f"an answer that is not JSON-RPC ({exc})"))
 
     async def _read_events(self, response: httpx.Response, request_id: Any) -> None:
         """The answer's event stream, through the runtime's SSE decoder
@@ -139,23 +183,30 @@ class StreamableHttpTransport:
                 if event.event != "message" or not event.data:
                     continue  # other event types, and the spec's priming events
                 message = json.loads(event.data)
-                self._deliver(message)
+                await self._deliver(message)
                 if isinstance(message, dict) and message.get("id") == request_id \
                         and "method" not in message:
                     return
-        self._fail(request_id, "the server ended the answer's event stream before answering")
+        await self._fail(request_id,
+                         "the server ended the answer's event stream before answering")
 
-    def _deliver(self, payload: Any) -> None:
+    async def _deliver(self, payload: Any) -> None:
         for message in payload if isinstance(payload, list) else [payload]:
-            self._inbox.put_nowait(message)
+            await self._receiving.wait()
+            if self._receiver is not None and not self._closed:
+                self._receiver.message_received(message)
 
-    def _fail(self, request_id: Any, message: str) -> None:
+    async def _fail(self, request_id: Any, message: str) -> None:
         """Answer request ``request_id`` with an error naming the HTTP failure."""
-        self._inbox.put_nowait({"jsonrpc": "2.0", "id": request_id,
-                                "error": {"code": _SERVER_ERROR, "message": message}})
+        await self._deliver({"jsonrpc": "2.0", "id": request_id,
+                             "error": {"code": _SERVER_ERROR, "message": message}})
 
     def _lost(self) -> None:
-        self._inbox.put_nowait(ConnectionClosedError("the server no longer knows this session"))
+        self._end(ConnectionClosedError("the server no longer knows this session"))
+
+    def _end(self, reason: DshError) -> None:
+        if self._receiver is not None and not self._closed:
+            self._receiver.connection_lost(reason)
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"accept": "application/json, text/event-stream"}

@@ -92,7 +92,8 @@ class ReasoningDelta(NamedTuple):
     """
 
     text: str = ""
-    index: int = 0
+    # ``index`` shadows ``tuple.index``: a field providers have always set by name, kept.
+    index: int = 0  # type: ignore[assignment]
     signature: str | None = None
     redacted: str | None = None
     field: str | None = None
@@ -105,7 +106,7 @@ class ToolCallDelta(NamedTuple):
     concatenated in arrival order into the call's JSON argument text.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as ReasoningDelta's
     id: str | None = None
     name: str | None = None
     arguments: str = ""
@@ -194,6 +195,9 @@ class Provider(Protocol):
     #       checked when a client chooses it; None when it can.
     #   effort_refusal(effort, model) -> str | None: why this route cannot send
     #       ``effort`` to ``model`` (the route's wire form, or the model's own efforts).
+    #   request_refusal(model, effort) -> ModelError | None: what a request would fail
+    #       with before it is sent (a missing key, an effort the model cannot take):
+    #       asked before a prompt creates a session.
     #   supports_images_for(model) -> bool: image input for that model (else the
     #       ``supports_images`` attribute).
     #   context_window_for(model) -> int: that model's window (else ``context_window``).

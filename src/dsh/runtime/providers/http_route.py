@@ -304,6 +304,23 @@ class HttpRoute:
         """Why ``model`` cannot be chosen on this route (retired, unknown), or None."""
         return self.catalog.refusal(model)
 
+    def request_refusal(self, model: str, effort: str | None = None) -> ModelError | None:
+        """What a request for ``model`` with ``effort`` (None: the row's default) would
+        fail with before it is sent, or None: a base URL that is no URL, a key missing or
+        malformed, an effort the model or the route's wire form cannot take (the row's
+        default effort, or a session's model changed since the effort was chosen). The
+        agent asks before it creates a session for a prompt, so a run that cannot reach
+        the model leaves no session behind; :meth:`stream` fails the same way."""
+        if self._url_problem is not None:
+            return ModelError(self._url_problem, code="bad-base-url")
+        try:
+            self._checked_key()
+        except ModelError as exc:
+            return exc
+        effort = effort if effort is not None else self.reasoning_effort
+        problem = None if effort is None else self.effort_refusal(effort, model)
+        return None if problem is None else ModelError(problem, code="unsupported-effort")
+
     def effort_refusal(self, effort: str, model: str | None = None) -> str | None:
         """Why this route cannot send reasoning effort ``effort`` to ``model``, or None:
         its wire form cannot carry it (:meth:`form_refusal`), or the model's facts
@@ -378,17 +395,13 @@ class HttpRoute:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one response; see the module docstring for the failure policy."""
-        if self._url_problem is not None:
-            raise ModelError(self._url_problem, code="bad-base-url")
-        headers = self._headers()  # missing-key fails here, before any request
+        problem = self.request_refusal(request.model, request.reasoning_effort)
+        if problem is not None:
+            raise problem
+        headers = self._headers()
         model = self.catalog.wire_id(request.model)
         if request.reasoning_effort is None and self.reasoning_effort is not None:
             request = request._replace(reasoning_effort=self.reasoning_effort)
-        if request.reasoning_effort is not None:
-            # the row's default effort, or a session's model changed since it was chosen
-            problem = self.effort_refusal(request.reasoning_effort, request.model)
-            if problem is not None:
-                raise ModelError(problem, code="unsupported-effort")
         body = self.encode(request, model)
         attempt = 0
         while True:

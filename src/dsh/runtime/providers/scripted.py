@@ -8,17 +8,30 @@ in order, separately for each session::
     - reasoning: "The user wants the directory; I know it now."   # streamed first
       text: "Done."
       usage: {inputTokens: 10, outputTokens: 2}   # optional; estimated when absent
+                                                  # (also cacheHitTokens, reasoningTokens,
+                                                  # costUsd, as a priced route reports)
     - error: {message: "rate limited", code: "rate-limit"}   # raised as a model error
     - {text: "slow", delay_ms: 500}                # waits first (cancellation tests)
+    - text: "You are in {where}."                  # quotes what a tool answered
+      quote: {where: {call: call_1, match: 'directory: "(.*)"'}}
 
 Each response may have ``reasoning`` (the model's thinking, streamed before the text as
 its own kind), ``text``, ``tool_calls`` (``name``, ``arguments`` as a mapping or JSON text,
 optional ``id``; ids default to ``call_<n>``, counted per session), ``usage``, ``finish``
-(``stop`` or ``length``), ``error`` and ``delay_ms``. Reasoning, text and arguments are
-streamed in ``chunk_size`` pieces so the agent's reassembly is exercised; a response
+(``stop`` or ``length``), ``error``, ``delay_ms`` and ``chunk_delay_ms`` (a pause between
+streamed pieces, for a model that visibly takes its time). Reasoning, text and arguments
+are streamed in ``chunk_size`` pieces so the agent's reassembly is exercised; a response
 without ``usage`` reports an estimate, marked ``estimated``. A session that
 asks past the end gets a model error saying so, never a hang. The file is read at
 ``start``; a bad one is a ConfigError naming the file and, where known, the line.
+
+``quote`` lets an answer say what the tools found, as a real model reads its
+conversation: each ``{NAME}`` in ``text`` and ``reasoning`` is replaced by what
+``quote.NAME`` takes from the result of tool call ``call`` in the request: the whole
+text; with ``match`` (a regular expression, searched line-wise), its first group (or
+the whole match), or ``as`` expanded with its groups (``\\1``, ``\\g<name>``); ``else``
+when there is no such result or no match (default: a note saying so). So a scripted
+answer never claims what its tools did not say.
 
 Row config ``supports_images`` says whether the route claims to take image content (tools
 such as ``read_image`` check it), and ``record`` names a JSONL file to which every request
@@ -32,6 +45,7 @@ import asyncio
 import json
 import math
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -51,8 +65,11 @@ from dsh.runtime.providers.base import (
 )
 
 _Fail = Callable[[str], ConfigError]
-_KEYS = ("reasoning", "text", "tool_calls", "usage", "finish", "error", "delay_ms")
+_KEYS = ("reasoning", "text", "tool_calls", "usage", "finish", "error", "delay_ms",
+         "chunk_delay_ms", "quote")
 _CALL_KEYS = ("name", "arguments", "id")
+_QUOTE_KEYS = ("call", "match", "as", "else")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class ScriptedCall(NamedTuple):
@@ -61,6 +78,32 @@ class ScriptedCall(NamedTuple):
     name: str
     arguments: str
     id: str | None = None
+
+
+class Quote(NamedTuple):
+    """What a ``{NAME}`` placeholder takes from a tool call's result (see the module doc)."""
+
+    call: str
+    match: re.Pattern[str] | None = None
+    template: str | None = None
+    otherwise: str | None = None
+
+    def text(self, results: Mapping[str, str]) -> str:
+        """The quoted text, given the results of the conversation's calls by id."""
+        result = results.get(self.call)
+        if result is None:
+            return self._else(f"(no result of {self.call})")
+        if self.match is None:
+            return result.strip()
+        found = self.match.search(result)
+        if found is None:
+            return self._else(f"(nothing in {self.call}'s result matches)")
+        if self.template is not None:
+            return found.expand(self.template)
+        return (found.group(1) if found.re.groups else found.group(0)).strip()
+
+    def _else(self, note: str) -> str:
+        return note if self.otherwise is None else self.otherwise
 
 
 class ScriptedResponse(NamedTuple):
@@ -73,6 +116,8 @@ class ScriptedResponse(NamedTuple):
     error: tuple[str, str] | None = None
     delay_ms: float = 0
     reasoning: str = ""
+    chunk_delay_ms: float = 0
+    quotes: tuple[tuple[str, Quote], ...] = ()
 
 
 # -- reading a script ------------------------------------------------------------------
@@ -140,12 +185,41 @@ def _response(item: Any, where: str) -> ScriptedResponse:
     finish = item.get("finish")
     if finish not in (None, "stop", "length"):
         raise fail("'finish' must be 'stop' or 'length'")
-    delay = item.get("delay_ms", 0)
-    if not _number(delay) or delay < 0:
-        raise fail("'delay_ms' must be a number >= 0")
+    delays = [item.get(key, 0) for key in ("delay_ms", "chunk_delay_ms")]
+    for key, delay in zip(("delay_ms", "chunk_delay_ms"), delays, strict=True):
+        if not _number(delay) or delay < 0:
+            raise fail(f"'{key}' must be a number >= 0")
     return ScriptedResponse(text, tuple(_call(c, fail) for c in calls),
                             _usage(item.get("usage"), fail), finish,
-                            _error(item.get("error"), fail), delay, reasoning)
+                            _error(item.get("error"), fail), delays[0], reasoning,
+                            delays[1], _quotes(item.get("quote"), fail))
+
+
+def _quotes(item: Any, fail: _Fail) -> tuple[tuple[str, Quote], ...]:
+    if item is None:
+        return ()
+    if not isinstance(item, Mapping):
+        raise fail("'quote' must map placeholder names to {call, match?, as?, else?}")
+    quotes = []
+    for name, spec in item.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise fail(f"quote name {name!r} must be a word (letters, digits, _)")
+        if not isinstance(spec, Mapping) or any(k not in _QUOTE_KEYS for k in spec):
+            raise fail(f"quote '{name}' must be a mapping of call, match, as and else")
+        values = [spec.get(k) for k in _QUOTE_KEYS]
+        if not isinstance(values[0], str) or not values[0]:
+            raise fail(f"quote '{name}' needs the id of a tool call ('call')")
+        if any(v is not None and not isinstance(v, str) for v in values[1:]):
+            raise fail(f"quote '{name}': match, as and else must be strings")
+        try:
+            pattern = None if values[1] is None else re.compile(values[1], re.MULTILINE)
+        except re.error as exc:
+            raise fail(f"quote '{name}': 'match' is not a regular expression: {exc}"
+                       ) from None
+        if values[2] is not None and pattern is None:
+            raise fail(f"quote '{name}': 'as' needs a 'match' to take groups from")
+        quotes.append((name, Quote(values[0], pattern, values[2], values[3])))
+    return tuple(quotes)
 
 
 def _call(item: Any, fail: _Fail) -> ScriptedCall:
@@ -170,7 +244,21 @@ def _usage(item: Any, fail: _Fail) -> Usage | None:
               for k in ("inputTokens", "outputTokens")]
     if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
         raise fail("'usage' must be {inputTokens, outputTokens} with counts >= 0")
-    return Usage(*counts)
+    extra = {}
+    for key, field in (("cacheHitTokens", "cache_hit_tokens"),
+                       ("reasoningTokens", "reasoning_tokens")):
+        value = item.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
+                                      and value >= 0):
+            raise fail(f"'usage' {key} must be a count >= 0")
+        extra[field] = value
+    cost = item.get("costUsd")
+    if cost is not None and not (isinstance(cost, (int, float)) and not isinstance(cost, bool)
+                                 and cost >= 0):
+        raise fail("'usage' costUsd must be a number >= 0")
+    return Usage(*counts, cache_hit_tokens=extra["cache_hit_tokens"],
+                 reasoning_tokens=extra["reasoning_tokens"],
+                 cost_usd=None if cost is None else float(cost))
 
 
 def _error(item: Any, fail: _Fail) -> tuple[str, str] | None:
@@ -226,9 +314,17 @@ class ScriptedModel:
             await asyncio.sleep(response.delay_ms / 1000)
         if response.error is not None:
             raise ModelError(response.error[0], code=response.error[1])
-        for piece in self._pieces(response.reasoning):
+        reasoning, text = response.reasoning, response.text
+        if response.quotes:
+            reasoning, text = _quoted(response.quotes, request, reasoning, text)
+        pause = response.chunk_delay_ms / 1000
+        for i, piece in enumerate(self._pieces(reasoning)):
+            if pause and i:
+                await asyncio.sleep(pause)
             yield ReasoningDelta(piece)
-        for piece in self._pieces(response.text):
+        for i, piece in enumerate(self._pieces(text)):
+            if pause and (i or reasoning):
+                await asyncio.sleep(pause)
             yield TextDelta(piece)
         for index, call in enumerate(response.tool_calls):
             self._calls[session] = self._calls.get(session, 0) + 1
@@ -241,6 +337,20 @@ class ScriptedModel:
 
     def _pieces(self, text: str) -> list[str]:
         return [text[i:i + self.chunk_size] for i in range(0, len(text), self.chunk_size)]
+
+
+def _quoted(quotes: Sequence[tuple[str, Quote]], request: ModelRequest,
+            *texts: str) -> tuple[str, ...]:
+    """``texts`` with each ``{NAME}`` of ``quotes`` replaced from the request's results."""
+    results: dict[str, str] = {}
+    for message in request.messages:
+        if message.get("role") == "tool":
+            results[str(message.get("toolCallId"))] = "".join(
+                b.get("text", "") for b in message.get("content", ())
+                if b.get("type") == "text")
+    values = {f"{{{name}}}": quote.text(results) for name, quote in quotes}
+    pattern = re.compile("|".join(re.escape(key) for key in values))
+    return tuple(pattern.sub(lambda m: values[m.group()], text) for text in texts)
 
 
 def _append_record(path: str, request: ModelRequest) -> None:

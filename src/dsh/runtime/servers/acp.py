@@ -4,7 +4,8 @@ An editor (the ACP *client*) spawns ``dsh --profile acp`` and speaks JSON-RPC 2.
 stdio, one message per line. Like the SDK server this is a thin adapter over the
 ``agent`` service: each ACP method is one or two agent calls, each agent event becomes
 zero or more ``session/update`` notifications (the mapping is :mod:`.acp_mapping`), and
-framing, concurrency and error answers belong to :class:`JsonRpcPeer`.
+framing, concurrency and error answers belong to the peer (:mod:`.jsonrpc_server`), whose
+``request`` (with its timeout) is also how the client is asked anything.
 
 Where ACP and the agent differ in shape:
 
@@ -41,6 +42,8 @@ from typing import Any
 from dsh._version import __version__
 from dsh.core import jsonrpc
 from dsh.core.errors import DshError, JsonRpcError, PluginError, SessionBusyError, UsageError
+from dsh.core.jsonrpc import Params
+from dsh.core.peer import Handler, Peer
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -57,7 +60,7 @@ from dsh.runtime.servers.acp_mapping import (
     text_content,
     tool_call_update,
 )
-from dsh.runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+from dsh.runtime.servers.jsonrpc_server import serve_stdio, server_peer
 from dsh.runtime.servers.validation import params_object as _object
 from dsh.runtime.tools import confine
 
@@ -176,14 +179,8 @@ class AcpServer(Plugin):
         """Serve one client on the reserved stdio until EOF or a signal."""
         if argv:
             raise UsageError(f"the ACP agent takes no arguments (got {argv[0]!r})")
-        from dsh.runtime.transports.stdio import StdioTransport, app_stdio
-
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
-        fds = app_stdio()
-        peer = JsonRpcPeer(
-            StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame),
-            max_frame_bytes=max_frame,
-        )
+        peer = server_peer()
         timeout = float(self.config.get("permission_timeout_s", DEFAULT_PERMISSION_TIMEOUT_S))
 
         def modes() -> Any:
@@ -197,7 +194,7 @@ class AcpServer(Plugin):
         peer.methods(protocol.table())
         peer.on_notification("session/cancel", protocol.cancel)
         try:
-            await peer.serve()
+            await serve_stdio(peer, max_frame)
         finally:
             protocol.close()
         return 0
@@ -225,7 +222,7 @@ class _Attached:
 class AcpProtocol:
     """The ACP methods of one connection over the ``agent`` service."""
 
-    def __init__(self, peer: JsonRpcPeer, agent: Any, permission_timeout: float, *,
+    def __init__(self, peer: Peer, agent: Any, permission_timeout: float, *,
                  modes: Callable[[], Any] = lambda: None,
                  services: Callable[[str], Any] | None = None) -> None:
         self._peer = peer
@@ -445,7 +442,8 @@ class AcpProtocol:
             pending.ended.set_result(event.get("data", {}).get("reason") or {})
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
-        self._peer.notify("session/update", {"sessionId": session_id, "update": update})
+        self._peer.notify("session/update", {"sessionId": session_id, "update": update},
+                          quiet=True)
 
     async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
         """The approver: ask the client; anything but a selected allow option denies."""
@@ -479,9 +477,8 @@ class AcpProtocol:
                  "options": _options(outside)},
                 timeout=self._permission_timeout,
             )
-        except (asyncio.TimeoutError, DshError) as exc:
-            log.info("permission for %s in session %s denied: %s", name, session_id,
-                     exc or "no answer in time")
+        except DshError as exc:  # RequestTimeoutError included
+            log.info("permission for %s in session %s denied: %s", name, session_id, exc)
             return "deny"
         outcome = answer.get("outcome") if isinstance(answer, dict) else None
         option = outcome.get("optionId") if isinstance(outcome, dict) and \

@@ -131,7 +131,8 @@ class Operations:
         await self.agent.resume(session_id)
 
     def list_sessions(self) -> list[dict[str, Any]]:
-        """Every known session, sorted by id."""
+        """Every known session, sorted by id, with its summary (title, times, turns,
+        workspace, usage, cost)."""
         return self.agent.list_sessions()
 
     def live_events(self, session_id: str) -> list[dict[str, Any]]:
@@ -171,17 +172,20 @@ class Operations:
         """The effective tree, no secret values."""
         return self.view.config()
 
-    def mode(self, session_id: str) -> dict[str, Any]:
-        """``{mode, availableModes}`` of a live session."""
+    async def mode(self, session_id: str) -> dict[str, Any]:
+        """``{mode, availableModes}`` of a session (taken here first: unknown is
+        SessionNotFoundError, one another runtime holds SessionHeldError)."""
         modes = self._modes()
-        self.agent.get_cwd(session_id)  # unknown session: SessionNotFoundError
+        await self.agent.take(session_id)
         return {"mode": modes.get(session_id), "availableModes": modes.state(session_id)[
             "availableModes"]}
 
-    def set_mode(self, session_id: str, mode: Any) -> dict[str, Any]:
-        """Put a live session in ``mode`` (``default`` or ``plan``); answers ``{mode}``."""
+    async def set_mode(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Put a session in ``mode`` (``default`` or ``plan``); answers ``{mode}``. The
+        session is taken here first, so the change is logged under this runtime's lease
+        even when the session had gone idle (its lease given back, or unloaded)."""
         modes = self._modes()
-        self.agent.get_cwd(session_id)
+        await self.agent.take(session_id)
         before = modes.get(session_id)
         mode = modes.set(session_id, mode)  # an unknown mode: InvalidArgumentError
         if mode != before:

@@ -4,7 +4,8 @@ It speaks the SDK protocol (docs/contracts.md) on the process's stdio: the DeepS
 Harness SDK runtime protocol, wire-compatible so that its published Python client can
 drive dsh unchanged, plus dsh's own methods. It is a thin adapter: every method becomes
 one call on the ``agent`` service, every agent notification becomes one frame. Framing,
-concurrency and error answers belong to :class:`JsonRpcPeer`, so nothing here sees bytes.
+concurrency and error answers belong to the peer (:mod:`.jsonrpc_server`), so nothing
+here sees bytes.
 
 The client must call ``initialize`` first; until then every other request but ``shutdown``
 and ``runtime/status`` fails with -32002. ``shutdown`` answers ``{}`` and ends the command,
@@ -13,13 +14,20 @@ after which the runtime disposes everything and exits 0.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
-from dsh.core.errors import DshError, JsonRpcError, PluginError, UsageError
+from dsh.core.errors import (
+    DshError,
+    JsonRpcError,
+    NotInitializedError,
+    PluginError,
+    UsageError,
+)
+from dsh.core.jsonrpc import Params
+from dsh.core.peer import Handler, Peer
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -29,7 +37,7 @@ from dsh.runtime.kernel.plugin import (
     RuntimeContext,
 )
 from dsh.runtime.servers import validation
-from dsh.runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
+from dsh.runtime.servers.jsonrpc_server import serve_stdio, server_peer
 from dsh.runtime.servers.operations import Operations, RuntimeView
 from dsh.runtime.servers.validation import params_object as _object
 from dsh.runtime.servers.validation import session_id as _session_id
@@ -115,22 +123,16 @@ class SdkServer(Plugin):
         """Serve one client on the reserved stdio until EOF, ``shutdown`` or a signal."""
         if argv:
             raise UsageError(f"the SDK runtime takes no arguments (got {argv[0]!r})")
-        from dsh.runtime.transports.stdio import StdioTransport, app_stdio
-
         view = RuntimeView.of(rt)
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
-        fds = app_stdio()
-        peer = JsonRpcPeer(
-            StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame),
-            max_frame_bytes=max_frame,
-        )
+        peer = server_peer()
         timeout = float(self.config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S))
         protocol = SdkProtocol(peer, rt.service("agent"), view, timeout,
                                config_state=getattr(rt, "config_state", None),
                                services=rt.service, max_frame_bytes=max_frame)
         peer.methods(protocol.table())
         try:
-            await peer.serve()
+            await serve_stdio(peer, max_frame)
         finally:
             protocol.close()
         return 0
@@ -144,7 +146,7 @@ class SdkProtocol:
     """The SDK methods of one connection, each a thin call on the ``agent`` service."""
 
     def __init__(
-        self, peer: JsonRpcPeer, agent: Any, view: RuntimeView, approval_timeout: float,
+        self, peer: Peer, agent: Any, view: RuntimeView, approval_timeout: float,
         *, config_state: Any = None, services: Callable[[str], Any] | None = None,
         max_frame_bytes: int = jsonrpc.DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
@@ -193,7 +195,7 @@ class SdkProtocol:
         no method sees positional params (every method here takes named ones)."""
         async def checked(params: Params | None) -> Any:
             if gated and self._cwd is None:
-                raise JsonRpcError(jsonrpc.NOT_INITIALIZED, "not initialized: call initialize")
+                raise NotInitializedError("not initialized: call initialize")
             _object(params)
             return await fn(params)
 
@@ -233,9 +235,9 @@ class SdkProtocol:
         )
         self._cwd = cwd
         self._state = "ready"
-        self._unsubscribe = self._agent.add_listener(self._peer.notify)
+        self._unsubscribe = self._agent.add_listener(self._forward)
         if self._config_state is not None:
-            self._unsubscribe_config = self._config_state.add_listener(self._peer.notify)
+            self._unsubscribe_config = self._config_state.add_listener(self._forward)
         if (p.get("capabilities") or {}).get("approvals") is True:
             self._agent.set_approver(self._ask_client)
             self._approver_installed = True
@@ -244,6 +246,11 @@ class SdkProtocol:
             "protocolVersion": PROTOCOL_VERSION,
             "profile": {"name": self._view.profile, "patchReload": self._view.patch_reload},
         }
+
+    def _forward(self, method: str, params: dict[str, Any]) -> None:
+        """An agent or reload notification to the client; one it cannot get (gone, or
+        too large a frame) is dropped, never raised into the agent."""
+        self._peer.notify(method, params, quiet=True)
 
     async def shutdown(self, params: Params | None) -> dict[str, Any]:
         """Answer ``{}``; the peer stops once this answer is out."""
@@ -313,12 +320,12 @@ class SdkProtocol:
 
     async def get_mode(self, params: Params | None) -> dict[str, Any]:
         """The session's mode and the modes there are."""
-        return self._ops.mode(_session_id(params))
+        return await self._ops.mode(_session_id(params))
 
     async def set_mode(self, params: Params | None) -> dict[str, Any]:
         """Switch the session between ``default`` and ``plan`` (read-only until approved)."""
         p = _object(params)
-        return self._ops.set_mode(_session_id(p), _str(p, "mode"))
+        return await self._ops.set_mode(_session_id(p), _str(p, "mode"))
 
     async def history(self, params: Params | None) -> dict[str, Any]:
         """A page of the session's log (``cursor``, ``limit``): ``{events, nextCursor}``."""
@@ -345,7 +352,7 @@ class SdkProtocol:
                 {"sessionId": session_id, "toolCall": tool_call},
                 timeout=self._approval_timeout,
             )
-        except (asyncio.TimeoutError, DshError):
+        except DshError:  # RequestTimeoutError included
             return "deny"
         decision = answer.get("decision") if isinstance(answer, dict) else None
         return decision if decision in ("allow", "deny") else "deny"

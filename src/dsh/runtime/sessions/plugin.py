@@ -9,26 +9,58 @@ While the row runs, a background task heartbeats this runtime's session leases e
 ``lease_heartbeat_s`` (default 5 s); a lease not heartbeaten for ``lease_expiry_s``
 (default 30 s) may be taken over by any runtime on any host, and a holder on the same
 host is taken over at once when its process is gone. Each heartbeat is two statements on
-the lease table's holder index, bounded by ``busy_timeout_ms`` like any write.
+the lease table's holder index, bounded by ``busy_timeout_ms`` like any write (two more
+when sessions released here are watched for a move). The agent gives a session's lease
+back ``idle_release_s`` (default 2 s) after the session's work ends.
+
+The lease keys are one schema, :data:`LEASE_PROPERTIES`, that every sessions row
+(``sessions-sqlite``, ``sessions-postgres``) shares, read by :func:`lease_timing`.
+
+``asyncio`` is imported where the row runs, not with the module: ``dsh sessions list``
+loads this module to open the store, and asyncio alone would cost it a tenth of its
+300 ms budget.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh._version import __version__
 from dsh.core.errors import ConfigError
+from dsh.runtime.agent.store import DEFAULT_IDLE_RELEASE_S
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, RuntimeContext
 from dsh.runtime.sessions.sqlite_store import SqliteSessionStore
+
+if TYPE_CHECKING:
+    import asyncio
 
 DB_NAME = "sessions.db"
 HEARTBEAT_S = 5.0
 EXPIRY_S = 30.0
+
+LEASE_PROPERTIES: dict[str, Any] = {
+    "lease_heartbeat_s": {
+        "type": "number", "minimum": 0.05, "default": HEARTBEAT_S,
+        "description": "How often this runtime refreshes its session leases.",
+    },
+    "lease_expiry_s": {
+        "type": "number", "minimum": 0.1, "default": EXPIRY_S,
+        "description": "A lease not refreshed for this long may be taken over from any "
+                       "runtime on any host (at least twice lease_heartbeat_s).",
+    },
+    "idle_release_s": {
+        "type": "number", "minimum": 0, "default": DEFAULT_IDLE_RELEASE_S,
+        "description": "How long a session whose work ended (no turn, queued prompt, "
+                       "approval, job or sub-agent) keeps its lease before this runtime "
+                       "gives it back, so another runtime (a terminal, another host) can "
+                       "continue it; the next prompt here takes it back.",
+    },
+}
+"""The lease keys of every sessions row's config schema (one definition for both)."""
 
 logger = logging.getLogger("dsh.sessions")
 
@@ -50,15 +82,7 @@ class SessionsSqlite(Plugin):
                     "type": "integer", "minimum": 0, "default": 5000,
                     "description": "How long a write waits for another runtime's lock.",
                 },
-                "lease_heartbeat_s": {
-                    "type": "number", "minimum": 0.05, "default": HEARTBEAT_S,
-                    "description": "How often this runtime refreshes its session leases.",
-                },
-                "lease_expiry_s": {
-                    "type": "number", "minimum": 0.1, "default": EXPIRY_S,
-                    "description": "A lease not refreshed for this long may be taken over "
-                                   "(at least twice lease_heartbeat_s).",
-                },
+                **LEASE_PROPERTIES,
             },
             "additionalProperties": False,
         },
@@ -78,6 +102,7 @@ class SessionsSqlite(Plugin):
                                         busy_timeout_ms=int(self.config.get(
                                             "busy_timeout_ms", 5000)),
                                         lease_expiry_ms=int(expiry_s * 1000))
+        self.store.idle_release_s = idle_release(self.config)
         try:
             self.store.reconcile()
         except BaseException:
@@ -85,6 +110,8 @@ class SessionsSqlite(Plugin):
             self.store = None
             raise
         rt.publish("sessions", self.store)
+        import asyncio
+
         self._heartbeat = asyncio.get_running_loop().create_task(
             _beat(self.store, heartbeat_s), name="dsh-session-leases")
 
@@ -96,8 +123,11 @@ class SessionsSqlite(Plugin):
         if self.store is not None:
             self.store.set_busy_timeout(int(config.get("busy_timeout_ms", 5000)))
             self.store.lease_expiry_ms = int(expiry_s * 1000)
+            self.store.idle_release_s = idle_release(config)
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
+            import asyncio
+
             self._heartbeat = asyncio.get_running_loop().create_task(
                 _beat(self.store, heartbeat_s), name="dsh-session-leases")
         return True
@@ -114,6 +144,8 @@ class SessionsSqlite(Plugin):
         """Stop heartbeating; mark this runtime's sessions closed, release its leases and
         close the database."""
         if self._heartbeat is not None:
+            import asyncio
+
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
@@ -135,9 +167,16 @@ def lease_timing(config: Mapping[str, Any]) -> tuple[float, float]:
     return heartbeat, expiry
 
 
+def idle_release(config: Mapping[str, Any]) -> float:
+    """Seconds a session with no work keeps its lease (``idle_release_s``)."""
+    return float(config.get("idle_release_s", DEFAULT_IDLE_RELEASE_S))
+
+
 async def _beat(store: SqliteSessionStore, interval: float) -> None:
     """Refresh the store's leases every ``interval`` seconds until cancelled; a failed
     beat (a locked or full database) is logged and retried at the next one."""
+    import asyncio
+
     while True:
         await asyncio.sleep(interval)
         try:

@@ -21,6 +21,10 @@ a future version adds a migration step here rather than scattering ``ALTER TABLE
   ``pid``) and its last ``heartbeat_at`` (epoch ms). Its own table rather than columns of
   ``sessions``: a lease is taken before a new session's row exists, and is gone, not
   nulled, when released. See :mod:`dsh.runtime.agent.store` for the rules.
+* summary columns of ``sessions`` (version 4): ``workspace``, ``turns``, token counts,
+  ``cost_usd`` and ``revision`` (:mod:`dsh.runtime.sessions.summaries`), indexed for the
+  newest-first listing and for a workspace's latest session. A file migrated to version
+  4 has them filled from its logs, once, in the migration's transaction.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from __future__ import annotations
 import sqlite3
 
 from dsh.core.errors import PluginError
+from dsh.runtime.sessions import summaries
 
-VERSION = 3
+VERSION = 4
 
 _V1 = """
 CREATE TABLE sessions (
@@ -97,7 +102,21 @@ CREATE TABLE session_leases (
 CREATE INDEX session_leases_by_holder ON session_leases (holder_id);
 """
 
-_STEPS = ((1, _V1), (2, _V2), (3, _V3))
+_V4 = """
+ALTER TABLE sessions ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN turns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN cache_hit_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN cache_miss_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX sessions_by_updated ON sessions (updated_at);
+CREATE INDEX sessions_by_workspace ON sessions (workspace, updated_at);
+"""
+
+_STEPS = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 """Each version's statements, applied in order to a file at any older version."""
 
 
@@ -106,7 +125,8 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
 
     Runs in one immediate transaction, so two runtimes opening a fresh home at once
     create the schema once. An older file gets the missing steps of :data:`_STEPS`, so a
-    home made by an earlier dsh keeps its sessions and gains the new tables.
+    home made by an earlier dsh keeps its sessions and gains the new tables (and, from
+    before version 4, its sessions' summaries).
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -119,9 +139,23 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
                 for statement in script.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+        if 0 < found < 4:
+            _fill_summaries(conn)
         if found < VERSION:
             conn.execute(f"PRAGMA user_version = {VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _fill_summaries(conn: sqlite3.Connection) -> None:
+    """Version 4 on a file that has sessions: each row's workspace from its state, and
+    its summary folded from its log (one ordered scan, a session at a time)."""
+    rows = conn.execute("SELECT id, cwd, state FROM sessions").fetchall()
+    conn.executemany("UPDATE sessions SET workspace = ? WHERE id = ?",
+                     [(summaries.workspace_of(cwd, state), sid) for sid, cwd, state in rows])
+    update = summaries.update_sql("sessions", greatest="max", mark="?")
+    scan = conn.execute("SELECT session_id, body FROM events ORDER BY session_id, seq")
+    for session_id, found in list(summaries.backfill(scan)):
+        conn.execute(update, summaries.update_params(session_id, found.as_delta()))

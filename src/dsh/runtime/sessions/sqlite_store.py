@@ -8,13 +8,15 @@ received is on disk. ``save`` refreshes the session row and writes any event an 
 missed (an append that failed, say on a full disk, is retried there), so the log never
 has gaps once a save succeeds.
 
-Leases live in ``session_leases``. Taking one is a single conditional UPSERT (a fresh
-lease, or this holder's own); only when another holder has it is the row read, judged
-(:func:`~dsh.runtime.agent.store.stale`) and, if stale, taken by a compare-and-set on the
-holder and heartbeat read, so two runtimes racing for a dead holder's session cannot both
-win. Appends are fenced by the lease in the same statement (``INSERT ... SELECT ...
-WHERE EXISTS`` the lease), and the log's key ``(session_id, seq)`` refuses a second event
-with a seq: nothing is overwritten or silently dropped.
+Leases live in ``session_leases``; the algorithm over them (a conditional UPSERT, a
+compare-and-set to take over a stale lease, the heartbeat, watched sessions) is
+:class:`~dsh.runtime.sessions.tracking.Tracking`'s, shared with the PostgreSQL store:
+this module only writes its SQL port. Appends are fenced by the lease in the same
+statement (``INSERT ... SELECT ... WHERE EXISTS`` the lease), and the log's key
+``(session_id, seq)`` refuses a second event with a seq: nothing is overwritten or
+silently dropped. An event that changes the session's summary (:mod:`.summaries`) is
+appended in one transaction with the ``UPDATE`` of its row; the others (a model's
+streamed deltas, most of a log) stay one ``INSERT``.
 
 ``load`` rebuilds the record from the log itself (the conversation is the message events
 in order), not from a snapshot that a crash could leave stale. WAL mode with
@@ -34,12 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
+from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError
+from dsh.runtime.agent import summary
 from dsh.runtime.agent.session import SessionRecord
-from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale
-from dsh.runtime.sessions import records, schema, workspaces
+from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, Version
+from dsh.runtime.sessions import records, schema, summaries, workspaces
 from dsh.runtime.sessions.goals import SqliteGoals
-from dsh.runtime.sessions.tracking import Tracking
+from dsh.runtime.sessions.tracking import DEFAULT_LEASE_EXPIRY_MS, Tracking
 from dsh.runtime.sessions.transfer import SessionInfo
 
 logger = logging.getLogger("dsh.sessions")
@@ -47,8 +50,10 @@ logger = logging.getLogger("dsh.sessions")
 OPEN, CLOSED, INTERRUPTED = "open", "closed", "interrupted"
 """``sessions.status``: held by a live runtime, closed by it, or left by one that died."""
 
-DEFAULT_LEASE_EXPIRY_MS = 30_000
-"""A lease whose heartbeat is older than this may be taken over by any runtime."""
+_UPDATE_SUMMARY = summaries.update_sql("sessions", greatest="max", mark="?")
+_LEASE = "SELECT holder_id, host, pid, acquired_at, heartbeat_at, session_id FROM session_leases"
+_MANY = 500
+"""Session ids per ``IN (...)`` list: well under SQLite's bound parameters."""
 
 
 def _now() -> int:
@@ -79,16 +84,13 @@ class SqliteSessionStore(Tracking):
                  lease_expiry_ms: int = DEFAULT_LEASE_EXPIRY_MS,
                  clock: Callable[[], int] | None = None,
                  alive: workspaces.PidAlive = workspaces.pid_alive) -> None:
-        super().__init__()
+        self.pid = os.getpid() if pid is None else pid
+        super().__init__(LeaseHolder(holder_id or os.urandom(16).hex(),
+                                     socket.gethostname() if host is None else host, self.pid),
+                         lease_expiry_ms=lease_expiry_ms, clock=clock or _now, alive=alive)
         self.path = Path(path)
         self.home = self.path.parent
         self.profile = profile
-        self.pid = os.getpid() if pid is None else pid
-        self.holder = LeaseHolder(holder_id or os.urandom(16).hex(),
-                                  socket.gethostname() if host is None else host, self.pid)
-        self.lease_expiry_ms = lease_expiry_ms
-        self._clock = clock or _now
-        self._alive = alive
         try:
             _create_private(self.path)
             self._conn = sqlite3.connect(self.path, isolation_level=None,
@@ -133,14 +135,16 @@ class SqliteSessionStore(Tracking):
             self._check_held(session_id)
             self._conn.execute(
                 "INSERT INTO sessions (id, profile, cwd, status, title, created_at, "
-                "updated_at, owner_pid, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "updated_at, owner_pid, state, workspace, revision) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) "
                 "ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd, status = excluded.status, "
                 "title = excluded.title, updated_at = excluded.updated_at, "
-                "owner_pid = excluded.owner_pid, state = excluded.state",
+                "owner_pid = excluded.owner_pid, state = excluded.state, "
+                "revision = sessions.revision + 1",
                 (session_id, self.profile, record.cwd, OPEN, record.title, now, now,
-                 self.pid, state))
-            for seq in self._pending(session_id, len(record.events)):
-                self._write_missing(session_id, record.events[seq])
+                 self.pid, state, record.root))
+            self._write_all(session_id, [record.events[seq] for seq in self._pending(
+                session_id, len(record.events))])
         self._saved(session_id, len(record.events))
 
     def append(self, session_id: str, event: dict[str, Any]) -> None:
@@ -152,20 +156,32 @@ class SqliteSessionStore(Tracking):
         next ``save`` writes it: later appends succeeding must not hide it (a gap).
         """
         seq = int(event["seq"])
+        change = summary.delta(event)
         try:
-            cursor = self._conn.execute(
-                "INSERT INTO events (session_id, seq, type, time, body) "
-                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM session_leases "
-                "WHERE session_id = ? AND holder_id = ?)",
-                (*self._row(session_id, event), session_id, self.holder.holder_id))
+            if change is None:
+                count = self._fenced_insert(session_id, event)
+            else:
+                with workspaces.transaction(self._conn):
+                    count = self._fenced_insert(session_id, event)
+                    if count == 1:
+                        self._conn.execute(_UPDATE_SUMMARY,
+                                           summaries.update_params(session_id, change))
         except sqlite3.IntegrityError:
             raise DuplicateEventError(session_id, seq) from None
         except sqlite3.Error:
             self._unstored(session_id, seq)
             raise
-        if cursor.rowcount != 1:
+        if count != 1:
             raise self._lost(session_id)
         self._stored(session_id, seq)
+
+    def _fenced_insert(self, session_id: str, event: dict[str, Any]) -> int:
+        """Store ``event`` if this holder leases the session (one statement); 1 if it did."""
+        return self._conn.execute(
+            "INSERT INTO events (session_id, seq, type, time, body) "
+            "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM session_leases "
+            "WHERE session_id = ? AND holder_id = ?)",
+            (*self._row(session_id, event), session_id, self.holder.holder_id)).rowcount
 
     def load(self, session_id: str) -> SessionRecord | None:
         """Rebuild the record from the session row and its event log; None if unknown."""
@@ -220,16 +236,20 @@ class SqliteSessionStore(Tracking):
         stored row changed later than ``info`` is kept."""
         with workspaces.transaction(self._conn):
             self._check_held(info.session_id)
+            state = json.dumps(info.state)
             self._conn.execute(
                 "INSERT INTO sessions (id, profile, cwd, status, title, created_at, "
-                "updated_at, owner_pid, state) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) "
+                "updated_at, owner_pid, state, workspace, revision) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 1) "
                 "ON CONFLICT (id) DO UPDATE SET profile = excluded.profile, cwd = excluded.cwd, "
                 "status = excluded.status, title = excluded.title, "
                 "created_at = excluded.created_at, updated_at = excluded.updated_at, "
-                "owner_pid = NULL, state = excluded.state "
+                "owner_pid = NULL, state = excluded.state, workspace = excluded.workspace, "
+                "revision = sessions.revision + 1 "
                 "WHERE sessions.updated_at <= excluded.updated_at",
                 (info.session_id, info.profile, info.cwd, info.status, info.title,
-                 info.created_at, info.updated_at, json.dumps(info.state)))
+                 info.created_at, info.updated_at, state,
+                 summaries.workspace_of(info.cwd, state)))
 
     def append_many(self, session_id: str, batch: list[dict[str, Any]]) -> None:
         """Write ``batch`` (leased) in one transaction: an event already stored as it is
@@ -237,92 +257,120 @@ class SqliteSessionStore(Tracking):
         of the batch is written."""
         with workspaces.transaction(self._conn):
             self._check_held(session_id)
-            for event in batch:
-                self._write_missing(session_id, event)
+            self._write_all(session_id, batch)
         for event in batch:
             self._stored(session_id, int(event["seq"]))
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session (its row, log, goals and lease; its workspace once no other
+        session holds it) under its lease, taken first: a session a live runtime holds is
+        :class:`~dsh.core.errors.SessionHeldError` and nothing is removed. False when
+        there was no such session (its lease is given back either way)."""
+        self.acquire(session_id)
+        try:
+            with workspaces.transaction(self._conn):
+                self._check_held(session_id)
+                found = self._conn.execute("DELETE FROM sessions WHERE id = ?",
+                                           (session_id,)).rowcount == 1
+                self._conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+                self._conn.execute("DELETE FROM goals WHERE session_id = ?", (session_id,))
+        finally:
+            self.release(session_id)
+        self.release_workspaces_of(session_id)
+        return found
+
+    def release_workspaces_of(self, session_id: str) -> None:
+        """Drop every workspace hold of ``session_id`` (a removed session's); a workspace
+        left at zero is cleaned."""
+        held = self._conn.execute("SELECT workspace_id FROM workspace_refs WHERE "
+                                  "session_id = ?", (session_id,)).fetchall()
+        for (workspace_id,) in held:
+            workspaces.release(self._conn, self.home, workspace_id, session_id)
 
     def goals(self) -> SqliteGoals:
         """The goals of this store's sessions (the ``goals`` table, same connection)."""
         return SqliteGoals(self._conn)
 
-    # -- leases ---------------------------------------------------------------------------
+    # -- the lease port (tracking.Tracking runs the algorithm) ---------------------------
 
-    def acquire(self, session_id: str) -> Lease | None:
-        """Take or refresh this holder's lease on ``session_id``; returns the stale lease
-        taken over, if any. Held by a live holder: :class:`SessionHeldError` naming it."""
+    def _take(self, session_id: str, now: int) -> bool:
         me = self.holder
-        for _ in range(3):  # a lease released or re-taken between the steps: look again
-            now = self._clock()
-            cursor = self._conn.execute(
-                "INSERT INTO session_leases (session_id, holder_id, host, pid, acquired_at, "
-                "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
-                "SET heartbeat_at = excluded.heartbeat_at "
-                "WHERE session_leases.holder_id = excluded.holder_id",
-                (session_id, me.holder_id, me.host, me.pid, now, now))
-            if cursor.rowcount == 1:
-                self._now_held(session_id)
-                return None
-            self._forget(session_id)  # whatever this store thought, the lease is not its own
-            current = self.lease(session_id)
-            if current is None:
-                continue
-            if not stale(current, host=me.host, now_ms=now, expiry_ms=self.lease_expiry_ms,
-                         alive=self._alive):
-                raise SessionHeldError(session_id, current.holder.public())
-            cursor = self._conn.execute(
-                "UPDATE session_leases SET holder_id = ?, host = ?, pid = ?, "
-                "acquired_at = ?, heartbeat_at = ? WHERE session_id = ? AND holder_id = ? "
-                "AND heartbeat_at = ?",
-                (me.holder_id, me.host, me.pid, now, now, session_id,
-                 current.holder.holder_id, current.heartbeat_at))
-            if cursor.rowcount == 1:
-                logger.info("session %s: took over the lease of pid %d on host %s (%s)",
-                            session_id, current.holder.pid, current.holder.host,
-                            "expired" if now - current.heartbeat_at > self.lease_expiry_ms
-                            else "process gone")
-                self._now_held(session_id)
-                return current
-        current = self.lease(session_id)
-        raise SessionHeldError(session_id, None if current is None else current.holder.public())
+        return self._conn.execute(
+            "INSERT INTO session_leases (session_id, holder_id, host, pid, acquired_at, "
+            "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
+            "SET heartbeat_at = excluded.heartbeat_at "
+            "WHERE session_leases.holder_id = excluded.holder_id",
+            (session_id, me.holder_id, me.host, me.pid, now, now)).rowcount == 1
 
-    def release(self, session_id: str) -> None:
-        """Drop this holder's lease on ``session_id`` (nothing when another holds it)."""
+    def _take_over(self, seen: Lease, now: int) -> bool:
+        me = self.holder
+        return self._conn.execute(
+            "UPDATE session_leases SET holder_id = ?, host = ?, pid = ?, acquired_at = ?, "
+            "heartbeat_at = ? WHERE session_id = ? AND holder_id = ? AND heartbeat_at = ?",
+            (me.holder_id, me.host, me.pid, now, now, seen.session_id,
+             seen.holder.holder_id, seen.heartbeat_at)).rowcount == 1
+
+    def _read_lease(self, session_id: str) -> Lease | None:
+        row = self._conn.execute(f"{_LEASE} WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else _lease(row)
+
+    def _drop(self, session_id: str) -> None:
         self._conn.execute("DELETE FROM session_leases WHERE session_id = ? AND "
                            "holder_id = ?", (session_id, self.holder.holder_id))
-        self._forget(session_id)
 
-    def heartbeat(self) -> list[str]:
-        """Refresh this holder's leases; returns (and forgets) the ones another took, after
-        telling each lost-listener."""
-        if not self._held:
-            return []
+    def _beat(self, now: int) -> set[str]:
         me = self.holder.holder_id
         self._conn.execute("UPDATE session_leases SET heartbeat_at = ? WHERE holder_id = ?",
-                           (self._clock(), me))
-        still = {row[0] for row in self._conn.execute(
+                           (now, me))
+        return {row[0] for row in self._conn.execute(
             "SELECT session_id FROM session_leases WHERE holder_id = ?", (me,))}
-        return self._tell_lost(self._held - still)
 
-    def lease(self, session_id: str) -> Lease | None:
-        """The stored lease on ``session_id``, or None when nobody holds it."""
-        row = self._conn.execute(
-            "SELECT holder_id, host, pid, acquired_at, heartbeat_at FROM session_leases "
-            "WHERE session_id = ?", (session_id,)).fetchone()
-        if row is None:
-            return None
-        return Lease(session_id, LeaseHolder(row[0], row[1], int(row[2])), int(row[3]),
-                     int(row[4]))
+    def _leases(self, session_ids: list[str]) -> dict[str, Lease]:
+        found: dict[str, Lease] = {}
+        if len(session_ids) > _MANY:  # a listing's: the lease table (held ones only) is small
+            wanted = set(session_ids)
+            return {row[5]: _lease(row) for row in self._conn.execute(_LEASE)
+                    if row[5] in wanted}
+        for chunk in _chunks(session_ids):
+            marks = ", ".join("?" * len(chunk))
+            for row in self._conn.execute(f"{_LEASE} WHERE session_id IN ({marks})", chunk):
+                found[row[5]] = _lease(row)
+        return found
+
+    def _versions(self, session_ids: list[str]) -> dict[str, Version]:
+        found: dict[str, Version] = {}
+        for chunk in _chunks(session_ids):
+            marks = ", ".join("?" * len(chunk))
+            for session_id, revision, top in self._conn.execute(
+                    "SELECT id, revision, (SELECT max(seq) FROM events WHERE session_id = "
+                    f"sessions.id) FROM sessions WHERE id IN ({marks})", chunk):
+                found[session_id] = (int(revision), 0 if top is None else int(top) + 1)
+        return found
 
     # -- listing, closing, workspaces ---------------------------------------------------------
 
-    def summaries(self) -> list[dict[str, Any]]:
-        """``{sessionId, cwd, title, status, profile, createdAt, updatedAt}`` of every stored
-        session, sorted by id."""
-        rows = self._conn.execute("SELECT id, cwd, title, status, profile, created_at, "
-                                  "updated_at FROM sessions ORDER BY id")
-        return [{"sessionId": r[0], "cwd": r[1], "title": r[2], "status": r[3],
-                 "profile": r[4], "createdAt": r[5], "updatedAt": r[6]} for r in rows]
+    def summaries(self, *, workspace: str | None = None, newest_first: bool = False,
+                  limit: int | None = None) -> list[dict[str, Any]]:
+        """The listing entries of the stored sessions (the summary columns: no log is
+        read), sorted by id or newest updated first, of one workspace root or all, at most
+        ``limit``; each entry also has the stored ``status`` and ``profile``."""
+        sql = f"SELECT {summaries.LISTED} FROM sessions"
+        args: list[Any] = []
+        if workspace is not None:
+            sql += " WHERE workspace = ?"
+            args.append(workspace)
+        # (updated_at, id) is the updated index's own order: no sort step
+        sql += " ORDER BY updated_at DESC, id DESC" if newest_first else " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [summaries.entry_of(row) for row in self._conn.execute(sql, args)]
+
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """The listing entry of one stored session, or None."""
+        row = self._conn.execute(f"SELECT {summaries.LISTED} FROM sessions WHERE id = ?",
+                                 (session_id,)).fetchone()
+        return None if row is None else summaries.entry_of(row)
 
     def status(self, session_id: str) -> str | None:
         """The stored status of ``session_id`` (open, closed, interrupted), or None."""
@@ -368,6 +416,7 @@ class SqliteSessionStore(Tracking):
             conn.execute("DELETE FROM session_leases WHERE holder_id = ?",
                          (self.holder.holder_id,))
             self._held.clear()
+            self._watched.clear()
             held = conn.execute("SELECT workspace_id, session_id FROM workspace_refs "
                                 "WHERE pid = ?", (self.pid,)).fetchall()
             for workspace_id, session_id in held:
@@ -389,28 +438,27 @@ class SqliteSessionStore(Tracking):
         if row is None or row[0] != self.holder.holder_id:
             raise self._lost(session_id)
 
-    def _lost(self, session_id: str) -> SessionHeldError:
-        """The error for a write to a session this holder does not lease (now forgotten)."""
-        was_held = session_id in self._held
-        self._forget(session_id)
-        current = self.lease(session_id)
-        holder = None if current is None else current.holder.public()
-        return SessionHeldError(session_id, holder, lost=was_held)
-
-    def _write_missing(self, session_id: str, event: dict[str, Any]) -> None:
-        """Inside ``save``'s transaction: store ``event`` unless that very event is stored
-        already (an append whose failure came after its commit); another event at its
-        seq is :class:`DuplicateEventError`."""
-        row = self._row(session_id, event)
-        cursor = self._conn.execute(
-            "INSERT INTO events (session_id, seq, type, time, body) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (session_id, seq) DO NOTHING", row)
-        if cursor.rowcount == 1:
-            return
-        stored = self._conn.execute("SELECT body FROM events WHERE session_id = ? AND "
-                                    "seq = ?", (session_id, row[1])).fetchone()
-        if stored is None or stored[0] != row[4]:
-            raise DuplicateEventError(session_id, row[1])
+    def _write_all(self, session_id: str, batch: list[dict[str, Any]]) -> None:
+        """Inside a write transaction: store each event of ``batch`` unless that very event
+        is stored already (an append whose failure came after its commit; another event
+        at its seq is :class:`DuplicateEventError`), and the summary change of those
+        written, in one ``UPDATE``."""
+        written = []
+        for event in batch:
+            row = self._row(session_id, event)
+            cursor = self._conn.execute(
+                "INSERT INTO events (session_id, seq, type, time, body) VALUES "
+                "(?, ?, ?, ?, ?) ON CONFLICT (session_id, seq) DO NOTHING", row)
+            if cursor.rowcount == 1:
+                written.append(event)
+                continue
+            stored = self._conn.execute("SELECT body FROM events WHERE session_id = ? AND "
+                                        "seq = ?", (session_id, row[1])).fetchone()
+            if stored is None or stored[0] != row[4]:
+                raise DuplicateEventError(session_id, row[1])
+        change = summary.combine(written)
+        if change is not None:
+            self._conn.execute(_UPDATE_SUMMARY, summaries.update_params(session_id, change))
 
     def _stored_top(self, session_id: str) -> int | None:
         top = self._conn.execute("SELECT max(seq) FROM events WHERE session_id = ?",
@@ -422,3 +470,11 @@ class SqliteSessionStore(Tracking):
         return (session_id, int(event["seq"]), str(event["type"]), int(event.get("time", 0)),
                 records.encode(event))
 
+
+
+def _lease(row: tuple[Any, ...]) -> Lease:
+    return Lease(row[5], LeaseHolder(row[0], row[1], int(row[2])), int(row[3]), int(row[4]))
+
+
+def _chunks(ids: list[str]) -> list[list[str]]:
+    return [ids[i:i + _MANY] for i in range(0, len(ids), _MANY)]

@@ -1,13 +1,34 @@
-"""What a session store remembers between calls: its leases as it knows them, and which
-seqs of each log are written.
+"""What every session store does the same way: the lease algorithm over a small SQL port,
+and what a store remembers between calls.
 
-Every store (``sessions-sqlite``, ``sessions-postgres``) keeps the same bookkeeping on top
-of its own SQL, so it is written once here as a base class:
+Every store (``sessions-sqlite``, ``sessions-postgres``) keeps the contract of
+:mod:`dsh.runtime.agent.store` with its own SQL; the algorithm on top of it is written
+once, here, as the base class :class:`Tracking`. A store implements the *port*: a handful
+of methods, each one statement (or one short transaction) of its dialect:
 
+* ``_take(session_id, now)``: the conditional UPSERT: a free lease, or this holder's own
+  refreshed; True when this holder has it now.
+* ``_take_over(seen, now)``: the compare-and-set of a stale lease, on the holder and
+  heartbeat that were judged; True when this holder won it.
+* ``_read_lease(session_id)``, ``_drop(session_id)`` (this holder's lease, if it has it),
+  ``_beat(now)`` (refresh every lease of this holder; the ids it still has),
+  ``_leases(ids)`` (the stored leases of those sessions), ``_versions(ids)`` (their
+  :data:`~dsh.runtime.agent.store.Version`) and ``_stored_top(session_id)``.
+
+On that port this class decides:
+
+* **Acquire.** Take the lease in one statement; if another holder has it, read it, judge
+  it (:func:`~dsh.runtime.agent.store.stale`) and, when stale, take it by compare-and-set,
+  so of runtimes racing for a dead holder's session exactly one wins. A lease released or
+  re-taken between the steps is looked at again (three times at most).
 * **Leases held.** ``holds`` answers from memory (the agent asks before every use); a
   lease is forgotten when released, when a heartbeat finds it taken over (each
   ``on_lost`` listener is told), or when a fenced write is refused. Forgetting a session
   drops what was known of its log too: another holder may have written meanwhile.
+* **Watched sessions.** A session the agent released but keeps in memory is watched at the
+  version it was left at; each heartbeat reads the watched sessions' leases and versions
+  (two statements, however many) and tells every ``on_moved`` listener of one another
+  holder leases or wrote, once.
 * **Seqs written.** ``_next`` is the first seq not yet written (asked of the database
   once per session, through ``_stored_top``); ``_missing`` the seqs below it whose append
   failed. ``save`` writes both (:meth:`_pending`), so one failed append never leaves a
@@ -19,17 +40,65 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from dsh.core.errors import SessionHeldError
+from dsh.runtime.agent.store import (
+    DEFAULT_IDLE_RELEASE_S,
+    Lease,
+    LeaseHolder,
+    Moved,
+    PidAlive,
+    Version,
+    stale,
+)
+
 logger = logging.getLogger("dsh.sessions")
+
+DEFAULT_LEASE_EXPIRY_MS = 30_000
+"""A lease whose heartbeat is older than this may be taken over by any runtime."""
 
 
 class Tracking:
-    """The bookkeeping base of a store; subclasses implement :meth:`_stored_top`."""
+    """The shared half of a store: ``holder`` leases sessions; another holder's lease is
+    stale after ``lease_expiry_ms`` by ``clock`` (epoch ms), or at once when it ran on
+    this host and ``alive`` says its pid is gone. Subclasses implement the port."""
 
-    def __init__(self) -> None:
+    idle_release_s: float = DEFAULT_IDLE_RELEASE_S
+
+    def __init__(self, holder: LeaseHolder, *, lease_expiry_ms: int,
+                 clock: Callable[[], int], alive: PidAlive) -> None:
+        self.holder = holder
+        self.lease_expiry_ms = lease_expiry_ms
+        self._clock = clock
+        self._alive = alive
         self._held: set[str] = set()
         self._lost_listeners: list[Callable[[str], None]] = []
+        self._moved_listeners: list[Moved] = []
+        self._watched: dict[str, Version] = {}
         self._next_seq: dict[str, int] = {}
         self._missing: dict[str, set[int]] = {}
+
+    # -- the port (each store's SQL) ----------------------------------------------------
+
+    def _take(self, session_id: str, now: int) -> bool:
+        raise NotImplementedError
+
+    def _take_over(self, seen: Lease, now: int) -> bool:
+        raise NotImplementedError
+
+    def _read_lease(self, session_id: str) -> Lease | None:
+        raise NotImplementedError
+
+    def _drop(self, session_id: str) -> None:
+        raise NotImplementedError
+
+    def _beat(self, now: int) -> set[str]:
+        raise NotImplementedError
+
+    def _leases(self, session_ids: list[str]) -> dict[str, Lease]:
+        raise NotImplementedError
+
+    def _versions(self, session_ids: list[str]) -> dict[str, Version]:
+        raise NotImplementedError
 
     def _stored_top(self, session_id: str) -> int | None:
         """The highest stored seq of ``session_id`` (None for an empty log)."""
@@ -37,21 +106,112 @@ class Tracking:
 
     # -- leases ---------------------------------------------------------------------------
 
+    def acquire(self, session_id: str) -> Lease | None:
+        """Take or refresh this holder's lease on ``session_id``; returns the stale lease
+        taken over, if any. Held by a live holder: :class:`SessionHeldError` naming it."""
+        me = self.holder
+        for _ in range(3):  # a lease released or re-taken between the steps: look again
+            now = self._clock()
+            if self._take(session_id, now):
+                self._now_held(session_id)
+                return None
+            self._forget(session_id)  # whatever this store thought, the lease is not its own
+            current = self._read_lease(session_id)
+            if current is None:
+                continue
+            if not stale(current, host=me.host, now_ms=now, expiry_ms=self.lease_expiry_ms,
+                         alive=self._alive):
+                raise SessionHeldError(session_id, current.holder.public())
+            if self._take_over(current, now):
+                logger.info("session %s: took over the lease of pid %d on host %s (%s)",
+                            session_id, current.holder.pid, current.holder.host,
+                            "expired" if now - current.heartbeat_at > self.lease_expiry_ms
+                            else "process gone")
+                self._now_held(session_id)
+                return current
+        current = self._read_lease(session_id)
+        raise SessionHeldError(session_id, None if current is None else current.holder.public())
+
+    def release(self, session_id: str) -> None:
+        """Drop this holder's lease on ``session_id`` (nothing when another holds it)."""
+        self._forget(session_id)
+        self._drop(session_id)
+
+    def lease(self, session_id: str) -> Lease | None:
+        """The stored lease on ``session_id``, or None when nobody holds it."""
+        return self._read_lease(session_id)
+
+    def live_leases(self, session_ids: list[str]) -> dict[str, Lease]:
+        """The leases of those sessions that a live runtime holds (not stale), by id: what
+        ``dsh sessions`` shows, and why ``rm`` refuses."""
+        if not session_ids:
+            return {}
+        now = self._clock()
+        return {session_id: lease for session_id, lease in self._leases(session_ids).items()
+                if not stale(lease, host=self.holder.host, now_ms=now,
+                             expiry_ms=self.lease_expiry_ms, alive=self._alive)}
+
+    def heartbeat(self) -> list[str]:
+        """Refresh this holder's leases; returns (and forgets) the ones another took, after
+        telling each lost-listener. Then checks the watched sessions (:meth:`watch`)."""
+        lost: list[str] = []
+        if self._held:
+            lost = self._tell_lost(self._held - self._beat(self._clock()))
+        if self._watched:
+            self._check_watched()
+        return lost
+
     def on_lost(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Call ``listener(session_id)`` when a heartbeat finds a lease taken over (the
         agent lets the session go at once); returns the unsubscribe."""
-        self._lost_listeners.append(listener)
-
-        def remove() -> None:
-            if listener in self._lost_listeners:
-                self._lost_listeners.remove(listener)
-
-        return remove
+        return _subscribe(self._lost_listeners, listener)
 
     def holds(self, session_id: str) -> bool:
         """Whether this holder's lease on ``session_id`` is unbroken, as far as it knows
         (a loss shows at the next heartbeat or fenced write)."""
         return session_id in self._held
+
+    # -- sessions released but kept in memory ---------------------------------------------
+
+    def version(self, session_id: str) -> Version | None:
+        """The stored session's ``(revision, next seq)``, or None when it is unknown."""
+        return self._versions([session_id]).get(session_id)
+
+    def watch(self, session_id: str, version: Version) -> None:
+        """Check ``session_id`` (last seen at ``version``) at every heartbeat."""
+        self._watched[session_id] = version
+
+    def unwatch(self, session_id: str) -> None:
+        """Stop checking ``session_id``."""
+        self._watched.pop(session_id, None)
+
+    def on_moved(self, listener: Moved) -> Callable[[], None]:
+        """Call ``listener(session_id, holder)`` for each watched session a heartbeat finds
+        leased by another holder or written since; returns the unsubscribe."""
+        return _subscribe(self._moved_listeners, listener)
+
+    def _check_watched(self) -> None:
+        """Tell the moved-listeners of each watched session that moved, and stop watching
+        it (each is told once)."""
+        ids = sorted(self._watched)
+        leases = self._leases(ids)
+        versions = self._versions(ids)
+        for session_id in ids:
+            seen = self._watched.get(session_id)
+            lease = leases.get(session_id)
+            taken = lease is not None and lease.holder.holder_id != self.holder.holder_id
+            if seen is None or not (taken or versions.get(session_id) != seen):
+                continue
+            del self._watched[session_id]
+            holder = lease.holder if taken and lease is not None else None
+            for listener in tuple(self._moved_listeners):
+                try:
+                    listener(session_id, holder)
+                except Exception:
+                    logger.exception("a moved-session listener failed on session %s",
+                                     session_id)
+
+    # -- what this store knows of its leases ----------------------------------------------
 
     def _tell_lost(self, lost: Iterable[str]) -> list[str]:
         """Forget each lost session and tell every listener; returns them sorted."""
@@ -76,6 +236,14 @@ class Tracking:
         self._held.discard(session_id)
         self._next_seq.pop(session_id, None)
         self._missing.pop(session_id, None)
+
+    def _lost(self, session_id: str) -> SessionHeldError:
+        """The error for a write to a session this holder does not lease (now forgotten)."""
+        was_held = session_id in self._held
+        self._forget(session_id)
+        current = self._read_lease(session_id)
+        holder = None if current is None else current.holder.public()
+        return SessionHeldError(session_id, holder, lost=was_held)
 
     # -- seqs -----------------------------------------------------------------------------
 
@@ -121,3 +289,13 @@ class Tracking:
         """A save wrote every pending seq of a log of ``count`` events."""
         self._missing.pop(session_id, None)
         self._next_seq[session_id] = max(self._next_seq.get(session_id, 0), count)
+
+
+def _subscribe(listeners: list, listener: object) -> Callable[[], None]:
+    listeners.append(listener)
+
+    def remove() -> None:
+        if listener in listeners:
+            listeners.remove(listener)
+
+    return remove

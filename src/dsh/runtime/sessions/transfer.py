@@ -116,7 +116,7 @@ class _Reader:
                 continue
             try:
                 document = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise self.fail(f"not JSON ({exc.msg})") from None
             if not isinstance(document, dict):
                 raise self.fail("each line must be a JSON object")

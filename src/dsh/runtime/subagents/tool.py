@@ -58,7 +58,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,7 +73,7 @@ from dsh.runtime.kernel.plugin import (
     Registrar,
     RuntimeContext,
 )
-from dsh.runtime.subagents.child import Child
+from dsh.runtime.subagents.child import LIVE, Child, Status
 from dsh.runtime.subagents.environment import child_environment
 from dsh.runtime.subagents.fork import fork_history
 from dsh.runtime.subagents.messaging import InterruptAgentTool, ListAgentsTool, SendMessageTool
@@ -197,6 +197,8 @@ class SubagentPlugin(Plugin):
         super().__init__(row_id, config)
         self._rt: RuntimeContext | None = None
         self.registry = Registry(self._finished, self._changed)
+        self._keeps: dict[Child, Callable[[], Callable[[], None]]] = {}
+        self._holds: dict[Child, Callable[[], None]] = {}
 
     def apply(self, reg: Registrar) -> None:
         """Register the five tools, the ``subagents`` context section and the hook."""
@@ -261,6 +263,8 @@ class SubagentPlugin(Plugin):
                 max_agents=int(self.config.get("max_agents", 4)))
         except LimitReachedError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
+        self._keeps[child] = ctx.keep
+        self._hold(child)
         store = self._store()
         try:
             home = self._child_home(rt, store, ctx.session_id, confine.of(ctx).protected)
@@ -299,8 +303,20 @@ class SubagentPlugin(Plugin):
         await self.registry.close(child)
         return _answer(child)._replace(facts=_facts(child))
 
+    def _hold(self, child: Child) -> None:
+        """A child starting or running holds its parent session in this runtime (the
+        parent's lease is kept: its answer comes back here); an idle or gone one not."""
+        working = child.status in (Status.STARTING, Status.RUNNING)
+        if working and child not in self._holds and child in self._keeps:
+            self._holds[child] = self._keeps[child]()
+        elif not working and child in self._holds:
+            self._holds.pop(child)()
+        if child.status not in LIVE:
+            self._keeps.pop(child, None)
+
     def _finished(self, child: Child, outcome: str) -> None:
         """A child's runtime is gone: release its workspace hold, announce it."""
+        self._hold(child)
         if child.session_id is None or self._rt is None:
             return
         store = self._store()
@@ -313,6 +329,7 @@ class SubagentPlugin(Plugin):
 
     def _changed(self, child: Child) -> None:
         """A live child's status changed: tell the clients (``subagent.status``)."""
+        self._hold(child)
         if child.session_id is not None and self._rt is not None:
             self._rt.service("agent").announce(STATUS, {**_note(child),
                                                         "status": child.status.value})

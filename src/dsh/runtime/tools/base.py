@@ -19,7 +19,6 @@ mutating tool that does not is asked about rather than trusted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -29,6 +28,8 @@ from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.kernel.schema import validate
 
 if TYPE_CHECKING:
+    import asyncio
+
     from dsh.runtime.tools.confine import Boundary
 
 __all__ = ["ArgumentError", "Image", "Tool", "ToolCall", "ToolContext", "ToolResult",
@@ -46,15 +47,18 @@ class ToolResult(NamedTuple):
     """What a tool answers; ``text`` is what the model reads.
 
     ``images`` travel with the text as image content blocks; a tool only returns them when
-    :attr:`ToolContext.images_supported` says the model can take them. ``facts`` are what
-    the call reports about how it ran (the sandbox rung that confined a command, the MCP
-    server that answered), for the ``after_tool_call`` hook and telemetry; the model never
-    sees them. Keys are dotted names (``sandbox.rung``), values strings or numbers.
+    :attr:`ToolContext.images_supported` says the model can take them. ``diff`` is for
+    clients, never the model: a file change (:func:`dsh.runtime.tools.filediff.file_diff`)
+    the agent puts in the ``tool/result`` event's ``data.diff``. ``facts`` are what the
+    call reports about how it ran (the sandbox rung that confined a command, the MCP server
+    that answered), for the ``after_tool_call`` hook and telemetry; the model never sees
+    them either. Keys are dotted names (``sandbox.rung``), values strings or numbers.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
+    diff: Mapping[str, Any] | None = None
     facts: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -64,6 +68,11 @@ def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:
 
 def _no_history() -> list[dict[str, Any]]:
     return []
+
+
+def _keep_nothing() -> Callable[[], None]:
+    """The ``keep`` of a context with no session behind it: nothing to hold."""
+    return lambda: None
 
 
 class ToolContext(NamedTuple):
@@ -79,7 +88,9 @@ class ToolContext(NamedTuple):
     workspace root, its granted roots, the protected directories, and the paths this call
     was approved for; a file tool opens paths only through it
     (:func:`dsh.runtime.tools.confine.of` gives a context without one a boundary rooted at
-    its cwd).
+    its cwd). ``keep()`` holds the session in this runtime (its lease kept, so no other
+    runtime continues it meanwhile) while work the call started lives on after it (a
+    background job, a sub-agent); call the function it returns when that work ends.
     """
 
     session_id: str
@@ -91,6 +102,7 @@ class ToolContext(NamedTuple):
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
+    keep: Callable[[], Callable[[], None]] = _keep_nothing
 
     @property
     def cwd(self) -> str:

@@ -9,6 +9,10 @@ Both declare ``path_arguments = ("path",)``, so the agent judges the path agains
 session's boundary before the call (:mod:`dsh.runtime.tools.confine`) and the workspace
 policy lets them run unasked exactly when it stays inside the root. Only regular files
 are edited or overwritten. The I/O runs in a worker thread.
+
+Each result carries the change as a unified diff (:mod:`dsh.runtime.tools.filediff`),
+which the agent hands clients as the ``tool/result`` event's ``data.diff``; the model
+reads only the one-line summary.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.filediff import MAX_DIFF_INPUT_CHARS, file_diff, omitted
 
 _REFUSED = (confine.PathError, safeopen.BeneathError, OSError)
 
@@ -35,6 +40,40 @@ def _encoded(text: str) -> bytes:
 
 def _write(target: confine.Target, data: bytes) -> bool:
     return safeopen.write_file(target.anchor, target.rel, data)
+
+
+_NOT_TEXT = object()
+"""What :func:`_previous` says of a file that exists but is no text it can diff."""
+
+
+def _previous(target: confine.Target) -> object:
+    """The file's text before a write (None: it does not exist), for the diff; read only
+    up to what :mod:`.filediff` would diff, so a huge file costs no memory here."""
+    try:
+        fd = safeopen.open_regular(target.anchor, target.rel)
+    except FileNotFoundError:
+        return None
+    except (safeopen.BeneathError, OSError):
+        return _NOT_TEXT  # the write reports what is wrong with it
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(4 * MAX_DIFF_INPUT_CHARS + 1)
+    if len(data) > 4 * MAX_DIFF_INPUT_CHARS:
+        return _NOT_TEXT
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _NOT_TEXT
+
+
+def _write_with_diff(target: confine.Target, data: bytes, text: str,
+                     shown: str) -> tuple[bool, dict[str, Any]]:
+    """Write ``data`` (``text`` encoded) over the file, and the diff from what was there."""
+    before = _previous(target)
+    existed = _write(target, data)
+    if before is _NOT_TEXT:
+        return existed, omitted(shown, "update", "the old content is not UTF-8 text, or "
+                                                 "too large to diff")
+    return existed, file_diff(shown, before if isinstance(before, str) else None, text)
 
 
 def _read_text(target: confine.Target) -> str:
@@ -74,13 +113,15 @@ class WriteFile:
             return ToolResult(f"cannot write {path}: {exc}", is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            existed = await asyncio.to_thread(_write, target, data)
+            shown = confine.shown(ctx.cwd, target.real)
+            existed, diff = await asyncio.to_thread(_write_with_diff, target, data,
+                                                    args["content"], shown)
         except IsADirectoryError:
             return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
         verb = "Overwrote" if existed else "Created"
-        return ToolResult(f"{verb} {confine.shown(ctx.cwd, target.real)} ({len(data)} bytes).")
+        return ToolResult(f"{verb} {shown} ({len(data)} bytes).", diff=diff)
 
 
 class EditFile:
@@ -134,12 +175,14 @@ class EditFile:
             return ToolResult(f"old_string occurs {count} times in {path}; include more "
                               "surrounding text to make it unique, or set replace_all",
                               is_error=True)
+        edited = text.replace(old, new)
+        shown = confine.shown(ctx.cwd, target.real)
         try:
-            await asyncio.to_thread(_write, target, _encoded(text.replace(old, new)))
+            await asyncio.to_thread(_write, target, _encoded(edited))
         except ValueError as exc:
             return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
+        diff = await asyncio.to_thread(file_diff, shown, text, edited)
         noun = "occurrence" if count == 1 else "occurrences"
-        return ToolResult(f"Edited {confine.shown(ctx.cwd, target.real)}: replaced "
-                          f"{count} {noun}.")
+        return ToolResult(f"Edited {shown}: replaced {count} {noun}.", diff=diff)

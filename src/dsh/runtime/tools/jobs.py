@@ -14,6 +14,10 @@ the job id at once; the model then reads the job with these tools. The table's r
   ``max_job_output_chars`` characters of it: the first and last halves, with a note of what
   was dropped between them. ``job_output`` hands over what is kept and resets the window
   (the read cursor), so a chatty job costs memory only up to the cap.
+- **The session stays here.** A running job holds its session in this runtime
+  (``ToolContext.keep``): the session's lease is not given back, so no other runtime
+  continues the session while the job's output can only be read here. The hold ends when
+  the job's output ends (it exited, or was killed).
 - **Lifetime.** A job runs in its own process group (its own session) with stdin closed and
   stdout and stderr merged. ``job_kill``, the end of its session (``session_end``) and the
   end of the runtime (the row's ``dispose``) send SIGTERM to the whole group, SIGKILL after a
@@ -122,6 +126,7 @@ class Job:
         "output",
         "reader",
         "reason",
+        "release",
         "session_id",
         "started",
         "stopping",
@@ -141,6 +146,7 @@ class Job:
         self.changed = asyncio.Event()
         self.reader: asyncio.Task[None] | None = None
         self.stopping: asyncio.Task[None] | None = None
+        self.release: Callable[[], None] = _nothing
 
     @property
     def exit_code(self) -> int | None:
@@ -199,6 +205,7 @@ class JobTable:
                 del self._starting[session]
         job = Job(f"job-{next(_ids)}", session, command, cwd, child,
                   UnreadOutput(self._config()["max_job_output_chars"]))
+        job.release = ctx.keep()
         job.reader = asyncio.create_task(_pump(job), name=f"dsh-{job.id}-output")
         if self._closed:  # the runtime ended while the process was being set up
             await self._stop(job, "the runtime ended")
@@ -400,15 +407,23 @@ def _one_line(command: str, limit: int = 200) -> str:
 
 
 async def _pump(job: Job) -> None:
-    """Move the merged output into the job's window until EOF."""
+    """Move the merged output into the job's window until EOF; then the job no longer
+    holds its session here."""
     stdout = job.child.stdout
     assert stdout is not None
-    while chunk := await stdout.read(65536):
-        job.output.feed(chunk)
+    try:
+        while chunk := await stdout.read(65536):
+            job.output.feed(chunk)
+            job.changed.set()
+        job.output.feed(b"", final=True)
+        job.eof = True
         job.changed.set()
-    job.output.feed(b"", final=True)
-    job.eof = True
-    job.changed.set()
+    finally:
+        job.release()
+
+
+def _nothing() -> None:
+    """A job's ``release`` before it holds anything."""
 
 
 async def _terminate(job: Job) -> None:

@@ -602,7 +602,9 @@ def walk(anchor: Anchor, rel: str = ".") -> Iterator[
         ids = file_ids(anchor.forbid)
         for top, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
             # fwalk lists a link to a directory among dirs (it only declines to enter it).
-            kept, links, plain = [], [], []
+            kept: list[str] = []
+            links: list[str] = []
+            plain: list[str] = []
             for name in dirs:
                 try:
                     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -763,7 +765,7 @@ def _windows_final_path(fd: int) -> str | None:  # pragma: no cover - Windows on
     import ctypes
     import msvcrt
 
-    handle = msvcrt.get_osfhandle(fd)
+    handle = msvcrt.get_osfhandle(fd)  # type: ignore[attr-defined]  # Windows' msvcrt
     kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
     buffer = ctypes.create_unicode_buffer(32768)
     length = kernel32.GetFinalPathNameByHandleW(handle, buffer, len(buffer), 0)

@@ -1,4 +1,5 @@
-"""The stdio transport: newline-delimited frames over the application's own stdio.
+"""The stdio transport: JSON-RPC messages as newline-delimited frames over the
+application's own stdio, for a :class:`dsh.core.peer.Peer` (the SDK and ACP servers).
 
 The real stdin and stdout belong to the application's ``main`` command (protocol frames
 for the SDK and ACP servers). Before any plugin starts, the runtime calls
@@ -14,10 +15,12 @@ refuses, or Windows' anonymous pipes) is served by one reader thread and one wri
 thread instead. A launcher started without stdin (``dsh <&-``) reads ``/dev/null``; any
 of these ends in EOF, which ends the application as its last request would.
 
-Framing is :class:`dsh.core.jsonrpc.FrameDecoder`'s, so an oversize line costs bounded memory
-and surfaces as a fault, never as a crash. Each frame is handed to the writer as one
-buffer on the loop thread, which is what keeps frames from interleaving; no lock is
-needed on top of that ordering.
+Framing is :class:`dsh.core.jsonrpc.FrameDecoder`'s, below the peer's message interface,
+so an oversize line costs bounded memory and reaches the peer as a fault (which a server
+answers), never as a crash. Each frame is handed to the writer as one buffer on the loop
+thread, which is what keeps frames from interleaving; no lock is needed on top of that
+ordering. Unsent output is bounded twice: :meth:`StdioTransport.drain` waits above a
+high-water mark, and a peer that stops reading for good is given up on.
 """
 
 from __future__ import annotations
@@ -28,8 +31,13 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from dsh.core.errors import ConnectionClosedError
+from dsh.core.jsonrpc import Frame, FrameDecoder, encode
+
+if TYPE_CHECKING:
+    from dsh.core.peer import Peer
 
 # Unread output beyond this means the peer stopped reading: the transport gives up on
 # it rather than buffering without bound. Raised to several maximum frames when large
@@ -37,6 +45,8 @@ from typing import Any, NamedTuple
 _HARD_WRITE_LIMIT = 64 * 1024 * 1024
 _HIGH_WATER = 1024 * 1024
 _READ_CHUNK = 256 * 1024
+FLUSH_TIMEOUT = 1.0
+"""Seconds the last frames get to reach a slow reader when the transport closes."""
 
 
 class AppStdio(NamedTuple):
@@ -117,86 +127,112 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
-FramesCallback = Callable[[list[Any]], None]
-
-
 class StdioTransport:
-    """Frames in and out over a read fd and a write fd.
+    """JSON-RPC messages in and out over a read fd and a write fd.
 
-    ``on_frames`` receives each batch of decoded frames and faults (``FrameDecoder``'s
-    items) on the loop thread; ``on_eof`` is called once when input ends. The transport
-    owns both fds: :meth:`aclose` closes them.
+    :meth:`start` connects a receiver (a :class:`~dsh.core.peer.Peer`): it gets each
+    decoded message (or :class:`~dsh.core.jsonrpc.FrameFault`) on the loop thread, and
+    ``connection_lost`` once when input ends. The transport owns both fds: :meth:`close`
+    closes them.
     """
 
     def __init__(self, read_fd: int, write_fd: int, *, max_frame_bytes: int) -> None:
-        from dsh.core.jsonrpc import FrameDecoder
-
         self._read_fd = read_fd
         self._write_fd = write_fd
+        self._max_frame_bytes = max_frame_bytes
         self._decoder = FrameDecoder(max_frame_bytes)
         self._hard_limit = max(_HARD_WRITE_LIMIT, 4 * max_frame_bytes)
         self._reader: _Reader | None = None
         self._writer: _Writer | None = None
-        self._on_frames: FramesCallback | None = None
-        self._on_eof: Callable[[], None] | None = None
+        self._receiver: Peer | None = None
+        self._paused = False
         self._eof = False
         self.closed = False
 
-    async def start(self, on_frames: FramesCallback, on_eof: Callable[[], None]) -> None:
-        """Begin reading; frames and EOF are delivered through the callbacks."""
+    async def start(self, receiver: Peer | None) -> None:
+        """Open both fds and connect ``receiver``; ``None`` reads and drops the input (an
+        application that only writes)."""
         loop = asyncio.get_running_loop()
-        self._on_frames, self._on_eof = on_frames, on_eof
         if _pollable(self._write_fd):
             self._writer = await _PipeWriter.open(loop, self._write_fd, self._hard_limit)
         else:
             self._writer = _ThreadWriter(loop, self._write_fd, self._hard_limit)
+        self._receiver = receiver
+        if receiver is not None:
+            receiver.connection_made(self)
         if _pollable(self._read_fd):
             self._reader = await _PipeReader.open(loop, self._read_fd, self)
         else:
             self._reader = _ThreadReader(loop, self._read_fd, self)
+        if self._paused:
+            self._reader.pause()
 
     def data_received(self, data: bytes) -> None:
         """Feed raw input (called by the reader on the loop thread)."""
-        items = self._decoder.feed(data)
-        if items and self._on_frames is not None:
-            self._on_frames(items)
+        receiver = self._receiver
+        if receiver is not None:
+            for item in self._decoder.feed(data):
+                receiver.message_received(item.message if isinstance(item, Frame) else item)
 
     def eof_received(self) -> None:
         """Input ended (or failed); delivered once."""
         if self._eof:
             return
         self._eof = True
-        tail = self._decoder.finish()
-        if tail and self._on_frames is not None:
-            self._on_frames(tail)
-        if self._on_eof is not None:
-            self._on_eof()
+        receiver = self._receiver
+        if receiver is not None:
+            for item in self._decoder.finish():
+                receiver.message_received(item.message if isinstance(item, Frame) else item)
+            receiver.connection_lost(ConnectionClosedError(
+                "the client closed the connection (end of input)"))
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message as a frame; refuses one over the frame cap
+        (:class:`~dsh.core.errors.FrameTooLargeError`), which the peer could not read."""
+        self.write(encode(message, max_frame_bytes=self._max_frame_bytes))
 
     def write(self, frame: bytes) -> None:
-        """Queue one whole encoded frame (newline included); never blocks the loop.
+        """Queue one whole encoded line (newline included); never blocks the loop.
 
-        Raises ``ConnectionError`` once the peer has gone or stopped reading for good.
+        Raises :class:`ConnectionClosedError` once the peer has gone or stopped reading for
+        good.
         """
         if self.closed or self._writer is None:
-            raise ConnectionResetError("transport is closed")
-        self._writer.write(frame)
+            raise ConnectionClosedError("the connection is closed")
+        try:
+            self._writer.write(frame)
+        except ConnectionError as exc:
+            raise self._output_lost(exc) from exc
 
     async def drain(self) -> None:
         """Wait while unsent output is above the high-water mark."""
         if self._writer is not None:
-            await self._writer.drain()
+            try:
+                await self._writer.drain()
+            except ConnectionError as exc:
+                raise self._output_lost(exc) from exc
 
-    def pause_reading(self) -> None:
-        """Stop taking input (the server is at its in-flight bound)."""
+    def _output_lost(self, exc: ConnectionError) -> ConnectionClosedError:
+        """The output is gone for good (the client stopped reading or closed it): that
+        ends the connection, as the end of input does."""
+        lost = ConnectionClosedError(f"the output is closed ({exc})")
+        if self._receiver is not None:
+            self._receiver.connection_lost(lost)
+        return lost
+
+    def pause_receiving(self) -> None:
+        """Stop taking input (the peer is at its in-flight bound)."""
+        self._paused = True
         if self._reader is not None:
             self._reader.pause()
 
-    def resume_reading(self) -> None:
+    def resume_receiving(self) -> None:
         """Take input again."""
+        self._paused = False
         if self._reader is not None:
             self._reader.resume()
 
-    async def aclose(self, timeout: float = 2.0) -> None:
+    async def close(self, timeout: float = FLUSH_TIMEOUT) -> None:
         """Stop reading, flush what is queued (bounded by ``timeout``), release the fds."""
         if self.closed:
             return

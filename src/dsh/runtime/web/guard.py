@@ -4,8 +4,9 @@ Order matters and is part of the contract: a foreign ``Host`` is 403 before anyt
 (a DNS-rebinding page gets nothing, not even "wrong token"), then a missing or wrong
 token is 401. The token comes from ``Authorization: Bearer`` or, for what a browser
 loads by URL (the page, an ``EventSource``), from the ``token`` query parameter; it is
-compared in constant time. Only the page's two static assets are public: they are the
-same files every installation ships.
+compared in constant time. Only the page's static assets (its script and style, and the
+vendored libraries it renders Markdown with) are public: they are the same files every
+installation ships.
 
 Every response also gets headers that keep the page to itself: no sniffing, no referrer
 (the page's URL carries the token), no framing, no caching, and a content security

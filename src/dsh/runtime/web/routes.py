@@ -36,7 +36,13 @@ sees the answer instead of a reset connection; past it the connection is cut."""
 STATIC_TYPES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "render.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    # Markdown, its sanitizer and code highlighting, vendored (static/vendor/README.md).
+    "vendor/markdown-it.min.js": "text/javascript; charset=utf-8",
+    "vendor/purify.min.js": "text/javascript; charset=utf-8",
+    "vendor/highlight.min.js": "text/javascript; charset=utf-8",
+    "vendor/highlight-github.min.css": "text/css; charset=utf-8",
 }
 
 
@@ -203,7 +209,7 @@ class WebApi:
                         yield b": keepalive\n\n"
                         continue
                     method, params = item
-                    if method == "session.event":
+                    if method == "session.event" and "seq" in params["event"]:
                         if params["event"]["seq"] <= last:
                             continue
                         last = params["event"]["seq"]

@@ -29,9 +29,10 @@ Item = tuple[str, dict[str, Any]]
 
 
 def frame(method: str, params: dict[str, Any]) -> bytes:
-    """One SSE frame; ``session.event`` frames carry the event's seq as their id."""
+    """One SSE frame; ``session.event`` frames carry the event's seq as their id (an
+    event outside the log, ``session/moved``, has none)."""
     head = ""
-    if method == "session.event":
+    if method == "session.event" and "seq" in params["event"]:
         head = f"id: {params['event']['seq']}\n"
     data = json.dumps(params, ensure_ascii=False, separators=(",", ":"))
     return f"{head}event: {method}\ndata: {data}\n\n".encode()

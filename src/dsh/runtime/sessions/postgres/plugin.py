@@ -35,7 +35,12 @@ from dsh.runtime.kernel.plugin import (
     Plugin,
     RuntimeContext,
 )
-from dsh.runtime.sessions.plugin import EXPIRY_S, HEARTBEAT_S, lease_timing
+from dsh.runtime.sessions.plugin import (
+    EXPIRY_S,
+    LEASE_PROPERTIES,
+    idle_release,
+    lease_timing,
+)
 
 logger = logging.getLogger("dsh.sessions")
 
@@ -81,15 +86,7 @@ class SessionsPostgres(Plugin):
                     "type": "integer", "minimum": 100, "default": 10000,
                     "description": "The server-side bound of each statement.",
                 },
-                "lease_heartbeat_s": {
-                    "type": "number", "minimum": 0.05, "default": HEARTBEAT_S,
-                    "description": "How often this runtime refreshes its session leases.",
-                },
-                "lease_expiry_s": {
-                    "type": "number", "minimum": 0.1, "default": EXPIRY_S,
-                    "description": "A lease not refreshed for this long may be taken over "
-                                   "from any host (at least twice lease_heartbeat_s).",
-                },
+                **LEASE_PROPERTIES,
             },
             "additionalProperties": False,
         },
@@ -110,6 +107,7 @@ class SessionsPostgres(Plugin):
         link.adopt(conn)
         store = _open(link, self.config, home=rt.home, profile=rt.profile,
                       lease_expiry_ms=int(expiry_s * 1000))
+        store.idle_release_s = idle_release(self.config)
         try:
             store.claim_orphans()
             store.reconcile()
@@ -133,6 +131,7 @@ class SessionsPostgres(Plugin):
         self.config = config
         if self.store is not None and self._wake is not None:
             self.store.lease_expiry_ms = int(expiry_s * 1000)
+            self.store.idle_release_s = idle_release(config)
             if self._keeper is not None:
                 self._keeper.cancel()
             self._keeper = asyncio.get_running_loop().create_task(

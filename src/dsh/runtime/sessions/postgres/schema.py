@@ -20,6 +20,10 @@ Tables (the SQLite store's, minus workspaces, which are paths on each host):
   text exactly as a client received it (text, not jsonb, which would reorder keys).
 * ``session_leases``: one lease per session (holder, host, pid, heartbeat in epoch ms).
 * ``goals``: each session's goals, compare-and-set on ``revision``.
+
+Version 2 adds the summary columns of ``sessions`` (:mod:`dsh.runtime.sessions.summaries`:
+workspace, turns, token counts, cost, revision) with the listing's indexes, and fills them
+from the stored logs in the migration's transaction.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import re
 from typing import Any
 
 from dsh.core.errors import ConfigError, PluginError
+from dsh.runtime.sessions import summaries
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -80,7 +85,17 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
+_V2 = (
+    *(f"ALTER TABLE {{s}}.sessions ADD COLUMN {column} {kind} NOT NULL DEFAULT {default}"
+      for column, kind, default in (
+          ("workspace", "text", "''"), ("turns", "integer", "0"),
+          *((c, "bigint", "0") for c in summaries.USAGE_COLUMNS),
+          ("cost_usd", "double precision", "0"), ("revision", "bigint", "0"))),
+    "CREATE INDEX sessions_by_updated ON {s}.sessions (updated_at)",
+    "CREATE INDEX sessions_by_workspace ON {s}.sessions (workspace, updated_at)",
+)
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2))
 """Each version's statements (``{s}`` is the quoted schema), applied in order."""
 VERSION = MIGRATIONS[-1][0]
 TABLES = ("sessions", "events", "session_leases", "goals")
@@ -133,6 +148,8 @@ def migrate(conn: Any, schema: str, where: str) -> int:
             if found < version:
                 for statement in statements:
                     conn.execute(statement.format(s=s))
+        if 0 < found < 2:
+            _fill_summaries(conn, s)
         if found < VERSION:
             from dsh._version import __version__
 
@@ -141,3 +158,21 @@ def migrate(conn: Any, schema: str, where: str) -> int:
                          "version = excluded.version, written_by = excluded.written_by",
                          (VERSION, f"dsh {__version__}"))
     return found
+
+
+def _fill_summaries(conn: Any, s: str) -> None:
+    """Version 2 on a schema that has sessions: each row's workspace from its state, and
+    its summary folded from its log (one ordered scan through a server-side cursor, a
+    session at a time)."""
+    rows = conn.execute(f"SELECT id, cwd, state FROM {s}.sessions").fetchall()
+    with conn.cursor() as cur:
+        cur.executemany(f"UPDATE {s}.sessions SET workspace = %s WHERE id = %s",
+                        [(summaries.workspace_of(cwd, state), sid) for sid, cwd, state in rows])
+    update = summaries.update_sql(f"{s}.sessions", greatest="GREATEST", mark="%s")
+    found = []
+    with conn.cursor(name="dsh_fill_summaries") as scan:
+        scan.execute(f"SELECT session_id, body FROM {s}.events ORDER BY session_id, seq")
+        found = list(summaries.backfill(scan))
+    with conn.cursor() as cur:
+        cur.executemany(update, [summaries.update_params(session_id, f.as_delta())
+                                 for session_id, f in found])

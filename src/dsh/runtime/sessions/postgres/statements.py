@@ -10,13 +10,25 @@ and ``takeover`` are the conditional UPSERT and the compare-and-set of a lease.
 
 from __future__ import annotations
 
+from dsh.runtime.sessions import summaries
+
 
 def statements(s: str) -> dict[str, str]:
     """Every statement the store runs, on schema ``s`` (quoted), written once."""
+    fenced = (f"INSERT INTO {s}.events (session_id, seq, type, time, body) "
+              f"SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {s}.session_leases "
+              "WHERE session_id = %s AND holder_id = %s FOR SHARE)")
+    update = summaries.update_sql(f"{s}.sessions", greatest="GREATEST", mark="%s")
+    after_insert = summaries.update_sql(f"{s}.sessions", greatest="GREATEST", mark="%s",
+                                        also=" AND EXISTS (SELECT 1 FROM ins)")
+    listed = f"SELECT {summaries.LISTED} FROM {s}.sessions"
     return {
-        "append": f"INSERT INTO {s}.events (session_id, seq, type, time, body) "
-                  f"SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {s}.session_leases "
-                  "WHERE session_id = %s AND holder_id = %s FOR SHARE)",
+        "append": fenced,
+        # The event and its row's summary in one statement (one round trip): the UPDATE
+        # runs only when the fenced INSERT stored the event; the count is the INSERT's.
+        "append_summary": f"WITH ins AS ({fenced} RETURNING 1), upd AS ({after_insert}) "
+                          "SELECT count(*) FROM ins",
+        "update_summary": update,
         "insert_missing": f"INSERT INTO {s}.events (session_id, seq, type, time, body) VALUES "
                           "(%s, %s, %s, %s, %s) ON CONFLICT (session_id, seq) DO NOTHING",
         "event_body": f"SELECT body FROM {s}.events WHERE session_id = %s AND seq = %s",
@@ -26,23 +38,35 @@ def statements(s: str) -> dict[str, str]:
         "exists": f"SELECT 1 FROM {s}.sessions WHERE id = %s",
         "page": f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s "
                 "ORDER BY seq LIMIT %s",
-        "summaries": f"SELECT id, cwd, title, status, profile, created_at, updated_at FROM "
-                     f"{s}.sessions ORDER BY id",
+        "summary": f"{listed} WHERE id = %s",
+        "list_by_id": f"{listed} ORDER BY id LIMIT %s",
+        "list_newest": f"{listed} ORDER BY updated_at DESC, id DESC LIMIT %s",
+        "list_workspace_by_id": f"{listed} WHERE workspace = %s ORDER BY id LIMIT %s",
+        "list_workspace_newest": f"{listed} WHERE workspace = %s ORDER BY updated_at DESC, "
+                                 "id DESC LIMIT %s",
+        "versions": f"SELECT id, revision, (SELECT max(seq) FROM {s}.events e WHERE "
+                    f"e.session_id = {s}.sessions.id) FROM {s}.sessions WHERE id = ANY(%s)",
+        "delete_session": f"DELETE FROM {s}.sessions WHERE id = %s",
+        "delete_events": f"DELETE FROM {s}.events WHERE session_id = %s",
+        "delete_goals": f"DELETE FROM {s}.goals WHERE session_id = %s",
         "status": f"SELECT status FROM {s}.sessions WHERE id = %s",
         "upsert": f"INSERT INTO {s}.sessions (id, profile, cwd, status, title, created_at, "
-                  "updated_at, owner_holder, owner_host, owner_pid, state) VALUES "
-                  "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE "
+                  "updated_at, owner_holder, owner_host, owner_pid, state, workspace, "
+                  "revision) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1) "
+                  "ON CONFLICT (id) DO UPDATE "
                   "SET cwd = excluded.cwd, status = excluded.status, title = excluded.title, "
                   "updated_at = excluded.updated_at, owner_holder = excluded.owner_holder, "
                   "owner_host = excluded.owner_host, owner_pid = excluded.owner_pid, "
-                  "state = excluded.state",
+                  f"state = excluded.state, revision = {s}.sessions.revision + 1",
         "put_info": f"INSERT INTO {s}.sessions (id, profile, cwd, status, title, created_at, "
-                    "updated_at, state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                    "updated_at, state, workspace, revision) VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 1) "
                     "ON CONFLICT (id) DO UPDATE SET profile = excluded.profile, "
                     "cwd = excluded.cwd, status = excluded.status, title = excluded.title, "
                     "created_at = excluded.created_at, updated_at = excluded.updated_at, "
                     "owner_holder = NULL, owner_host = NULL, owner_pid = NULL, "
-                    f"state = excluded.state WHERE {s}.sessions.updated_at <= "
+                    "state = excluded.state, workspace = excluded.workspace, "
+                    f"revision = {s}.sessions.revision + 1 WHERE {s}.sessions.updated_at <= "
                     "excluded.updated_at",
         "info": f"SELECT id, profile, cwd, title, status, created_at, updated_at, state FROM "
                 f"{s}.sessions WHERE id = %s",
@@ -58,8 +82,10 @@ def statements(s: str) -> dict[str, str]:
         "release_all": f"DELETE FROM {s}.session_leases WHERE holder_id = %s",
         "heartbeat": f"UPDATE {s}.session_leases SET heartbeat_at = %s WHERE holder_id = %s "
                      "RETURNING session_id",
-        "lease": f"SELECT holder_id, host, pid, acquired_at, heartbeat_at FROM "
+        "lease": f"SELECT holder_id, host, pid, acquired_at, heartbeat_at, session_id FROM "
                  f"{s}.session_leases WHERE session_id = %s",
+        "leases": f"SELECT holder_id, host, pid, acquired_at, heartbeat_at, session_id FROM "
+                  f"{s}.session_leases WHERE session_id = ANY(%s)",
         "close_all": f"UPDATE {s}.sessions SET status = %s, owner_holder = NULL, "
                      "owner_host = NULL, owner_pid = NULL, updated_at = %s "
                      "WHERE owner_holder = %s",

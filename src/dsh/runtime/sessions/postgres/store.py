@@ -4,11 +4,11 @@ It implements the agent's :class:`~dsh.runtime.agent.store.SessionStore` contrac
 as the SQLite store does (the rules are written in :mod:`dsh.runtime.agent.store`); what
 differs is how each rule holds across hosts:
 
-* **Leases** live in ``session_leases``. Taking one is one conditional UPSERT (a free
-  lease, or this holder's own); a stale one (:func:`~dsh.runtime.agent.store.stale`) is
-  taken by a compare-and-set ``UPDATE`` on the holder and heartbeat that were judged.
-  Under READ COMMITTED a second ``UPDATE`` of the row waits for the first to commit and
-  then re-checks its ``WHERE`` against the new row, so of racing hosts one wins.
+* **Leases** live in ``session_leases``; the algorithm is
+  :class:`~dsh.runtime.sessions.tracking.Tracking`'s, this module its SQL port: a
+  conditional UPSERT takes a free lease, a compare-and-set ``UPDATE`` a stale one. Under
+  READ COMMITTED a second ``UPDATE`` of the row waits for the first to commit and then
+  re-checks its ``WHERE`` against the new row, so of racing hosts one wins.
 * **Appends are fenced** in the same statement: ``INSERT ... SELECT ... WHERE EXISTS``
   this holder's lease row, read ``FOR SHARE``. The share lock makes a takeover's
   ``UPDATE`` wait for an append in flight, and an append after a takeover re-reads the
@@ -16,7 +16,9 @@ differs is how each rule holds across hosts:
   holder stored. Each append is its own transaction (one event, the batch a client is
   sent); ``save``, an import and a spool replay write their batch in one transaction.
   The key ``(session_id, seq)`` refuses a second event at a seq
-  (:class:`~dsh.core.errors.DuplicateEventError`).
+  (:class:`~dsh.core.errors.DuplicateEventError`). An event that changes the session's
+  summary is stored with the ``UPDATE`` of its row in one statement (a data-modifying
+  ``WITH``), so it is still one round trip.
 * **The database going away** (:mod:`.link`): an event that cannot be stored is written
   to the home's spool (:mod:`.spool`) before it is sent, and the append raises
   :class:`~dsh.core.errors.StoreUnavailableError` (``spooled``), on which the agent ends the
@@ -42,20 +44,19 @@ from typing import Any
 import psycopg
 
 from dsh.core.errors import DuplicateEventError, SessionHeldError, StoreUnavailableError
+from dsh.runtime.agent import summary
 from dsh.runtime.agent.session import SessionRecord
-from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale
-from dsh.runtime.sessions import records, workspaces
+from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, Version, stale
+from dsh.runtime.sessions import records, summaries, workspaces
 from dsh.runtime.sessions.postgres import schema
 from dsh.runtime.sessions.postgres.link import Link
 from dsh.runtime.sessions.postgres.spool import Entry, Spool, by_session, read, rewrite
 from dsh.runtime.sessions.postgres.statements import statements
 from dsh.runtime.sessions.sqlite_store import CLOSED, INTERRUPTED, OPEN, SqliteSessionStore
-from dsh.runtime.sessions.tracking import Tracking
+from dsh.runtime.sessions.tracking import DEFAULT_LEASE_EXPIRY_MS, Tracking
 from dsh.runtime.sessions.transfer import SessionInfo
 
 logger = logging.getLogger("dsh.sessions")
-
-DEFAULT_LEASE_EXPIRY_MS = 30_000
 
 
 def _now() -> int:
@@ -80,19 +81,17 @@ class PostgresSessionStore(Tracking):
                  clock: Callable[[], int] | None = None,
                  alive: workspaces.PidAlive = workspaces.pid_alive,
                  host_clock: Callable[[], int] = _now) -> None:
-        super().__init__()
+        self.pid = os.getpid() if pid is None else pid
+        self._host_clock = host_clock
+        self._offset_ms = 0
+        super().__init__(LeaseHolder(holder_id or os.urandom(16).hex(),
+                                     socket.gethostname() if host is None else host, self.pid),
+                         lease_expiry_ms=lease_expiry_ms, clock=clock or self._server_clock,
+                         alive=alive)
         self._link = link
         self.schema_name = schema_name
         self.home = Path(home)
         self.profile = profile
-        self.pid = os.getpid() if pid is None else pid
-        self.holder = LeaseHolder(holder_id or os.urandom(16).hex(),
-                                  socket.gethostname() if host is None else host, self.pid)
-        self.lease_expiry_ms = lease_expiry_ms
-        self._host_clock = host_clock
-        self._offset_ms = 0
-        self._clock = clock or self._server_clock
-        self._alive = alive
         self.spool = Spool(self.home / "spool", pid=self.pid, holder_id=self.holder.holder_id)
         try:  # the store owns the link from here: a failed open closes it
             self._sql = statements(schema.quoted(schema_name))
@@ -131,9 +130,15 @@ class PostgresSessionStore(Tracking):
         database away, it is spooled first (StoreUnavailableError, spooled)."""
         seq = int(event["seq"])
         row = self._row(session_id, event)
+        fence = (*row, session_id, self.holder.holder_id)
+        change = summary.delta(event)
         try:
-            count = self._link.run(lambda c: c.execute(
-                self._sql["append"], (*row, session_id, self.holder.holder_id)).rowcount)
+            if change is None:
+                count = self._link.run(lambda c: c.execute(self._sql["append"], fence).rowcount)
+            else:
+                params = (*fence, *summaries.update_params(session_id, change))
+                count = self._link.run(lambda c: c.execute(
+                    self._sql["append_summary"], params).fetchone()[0])
         except StoreUnavailableError:
             self._spool_event(session_id, event)
             raise self._link.unavailable(spooled=True) from None
@@ -183,51 +188,61 @@ class PostgresSessionStore(Tracking):
 
         return self._run(page)
 
-    def summaries(self) -> list[dict[str, Any]]:
-        """``{sessionId, cwd, title, status, profile, createdAt, updatedAt}`` of every
-        stored session, sorted by id."""
-        rows = self._run(lambda c: c.execute(self._sql["summaries"]).fetchall())
-        return [{"sessionId": r[0], "cwd": r[1], "title": r[2], "status": r[3],
-                 "profile": r[4], "createdAt": int(r[5]), "updatedAt": int(r[6])}
-                for r in rows]
+    def summaries(self, *, workspace: str | None = None, newest_first: bool = False,
+                  limit: int | None = None) -> list[dict[str, Any]]:
+        """The listing entries of the stored sessions from their summary columns (see the
+        SQLite store: same order, filter and bound)."""
+        order = "newest" if newest_first else "by_id"
+        if workspace is None:
+            sql, args = self._sql[f"list_{order}"], (limit,)
+        else:
+            sql, args = self._sql[f"list_workspace_{order}"], (workspace, limit)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
+        return [summaries.entry_of(row) for row in rows]
+
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """The listing entry of one stored session, or None."""
+        row = self._run(lambda c: c.execute(self._sql["summary"], (session_id,)).fetchone())
+        return None if row is None else summaries.entry_of(row)
 
     def status(self, session_id: str) -> str | None:
         """The stored status of ``session_id`` (open, closed, interrupted), or None."""
         row = self._run(lambda c: c.execute(self._sql["status"], (session_id,)).fetchone())
         return None if row is None else str(row[0])
 
-    # -- leases ---------------------------------------------------------------------------
+    # -- the lease port (tracking.Tracking runs the algorithm) ---------------------------
 
-    def acquire(self, session_id: str) -> Lease | None:
-        """Take or refresh this holder's lease; returns the stale lease taken over, if
-        any. Held by a live holder: :class:`SessionHeldError` naming it."""
+    def _take(self, session_id: str, now: int) -> bool:
         me = self.holder
-        for _ in range(3):  # a lease released or re-taken between the steps: look again
-            now = self._clock()
-            count = self._run(lambda c, now=now: c.execute(self._sql["take"], (
-                session_id, me.holder_id, me.host, me.pid, now, now)).rowcount)
-            if count == 1:
-                self._now_held(session_id)
-                return None
-            self._forget(session_id)
-            current = self.lease(session_id)
-            if current is None:
-                continue
-            if not stale(current, host=me.host, now_ms=now, expiry_ms=self.lease_expiry_ms,
-                         alive=self._alive):
-                raise SessionHeldError(session_id, current.holder.public())
-            count = self._run(lambda c, now=now, seen=current: c.execute(
-                self._sql["takeover"], (me.holder_id, me.host, me.pid, now, now, session_id,
-                                        seen.holder.holder_id, seen.heartbeat_at)).rowcount)
-            if count == 1:
-                logger.info("session %s: took over the lease of pid %d on host %s (%s)",
-                            session_id, current.holder.pid, current.holder.host,
-                            "expired" if now - current.heartbeat_at > self.lease_expiry_ms
-                            else "process gone")
-                self._now_held(session_id)
-                return current
-        current = self.lease(session_id)
-        raise SessionHeldError(session_id, None if current is None else current.holder.public())
+        return self._run(lambda c: c.execute(self._sql["take"], (
+            session_id, me.holder_id, me.host, me.pid, now, now)).rowcount) == 1
+
+    def _take_over(self, seen: Lease, now: int) -> bool:
+        me = self.holder
+        return self._run(lambda c: c.execute(self._sql["takeover"], (
+            me.holder_id, me.host, me.pid, now, now, seen.session_id,
+            seen.holder.holder_id, seen.heartbeat_at)).rowcount) == 1
+
+    def _read_lease(self, session_id: str) -> Lease | None:
+        row = self._run(lambda c: c.execute(self._sql["lease"], (session_id,)).fetchone())
+        return None if row is None else _lease(row)
+
+    def _drop(self, session_id: str) -> None:
+        self._run(lambda c: c.execute(self._sql["release"],
+                                      (session_id, self.holder.holder_id)))
+
+    def _beat(self, now: int) -> set[str]:
+        rows = self._run(lambda c: c.execute(self._sql["heartbeat"], (
+            now, self.holder.holder_id)).fetchall())
+        return {r[0] for r in rows}
+
+    def _leases(self, session_ids: list[str]) -> dict[str, Lease]:
+        rows = self._run(lambda c: c.execute(self._sql["leases"], (session_ids,)).fetchall())
+        return {row[5]: _lease(row) for row in rows}
+
+    def _versions(self, session_ids: list[str]) -> dict[str, Version]:
+        rows = self._run(lambda c: c.execute(self._sql["versions"], (session_ids,)).fetchall())
+        return {sid: (int(rev), 0 if top is None else int(top) + 1) for sid, rev, top in rows}
 
     def release(self, session_id: str) -> None:
         """Drop this holder's lease on ``session_id`` (nothing when another holds it).
@@ -235,28 +250,15 @@ class PostgresSessionStore(Tracking):
         runtime on this host takes it over at once, this process being gone)."""
         self._forget(session_id)
         if self._link.up:
-            self._run(lambda c: c.execute(self._sql["release"],
-                                          (session_id, self.holder.holder_id)))
+            self._drop(session_id)
 
     def heartbeat(self) -> list[str]:
-        """Refresh this holder's leases (one statement); returns (and forgets) the ones
-        another took, after telling each lost-listener. Also retries spool files claimed
-        from dead runtimes that could not be written yet."""
+        """Refresh this holder's leases and check the watched sessions
+        (:meth:`Tracking.heartbeat`); first, retry spool files claimed from dead runtimes
+        that could not be written yet."""
         if self.spool.claimed():
             self._replay_claimed()
-        if not self._held:
-            return []
-        rows = self._run(lambda c: c.execute(self._sql["heartbeat"], (
-            self._clock(), self.holder.holder_id)).fetchall())
-        return self._tell_lost(self._held - {r[0] for r in rows})
-
-    def lease(self, session_id: str) -> Lease | None:
-        """The stored lease on ``session_id``, or None when nobody holds it."""
-        row = self._run(lambda c: c.execute(self._sql["lease"], (session_id,)).fetchone())
-        if row is None:
-            return None
-        return Lease(session_id, LeaseHolder(row[0], row[1], int(row[2])), int(row[3]),
-                     int(row[4]))
+        return super().heartbeat()
 
     # -- the database coming back -----------------------------------------------------------
 
@@ -333,21 +335,19 @@ class PostgresSessionStore(Tracking):
     def _replay_tx(self, c: Any, session_id: str, group: list[Entry], *, own: bool) -> None:
         with c.transaction():
             self._check_held(c, session_id)
-            written = []
-            for entry in group:
-                event = entry.get("event")
-                if isinstance(event, dict):
-                    self._write_missing(c, session_id, event)
-                    written.append(int(event["seq"]))
+            batch = [e["event"] for e in group if isinstance(e.get("event"), dict)]
+            written = [int(event["seq"]) for event in batch]
             rows = [e["row"] for e in group if isinstance(e.get("row"), dict)]
             if rows:
                 row = rows[-1]
+                state = row.get("state") or {}
                 c.execute(self._sql["upsert"], (
                     session_id, self.profile, row["cwd"], OPEN if own else INTERRUPTED,
                     row.get("title", ""), _now(), _now(),
                     self.holder.holder_id if own else None,
                     self.holder.host if own else None, self.pid if own else None,
-                    json.dumps(row.get("state") or {})))
+                    json.dumps(state), state.get("root") or row["cwd"]))
+            self._write_all(c, session_id, batch)
         for seq in written:
             self._stored(session_id, seq)
 
@@ -428,9 +428,11 @@ class PostgresSessionStore(Tracking):
         def put(c: Any) -> None:
             with c.transaction():
                 self._check_held(c, info.session_id)
+                state = json.dumps(info.state)
                 c.execute(self._sql["put_info"], (
                     info.session_id, info.profile, info.cwd, info.status, info.title,
-                    info.created_at, info.updated_at, json.dumps(info.state)))
+                    info.created_at, info.updated_at, state,
+                    summaries.workspace_of(info.cwd, state)))
 
         self._run(put)
 
@@ -441,12 +443,32 @@ class PostgresSessionStore(Tracking):
         def write(c: Any) -> None:
             with c.transaction():
                 self._check_held(c, session_id)
-                for event in batch:
-                    self._write_missing(c, session_id, event)
+                self._write_all(c, session_id, batch)
 
         self._run(write)
         for event in batch:
             self._stored(session_id, int(event["seq"]))
+
+    def delete(self, session_id: str) -> bool:
+        """Remove a session (row, log, goals, lease; this host's workspace holds) under its
+        lease, taken first: one a live runtime holds is SessionHeldError and nothing is
+        removed. False when there was no such session."""
+        self.acquire(session_id)
+
+        def remove(c: Any) -> bool:
+            with c.transaction():
+                self._check_held(c, session_id)
+                found = c.execute(self._sql["delete_session"], (session_id,)).rowcount == 1
+                c.execute(self._sql["delete_events"], (session_id,))
+                c.execute(self._sql["delete_goals"], (session_id,))
+            return found
+
+        try:
+            found = self._run(remove)
+        finally:
+            self.release(session_id)
+        self._local.release_workspaces_of(session_id)
+        return found
 
     def close(self) -> None:
         """Mark this runtime's sessions closed, release its leases and this host's
@@ -467,6 +489,7 @@ class PostgresSessionStore(Tracking):
             logger.warning("closing the PostgreSQL session store: %s", exc)
         finally:
             self._held.clear()
+            self._watched.clear()
             self._local.close()
             self._local = None  # type: ignore[assignment]
             self._link.close()
@@ -504,9 +527,9 @@ class PostgresSessionStore(Tracking):
             self._check_held(c, session_id)
             c.execute(self._sql["upsert"], (
                 session_id, self.profile, record.cwd, OPEN, record.title, now, now,
-                self.holder.holder_id, self.holder.host, self.pid, json.dumps(state)))
-            for seq in pending:
-                self._write_missing(c, session_id, record.events[seq])
+                self.holder.holder_id, self.holder.host, self.pid, json.dumps(state),
+                record.root))
+            self._write_all(c, session_id, [record.events[seq] for seq in pending])
 
     def _check_held(self, c: Any, session_id: str) -> None:
         """Inside a transaction: this holder leases ``session_id`` (the row locked FOR
@@ -515,28 +538,27 @@ class PostgresSessionStore(Tracking):
         if row is None or row[0] != self.holder.holder_id:
             raise self._lost(session_id)
 
-    def _lost(self, session_id: str) -> SessionHeldError:
-        """The error for a write to a session this holder does not lease (now forgotten)."""
-        was_held = session_id in self._held
-        self._forget(session_id)
-        current = self.lease(session_id)
-        holder = None if current is None else current.holder.public()
-        return SessionHeldError(session_id, holder, lost=was_held)
-
     def _lost_unreadable(self, session_id: str) -> SessionHeldError:
         """As :meth:`_lost`, when the database cannot be asked who holds it now."""
         return SessionHeldError(session_id, None, lost=False)
 
-    def _write_missing(self, c: Any, session_id: str, event: dict[str, Any]) -> None:
-        """Inside a transaction: store ``event`` unless that very event is stored already
-        (an append whose answer was lost after its commit); another event at its seq is
-        :class:`DuplicateEventError`."""
-        row = self._row(session_id, event)
-        if c.execute(self._sql["insert_missing"], row).rowcount == 1:
-            return
-        stored = c.execute(self._sql["event_body"], (session_id, row[1])).fetchone()
-        if stored is None or stored[0] != row[4]:
-            raise DuplicateEventError(session_id, row[1])
+    def _write_all(self, c: Any, session_id: str, batch: list[dict[str, Any]]) -> None:
+        """Inside a transaction: store each event of ``batch`` unless that very event is
+        stored already (an append whose answer was lost after its commit; another event
+        at its seq is :class:`DuplicateEventError`), and the summary change of those
+        written, in one ``UPDATE``."""
+        written = []
+        for event in batch:
+            row = self._row(session_id, event)
+            if c.execute(self._sql["insert_missing"], row).rowcount == 1:
+                written.append(event)
+                continue
+            stored = c.execute(self._sql["event_body"], (session_id, row[1])).fetchone()
+            if stored is None or stored[0] != row[4]:
+                raise DuplicateEventError(session_id, row[1])
+        change = summary.combine(written)
+        if change is not None:
+            c.execute(self._sql["update_summary"], summaries.update_params(session_id, change))
 
     def _stored_top(self, session_id: str) -> int | None:
         top = self._run(lambda c: c.execute(self._sql["top"], (session_id,)).fetchone()[0])
@@ -547,3 +569,7 @@ class PostgresSessionStore(Tracking):
         return (session_id, int(event["seq"]), str(event["type"]), int(event.get("time", 0)),
                 records.encode(event))
 
+
+
+def _lease(row: Any) -> Lease:
+    return Lease(row[5], LeaseHolder(row[0], row[1], int(row[2])), int(row[3]), int(row[4]))

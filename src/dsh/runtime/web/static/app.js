@@ -1,18 +1,17 @@
 // dsh web: the page. It calls only the public HTTP API (the same one a script would use),
-// with the token from its own URL. No framework, no build step; DOM built with textContent
-// only, so nothing the agent or a tool says can become markup.
+// with the token from its own URL. No framework, no build step. Answers are rendered as
+// sanitized Markdown by render.js; everything else is built with textContent only, so
+// nothing the agent or a tool says can become markup.
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token") || "";
-const state = { session: null, source: null, bubbles: new Map(), calls: new Map() };
+const state = {
+  session: null, source: null, bubbles: new Map(), calls: new Map(), sessions: [],
+  turns: new Map(), total: null, banner: { api: null, turn: null },
+};
 const $ = (id) => document.getElementById(id);
-
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+const el = dshRender.el;
+const RENDER_EVERY_MS = 80;  // a streamed answer is re-rendered at most this often
 
 async function api(method, path, body) {
   const init = { method, headers: { Authorization: "Bearer " + token } };
@@ -20,36 +19,98 @@ async function api(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (e) {
+    showBanner("api", { title: "dsh web is not reachable", message: String(e),
+      hint: "Is `dsh web` still running? Restart it and open the URL it prints." });
+    throw e;
+  }
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
-    const message = (data.error && data.error.message) || response.statusText;
-    showError(`${method} ${path}: ${response.status} ${message}`);
-    throw new Error(message);
+    const error = data.error || {};
+    showBanner("api", { title: `${method} ${path} failed (${response.status})`,
+      message: error.message || response.statusText, hint: error.hint || "" });
+    throw new Error(error.message || response.statusText);
   }
-  showError("");
+  showBanner("api", null);
   return data;
 }
 
+// The red banner: a failed request, else the selected session's last turn error. A
+// successful request clears only the former; the next turn (or dismissing it) the latter.
+function showBanner(kind, problem) {
+  state.banner[kind] = problem;
+  const shown = state.banner.api || state.banner.turn;
+  $("error").hidden = !shown;
+  if (!shown) return;
+  $("error").className = state.banner.api ? "api" : "turn";
+  $("error-title").textContent = shown.title;
+  $("error-message").textContent = shown.message || "";
+  $("error-hint").textContent = shown.hint || "";
+  $("error-hint").hidden = !shown.hint;
+}
+
 function showError(text) {
-  $("error").textContent = text;
-  $("error").hidden = !text;
+  showBanner("api", text ? { title: "Error", message: text } : null);
 }
 
 // -- sessions ----------------------------------------------------------------------------
 
 async function loadSessions() {
   const { sessions } = await api("GET", "/api/sessions");
+  state.sessions = sessions;
+  renderSessions();
+}
+
+// When the listing has summaries (updatedAt or createdAt, turns, costUsd), the list is
+// newest first and says how old, how long and how costly each session is; without them it
+// is the server's order with titles and status only.
+function renderSessions() {
+  const needle = $("session-filter").value.trim().toLowerCase();
+  const stamp = (s) => {
+    const value = s.updatedAt ?? s.createdAt;
+    const ms = typeof value === "number" ? (value < 1e12 ? value * 1000 : value) : Date.parse(value);
+    return Number.isFinite(ms) ? ms : null;
+  };
+  const sessions = [...state.sessions];
+  if (sessions.some((s) => stamp(s) !== null)) {
+    sessions.sort((a, b) => (stamp(b) ?? 0) - (stamp(a) ?? 0));
+  }
   const list = $("sessions");
   list.replaceChildren();
+  const now = Date.now();
   for (const s of sessions) {
-    const item = el("li", s.sessionId === state.session ? "active" : "", s.title || s.sessionId);
+    const haystack = `${s.title || ""} ${s.sessionId} ${s.cwd || ""}`.toLowerCase();
+    if (needle && !haystack.includes(needle)) continue;
+    const item = el("li", s.sessionId === state.session ? "active" : "");
     item.dataset.id = s.sessionId;
-    item.title = `${s.sessionId}\n${s.cwd}`;
-    item.append(el("span", "status", s.status));
+    item.append(el("span", "title", s.title || s.sessionId));
+    const meta = el("div", "meta");
+    const age = dshRender.age(s.updatedAt ?? s.createdAt, now);
+    if (age) meta.append(el("span", "age", age));
+    if (typeof s.turns === "number") {
+      meta.append(el("span", "turns", `${s.turns} turn${s.turns === 1 ? "" : "s"}`));
+    }
+    // A route without prices reports no cost: 0 here means "not priced", not "free".
+    if (typeof s.costUsd === "number" && s.costUsd > 0) {
+      meta.append(el("span", "cost", dshRender.money(s.costUsd)));
+    }
+    meta.append(el("span", "status", s.status));
+    for (const part of [...meta.children].slice(1)) part.before(" · ");
+    item.append(meta);
+    const when = dshRender.when(s.updatedAt ?? s.createdAt);
+    item.title = [s.title, s.sessionId, s.cwd, when && `updated ${when}`]
+      .filter(Boolean).join("\n");
     item.addEventListener("click", () => select(s.sessionId));
     list.append(item);
   }
+  if (!list.children.length && state.sessions.length) {
+    list.append(el("li", "empty", "no session matches"));
+  }
+  const current = state.sessions.find((s) => s.sessionId === state.session);
+  if (current && current.title) $("session-title").textContent = current.title;
 }
 
 async function newSession() {
@@ -63,9 +124,15 @@ async function select(sessionId) {
   state.session = sessionId;
   state.bubbles.clear();
   state.calls.clear();
+  state.turns.clear();
+  state.total = { ...dshRender.tally(), turns: 0 };
+  showBanner("turn", null);
   $("log").replaceChildren();
   renderPlan([]);
-  $("session-title").textContent = sessionId;
+  renderTotal();
+  const known = state.sessions.find((s) => s.sessionId === sessionId);
+  $("session-title").textContent = (known && known.title) || sessionId;
+  $("session-title").title = sessionId;
   const url = `/api/sessions/${encodeURIComponent(sessionId)}/events?since=0&token=` +
     encodeURIComponent(token);
   const source = new EventSource(url);
@@ -107,16 +174,82 @@ function append(node) {
 }
 
 // One assistant bubble per turn and step: a collapsible "thinking" section for the
-// model's reasoning (created when reasoning arrives, closed unless opened), then the answer.
+// model's reasoning (created when reasoning arrives, closed unless opened), then the answer,
+// rendered from Markdown (render.js); while it streams, at most every RENDER_EVERY_MS.
 function bubble(data) {
   const key = `${data.turn}:${data.step}`;
   let node = state.bubbles.get(key);
   if (!node) {
     node = append(el("div", "msg assistant"));
     node.append(el("div", "answer", ""));
+    node.dsh = { text: "", timer: null };
     state.bubbles.set(key, node);
   }
   return node;
+}
+
+function setAnswer(node, text, now) {
+  node.dsh.text = text;
+  if (now) {
+    clearTimeout(node.dsh.timer);
+    node.dsh.timer = null;
+    renderAnswer(node);
+  } else if (node.dsh.timer === null) {
+    node.dsh.timer = setTimeout(() => { node.dsh.timer = null; renderAnswer(node); },
+      RENDER_EVERY_MS);
+  }
+}
+
+function renderAnswer(node) {
+  const log = $("log");
+  const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  const answer = node.querySelector(".answer");
+  answer.replaceChildren(dshRender.answer(node.dsh.text));
+  answer.dataset.length = String(node.dsh.text.length);
+  if (atEnd) log.scrollTop = log.scrollHeight;
+}
+
+// -- usage -------------------------------------------------------------------------------
+
+function turnOf(number) {
+  let turn = state.turns.get(number);
+  if (!turn) {
+    turn = { ...dshRender.tally(), started: null };
+    state.turns.set(number, turn);
+  }
+  return turn;
+}
+
+function renderTotal() {
+  const total = state.total;
+  $("session-usage").textContent = total && total.turns
+    ? `${total.turns} turn${total.turns === 1 ? "" : "s"} · ${dshRender.usageText(total)}` : "";
+}
+
+const FAILURES = { "max-tokens": "The model stopped at its output token limit",
+  cancelled: "The turn was cancelled" };
+
+function turnEnded(data, time) {
+  const reason = data.reason || {};
+  const turn = turnOf(data.turn);
+  const parts = [`turn ${data.turn} ${reason.kind === "error" ? "failed" : reason.kind}`,
+    `${turn.steps} step${turn.steps === 1 ? "" : "s"}`, dshRender.usageText(turn)];
+  if (turn.started !== null && time) parts.push(dshRender.duration(time - turn.started));
+  append(el("div", "turn-end", parts.join(" · ")));
+  state.total.turns += 1;
+  renderTotal();
+  if (reason.kind === "completed" || reason.kind === "cancelled") return;
+  const error = reason.error || {};
+  const problem = {
+    title: `Turn ${data.turn} failed` + (error.code ? ` (${error.code})` : ""),
+    message: error.message || FAILURES[reason.kind] || `the turn ended: ${reason.kind}`,
+    hint: error.hint || "",
+  };
+  const card = append(el("div", "msg error turn-error"));
+  card.setAttribute("role", "alert");
+  card.append(el("strong", "", problem.title), el("div", "message", problem.message));
+  if (problem.hint) card.append(el("div", "hint", problem.hint));
+  showBanner("turn", problem);
 }
 
 function thinking(node) {
@@ -133,15 +266,33 @@ function reasoningOf(content) {
   return (content || []).filter((b) => b.type === "reasoning").map((b) => b.text || "").join("\n\n");
 }
 
+// The log stays pinned to its end while it is there: results, diffs and reasoning grow
+// nodes already shown, not only the end of the log.
 function onEvent(event) {
+  const log = $("log");
+  const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  handle(event);
+  if (atEnd) log.scrollTop = log.scrollHeight;
+}
+
+function handle(event) {
   const data = event.data || {};
   switch (event.type) {
     case "user/message":
       if (!data.source || data.source.kind === "user") append(el("div", "msg user", textOf(data.content)));
       break;
-    case "assistant/delta":
-      bubble(data).querySelector(".answer").textContent += data.text;
+    case "turn/start":
+      turnOf(data.turn).started = event.time || null;
+      showBanner("turn", null);
       break;
+    case "step/start":
+      turnOf(data.turn).steps += 1;
+      break;
+    case "assistant/delta": {
+      const node = bubble(data);
+      setAnswer(node, node.dsh.text + data.text, false);
+      break;
+    }
     case "assistant/reasoning-delta":
       thinking(bubble(data)).textContent += data.text;
       break;
@@ -158,9 +309,12 @@ function onEvent(event) {
       const text = textOf(content);
       const reasoning = reasoningOf(content);
       const node = bubble(data);
-      node.querySelector(".answer").textContent = text;
+      setAnswer(node, text, true);
       if (reasoning) thinking(node).textContent = reasoning;
       if (!text && !reasoning) node.remove();
+      dshRender.add(turnOf(data.turn), data.usage);
+      dshRender.add(state.total, data.usage);
+      renderTotal();
       break;
     }
     case "tool/call": {
@@ -175,14 +329,12 @@ function onEvent(event) {
       const node = state.calls.get(message.toolCallId) || append(el("div", "tool-call"));
       if (message.isError) node.classList.add("failed");
       node.append(el("div", "result", textOf(message.content)));
+      if (data.diff && typeof data.diff === "object") node.append(dshRender.diff(data.diff));
       break;
     }
-    case "turn/end": {
-      const reason = data.reason || {};
-      const detail = reason.error ? `: ${reason.error.message}` : "";
-      append(el("div", "turn-end", `turn ${data.turn} ${reason.kind}${detail}`));
+    case "turn/end":
+      turnEnded(data, event.time);
       break;
-    }
     case "error":
       append(el("div", "msg error", data.message));
       break;
@@ -324,6 +476,11 @@ function showView(name) {
 
 async function start() {
   $("new-session").addEventListener("click", () => newSession());
+  $("session-filter").addEventListener("input", renderSessions);
+  $("error-dismiss").addEventListener("click", () => {
+    showBanner("api", null);
+    showBanner("turn", null);
+  });
   $("prompt-form").addEventListener("submit", send);
   $("prompt").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("prompt-form").requestSubmit();
@@ -340,6 +497,7 @@ async function start() {
   await loadApprovals();
   // The effective config moves with live reload; refresh it while it is on screen.
   setInterval(() => { if (!$("view-config").hidden) loadConfig().catch(() => {}); }, 3000);
+  setInterval(renderSessions, 30000);  // "5 min ago" grows older
 }
 
 start().catch((e) => showError(String(e)));
