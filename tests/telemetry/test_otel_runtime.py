@@ -33,6 +33,10 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process g
 
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 OFFLINE = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
+LOOK = """\
+- tool_calls: [{name: working_directory, arguments: {}}]
+- text: "Done: looked around."
+"""
 GUARD = 60.0
 OTEL_OFF = {name: None for name in os.environ if name.startswith("OTEL_")}
 FOREIGN = ("opentelemetry", "google.protobuf", "requests")
@@ -50,9 +54,15 @@ def foreign(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in FOREIGN or m in TELEMETRY_ONLY)
 
 
-def headless(run_dsh: RunDsh, env: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
-    """One offline headless turn (a tool call, then the answer)."""
-    return run_dsh("--profile", "headless", "--patch", str(OFFLINE), "look around",
+def headless(run_dsh: RunDsh, env: dict[str, str | None],
+             *patches: Path) -> subprocess.CompletedProcess[str]:
+    """One offline headless turn (a tool call, then the answer ``Done: ...``)."""
+    script = Path.cwd().parent / "look.yml"
+    script.write_text(LOOK)
+    patch = script.with_name("look-patch.yml")
+    patch.write_text(f"- {{id: llm-scripted, merge: {{config: {{script: {script}}}}}}}\n")
+    flags = [f for p in (OFFLINE, patch, *patches) for f in ("--patch", str(p))]
+    return run_dsh("--profile", "headless", *flags, "look around",
                    env={**OTEL_OFF, "PYTHONPROFILEIMPORTTIME": "1", **env})
 
 
@@ -274,7 +284,6 @@ def test_without_the_packages_telemetry_says_which_extra_and_the_run_goes_on(
            "'dsh-harness[otel]'" in line
     explicit = tmp_path / "explicit.yml"
     explicit.write_text("- {id: telemetry, merge: {config: {enabled: true}}}\n")
-    proc = run_dsh("--profile", "headless", "--patch", str(OFFLINE), "--patch", str(explicit),
-                   "look around", env={**OTEL_OFF, **hidden})
+    proc = headless(run_dsh, hidden, explicit)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "dsh-harness[otel]" in proc.stderr.strip().splitlines()[-1]
