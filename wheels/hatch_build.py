@@ -97,6 +97,12 @@ EXCLUDED_MODULES = (
     "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool",
     *(f"dsh.runtime.sessions.postgres.{name}" for name in (
         "store", "link", "goals", "spool", "statements", "schema", "dsn")),
+    # telemetry-otel runs on the python carrier only (the frozen one says so in one line
+    # and runs on without it): OpenTelemetry's SDK, exporter and protobuf runtime are the
+    # otel extra, not the python one. The row's plugin and its settings stay (they decide
+    # and refuse); the modules that import OpenTelemetry go.
+    "opentelemetry", "google.protobuf",
+    *(f"dsh.runtime.telemetry.{name}" for name in ("recorder", "exporting", "names")),
     # Reached only through imports that fall back when they fail (decimal uses _decimal,
     # shutil/tarfile/zipfile go without bz2 and lzma, warnings without tracemalloc) or
     # from code dsh never calls (mail and FTP handlers, xmlrpc, opening a browser).

@@ -32,7 +32,7 @@ def agent_rows(script: str, sessions: bool, steps: int = AGENT_STEPS) -> list[di
     return tree
 
 
-def _timed_model(model: Any) -> list[float]:
+def timed_model(model: Any) -> list[float]:
     """Wrap ``model.stream`` (on the instance) to add the seconds spent inside it to the
     returned one-element list: what the model costs, subtracted from the step's time."""
     spent = [0.0]
@@ -54,16 +54,19 @@ def _timed_model(model: Any) -> list[float]:
     return spent
 
 
-async def _agent_session(tmp: str, script: str, sessions: bool, runs: int) -> list[float]:
-    """Per-step overhead (seconds) of ``runs`` sessions of AGENT_STEPS tool-calling steps."""
+async def agent_session(tmp: str, script: str, sessions: bool, runs: int,
+                        extra: list[dict[str, Any]] | None = None) -> list[float]:
+    """Per-step overhead (seconds) of ``runs`` sessions of AGENT_STEPS tool-calling steps
+    (``extra``: rows added to the slice, as :mod:`benchlib.telemetry` adds its own)."""
     from dsh.runtime.kernel.kernel import Kernel
 
-    kernel = Kernel(agent_rows(script, sessions), profile="bench", home=tmp, cwd=tmp, env={})
+    kernel = Kernel(agent_rows(script, sessions) + (extra or []), profile="bench", home=tmp,
+                    cwd=tmp, env={})
     kernel.load()
     await kernel.start()
     try:
         agent = kernel.context.service("agent")
-        spent = _timed_model(kernel.context.service("llm:scripted"))
+        spent = timed_model(kernel.context.service("llm:scripted"))
         idle: dict[str, asyncio.Event] = {}
         agent.add_listener(lambda method, params: method == "session.status"
                            and params["status"] == "idle"
@@ -111,7 +114,7 @@ def agent_step_overhead(opts: Options) -> Result:
                 f.write(json.dumps(item) + "\n")
         for sessions in (True, False):
             baseline.sample(3)
-            per_step = asyncio.run(_agent_session(tmp, script, sessions, runs + 1))
+            per_step = asyncio.run(agent_session(tmp, script, sessions, runs + 1))
             figures["sqlite" if sessions else "memory"] = median_ms(per_step[1:])
         baseline.sample(3)
     return STEP.measure(figures["sqlite"], runs=runs, python_pass_ms=baseline.median_ms,

@@ -107,3 +107,28 @@ def test_the_agents_budget_bounds_all_hooks_of_one_event(tmp_path: Path) -> None
                 "hooks on before_tool_call exceeded the agent's 0.05 s budget")
 
     asyncio.run(scenario())
+
+
+def test_hooks_get_a_copy_that_shares_only_what_cannot_change() -> None:
+    import copy
+
+    from dsh.runtime.agent.lifecycle import copied
+    from dsh.runtime.providers.base import ModelRequest, Usage
+
+    usage = Usage(10, 2)
+    message = {"role": "user", "content": [{"type": "text", "text": "hi"}], "id": "m1"}
+    request = ModelRequest("s1", "m", (message,), (), None, None, "scripted")
+    odd = {1, 2}
+    payload = {"message": message, "usage": usage, "request": request, "odd": odd,
+               "pair": ("a", 1), "none": None}
+    copy_ = copied(payload)
+    assert copy_ == payload
+    assert copy_["usage"] is usage and copy_["pair"] is payload["pair"]  # immutable: shared
+    assert copy_["message"] is not message
+    assert copy_["message"]["content"][0] is not message["content"][0]
+    assert copy_["request"] is not request and type(copy_["request"]) is ModelRequest
+    assert copy_["request"].messages[0] is not message
+    assert copy_["odd"] is not odd  # anything else: copy.deepcopy
+    copy_["message"]["content"][0]["text"] = "changed by a hook"
+    assert message["content"][0]["text"] == "hi"
+    assert copied(payload) == copy.deepcopy(payload)

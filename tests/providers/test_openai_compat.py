@@ -33,6 +33,7 @@ from dsh.core.launch import EnvSnapshot
 from dsh.runtime.kernel.kernel import Kernel
 from dsh.runtime.providers.base import (
     Chunk,
+    Exchange,
     Finish,
     ModelError,
     ModelRequest,
@@ -77,7 +78,23 @@ async def booted(server: FakeOpenAIServer | None, *, env: dict[str, str] | None 
 
 
 async def collect(provider: Any, request: ModelRequest = HELLO) -> list[Chunk]:
-    return [c async for c in provider.stream(request)]
+    """The answer's chunks. Each HTTP exchange the route made yields an :class:`Exchange`
+    before any content (one per attempt that got a 200 before a retry); they are checked
+    here and left out (the retry tests read them with :func:`exchange`)."""
+    chunks = [c async for c in provider.stream(request)]
+    exchanges = [i for i, c in enumerate(chunks) if isinstance(c, Exchange)]
+    assert exchanges and exchanges == list(range(len(exchanges))), chunks[:3]
+    return chunks[len(exchanges):]
+
+
+def exchange(server: FakeOpenAIServer, **kwargs: Any) -> Exchange:
+    """The :class:`Exchange` a successful request yields first."""
+
+    async def go() -> Exchange:
+        async with booted(server, **kwargs) as provider:
+            return [c async for c in provider.stream(HELLO) if isinstance(c, Exchange)][-1]
+
+    return asyncio.run(go())
 
 
 def stream(server: FakeOpenAIServer | None, request: ModelRequest = HELLO,
@@ -99,7 +116,8 @@ def failure(server: FakeOpenAIServer | None, request: ModelRequest = HELLO,
     async def go() -> None:
         async with booted(server, **kwargs) as provider:
             async for c in provider.stream(request):
-                seen.append(c)
+                if not isinstance(c, Exchange):
+                    seen.append(c)
 
     with pytest.raises(ModelError) as info:
         asyncio.run(go())
@@ -301,10 +319,18 @@ def test_500_then_success(server: FakeOpenAIServer) -> None:
     assert len(server.requests) == 3
 
 
+def test_the_exchange_says_the_status_and_the_retries_it_took(
+        server: FakeOpenAIServer) -> None:
+    server.script(error_reply(500, "boom"), error_reply(429, "slow down"),
+                  Reply(pieces=text_stream("ok")))
+    assert exchange(server) == Exchange(status=200, retries=2)
+
+
 def test_retries_are_bounded(server: FakeOpenAIServer) -> None:
     server.script(*[error_reply(502, "bad gateway")] * 3)
     error, _ = failure(server, max_retries=2)
     assert (error.code, error.retryable) == ("http-502", True)
+    assert (error.status, error.retries) == (502, 2)
     assert "bad gateway" in error.message
     assert len(server.requests) == 3
 

@@ -22,6 +22,7 @@ from test_boot_imports import OFFLINE_PATCH, imported_modules
 
 from dsh.runtime.kernel.plugin import Command, ContextRequest, EnvVar, Manifest
 from dsh.runtime.providers.base import (
+    Exchange,
     Finish,
     ModelRequest,
     ReasoningDelta,
@@ -51,7 +52,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     Command: ("name", "help", "run"),
     ContextRequest: ("session_id", "cwd", "turn"),
     Image: ("mime_type", "data"),
-    ToolResult: ("text", "is_error", "images", "diff"),
+    ToolResult: ("text", "is_error", "images", "diff", "facts"),
     ToolContext: ("session_id", "env", "cancelled", "get_cwd", "change_cwd", "emit", "history",
                   "images_supported", "boundary", "keep", "call_id", "client"),
     ToolCall: ("session_id", "call_id", "name", "arguments", "cwd", "tool", "can_ask",
@@ -65,6 +66,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     Usage: ("input_tokens", "output_tokens", "cache_hit_tokens", "cache_write_tokens",
             "reasoning_tokens", "cost_usd", "estimated"),
     Finish: ("reason",),
+    Exchange: ("status", "retries"),
 }
 
 

@@ -250,3 +250,59 @@ def test_emit_rejects_unknown_event_and_bad_budget() -> None:
         asyncio.run(HookDispatcher(None).emit("before_lunch"))
     with pytest.raises(ValueError, match="budget must be positive"):
         HookDispatcher(None, budget=0)
+
+
+def test_an_inline_hook_runs_on_the_loop_thread_at_once_and_its_faults_are_reported() -> None:
+    seen: list[tuple[str, int]] = []
+
+    def record(ev: HookEvent) -> None:
+        seen.append((ev.type, threading.get_ident()))
+
+    def broken(ev: HookEvent) -> None:
+        raise RuntimeError("no")
+
+    async def sneaky(ev: HookEvent) -> None:
+        pass
+
+    hooks = [Hook("r", "record", "before_turn", record, inline=True),
+             Hook("r", "broken", "before_turn", broken, inline=True),
+             Hook("r", "sneaky", "before_turn", lambda ev: sneaky(ev), inline=True),
+             Hook("r", "after", "before_turn", record, inline=True)]
+    errors: list[HookError] = []
+    loop_thread: list[int] = []
+
+    async def go() -> None:
+        loop_thread.append(threading.get_ident())
+        await dispatch(hooks, event(), budget=0.001, on_error=errors.append)
+
+    asyncio.run(go())
+    assert seen == [("before_turn", loop_thread[0])] * 2  # the next hook ran after a fault
+    assert [(e.hook, type(e.exception).__name__) for e in errors] == [
+        ("broken", "RuntimeError"), ("sneaky", "TypeError")]
+    assert "must only record" in errors[1].message
+
+
+def test_a_dispatcher_knows_when_every_hook_of_an_event_is_inline() -> None:
+    dispatcher = HookDispatcher(runtime="rt")
+    dispatcher.set_hooks([Hook("r", "a", "before_turn", print, inline=True),
+                          Hook("r", "b", "after_turn", print, inline=True),
+                          Hook("r", "c", "after_turn", print)])
+    assert dispatcher.inline("before_turn") and not dispatcher.inline("after_turn")
+    assert dispatcher.inline("on_compact")  # no hook at all: nothing to bound either
+
+
+def test_an_inline_hook_is_a_plain_function_and_apply_sees_the_environment() -> None:
+    from dsh.core.errors import PluginError
+    from dsh.runtime.kernel.plugin import Capability, Manifest
+    from dsh.runtime.kernel.registry import RowRegistrar
+
+    async def later(ev: HookEvent) -> None:
+        pass
+
+    reg = RowRegistrar("row", Manifest("p", "1", frozenset({Capability.LIFECYCLE})),
+                       MappingProxyType({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}))
+    assert reg.env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://c:4318"
+    reg.hook("before_turn", "fine", print, inline=True)
+    with pytest.raises(PluginError, match="inline hook 'late' that is async"):
+        reg.hook("after_turn", "late", later, inline=True)
+    assert [(h.name, h.inline) for h in reg.registration.hooks] == [("fine", True)]

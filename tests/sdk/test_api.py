@@ -52,7 +52,8 @@ def test_config_fields_are_keyword_only_with_documented_defaults() -> None:
     assert list(fields) == [
         "dsh_bin", "profile", "patches", "dsh_home", "cwd", "env", "provider", "model",
         "reasoning_effort", "max_tokens", "initialize_timeout", "request_timeout",
-        "shutdown_timeout", "max_frame_bytes", "carrier", "inherit_env", "stderr",
+        "shutdown_timeout", "max_frame_bytes", "carrier", "inherit_env", "trace_context",
+        "stderr",
     ]
     assert all(f.kw_only for f in fields.values())
     defaults = ClientConfig()

@@ -237,6 +237,9 @@ class TestFreezeInputs:
         assert ("--exclude-module", "filelock") in pairs and ("--optimize", "2") in pairs
         assert ("--exclude-module", "psycopg") in pairs  # sessions-postgres: python carrier
         assert ("--exclude-module", "dsh.runtime.sessions.postgres.store") in pairs
+        assert ("--exclude-module", "opentelemetry") in pairs  # telemetry: python carrier
+        assert ("--exclude-module", "dsh.runtime.telemetry.exporting") in pairs
+        assert ("--exclude-module", "dsh.runtime.telemetry.plugin") not in pairs
         assert ("--exclude-module", "xml") in pairs
         assert ("--exclude-module", "asyncio.windows_events") in pairs
         assert "--strip" not in hook.pyinstaller_argv(

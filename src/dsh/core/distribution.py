@@ -24,6 +24,7 @@ RUNTIME_DIST = "dsh-runtime-bin"
 RUNTIME_EXTRA = "runtime"
 PYTHON_EXTRA = "python"
 POSTGRES_EXTRA = "postgres"
+OTEL_EXTRA = "otel"
 
 PYTHON_MODULES: tuple[str, ...] = (
     "click", "yaml", "dotenv", "httpx", "watchfiles", "tomlkit", "filelock", "starlette",

@@ -53,6 +53,13 @@ class ClientConfig:
     rung of the shutdown ladder. ``max_frame_bytes`` caps one JSON-RPC line either way.
     ``stderr`` receives each line the runtime writes to stderr (on the client's event-loop
     thread); the last 200 lines are kept and attached to errors whether or not it is set.
+
+    ``trace_context`` is a W3C Trace Context carrier (``{"traceparent": ...,
+    "tracestate": ...}``, the dict ``opentelemetry.propagate.inject`` fills): when the
+    runtime exports telemetry, its turns become children of that span, so an embedding
+    program's trace contains the agent's work. It reaches the runtime as ``TRACEPARENT``
+    and ``TRACESTATE`` in its environment; ``run``/``stream`` take one per prompt too,
+    which wins for that prompt's turn. A value the runtime cannot parse is ignored there.
     """
 
     dsh_bin: StrPath | None = None
@@ -71,6 +78,7 @@ class ClientConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     carrier: Carrier = "auto"
     inherit_env: bool = True
+    trace_context: Mapping[str, str] | None = None
     stderr: StderrCallback | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +92,8 @@ class ClientConfig:
             if bad:
                 raise ConfigError(f"env names and values must be strings: {bad[0]!r}")
             object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        if self.trace_context is not None:
+            object.__setattr__(self, "trace_context", trace_carrier(self.trace_context))
         _check_profile(self.profile)
         if self.carrier not in CARRIERS:
             raise ConfigError(f"carrier must be one of {', '.join(CARRIERS)}, "
@@ -122,3 +132,19 @@ def _check_positive_int(name: str, value: object) -> None:
 def _check_seconds(name: str, value: object) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
         raise ConfigError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+TRACE_KEYS = ("traceparent", "tracestate")
+
+
+def trace_carrier(value: object, name: str = "trace_context") -> MappingProxyType[str, str]:
+    """The W3C trace context keys of a carrier (names case-insensitive, as HTTP headers
+    are), others dropped; ConfigError when it is not a mapping of strings. The values
+    are passed on as given: the runtime, not the client, ignores one that does not parse.
+    """
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError(f"{name} must be a mapping of strings (a W3C trace context "
+                          f"carrier such as {{'traceparent': '00-...'}}), not {value!r}")
+    return MappingProxyType({k.lower(): v for k, v in value.items()
+                             if k.lower() in TRACE_KEYS})

@@ -71,10 +71,14 @@ class LaunchSpec:
 
 def child_environment(config: ClientConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The runtime's environment: the caller's (unless ``config.inherit_env`` is off),
-    with ``config.env`` on top."""
+    with ``config.env`` on top, and ``config.trace_context`` as ``TRACEPARENT`` and
+    ``TRACESTATE``."""
     env = dict(environ) if config.inherit_env else {}
     if config.env is not None:
         env.update(config.env)
+    if config.trace_context:
+        env.pop("TRACESTATE", None)  # a state belongs to its parent, never to another
+        env.update({key.upper(): value for key, value in config.trace_context.items()})
     return env
 
 

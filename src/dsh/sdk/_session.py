@@ -12,10 +12,11 @@ prompts and are skipped.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh.core.jsonrpc import Notification
+from dsh.sdk._config import trace_carrier
 from dsh.sdk._events import (
     Event,
     Prompt,
@@ -49,22 +50,29 @@ class AsyncSession:
     def __repr__(self) -> str:
         return f"<AsyncSession {self._id}>"
 
-    async def run(self, prompt: Prompt) -> RunResult:
-        """Send ``prompt`` (a string or content blocks) and wait for its run to end."""
-        events = [event async for event in self.stream(prompt)]
+    async def run(self, prompt: Prompt, *,
+                  trace_context: Mapping[str, str] | None = None) -> RunResult:
+        """Send ``prompt`` (a string or content blocks) and wait for its run to end.
+
+        ``trace_context`` is a W3C trace context carrier for this prompt's turn (see
+        :class:`~dsh.sdk.ClientConfig`), sent as the request's ``_meta``.
+        """
+        events = [event async for event in self.stream(prompt, trace_context=trace_context)]
         return run_result(self._id, events)
 
-    async def stream(self, prompt: Prompt) -> AsyncIterator[Event]:
+    async def stream(self, prompt: Prompt, *,
+                     trace_context: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
         """Send ``prompt`` and yield this session's events as they arrive, from the
         prompt's inbox receipt until the session is idle again.
 
         Leaving the loop early stops listening, not the turn: use :meth:`cancel` for that.
         """
         blocks = content_blocks(prompt)
+        params: dict[str, Any] = {"sessionId": self._id, "contentBlocks": blocks}
+        if trace_context is not None:
+            params["_meta"] = dict(trace_carrier(trace_context))
         with self._client.subscribe(self._mine) as subscription:
-            answer = await self._client.request(
-                "session/prompt", {"sessionId": self._id, "contentBlocks": blocks}
-            )
+            answer = await self._client.request("session/prompt", params)
             queued = message_id(answer)
             received = False
             async for notification in subscription:

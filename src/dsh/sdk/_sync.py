@@ -374,13 +374,17 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self.id}>"
 
-    def run(self, prompt: Prompt) -> RunResult:
-        """Send ``prompt`` and wait for its run to end."""
-        return self._engine.run(self._async.run(prompt), "run")
+    def run(self, prompt: Prompt, *,
+            trace_context: Mapping[str, str] | None = None) -> RunResult:
+        """Send ``prompt`` and wait for its run to end (``trace_context``: the W3C trace
+        context of its turn, see :class:`~dsh.sdk.ClientConfig`)."""
+        return self._engine.run(self._async.run(prompt, trace_context=trace_context), "run")
 
-    def stream(self, prompt: Prompt) -> Iterator[Event]:
+    def stream(self, prompt: Prompt, *,
+               trace_context: Mapping[str, str] | None = None) -> Iterator[Event]:
         """Send ``prompt`` and yield this session's events until it is idle again."""
-        return _blocking(self._engine, self._async.stream(prompt), "stream")
+        return _blocking(self._engine,
+                         self._async.stream(prompt, trace_context=trace_context), "stream")
 
     def history(self, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
         """Yield this session's stored events in seq order, page by page."""

@@ -14,6 +14,7 @@ from typing import Any
 from dsh.runtime.agent import events
 from dsh.runtime.providers.base import (
     Chunk,
+    Exchange,
     Finish,
     FinishReason,
     ReasoningDelta,
@@ -55,6 +56,7 @@ class Assembly:
         self._thoughts: dict[int, _PartialThought] = {}
         self._calls: dict[int, _PartialCall] = {}
         self.usage: Usage | None = None
+        self.exchange: Exchange | None = None
         self._finish: FinishReason | None = None
 
     def add(self, chunk: Chunk) -> TextDelta | ReasoningDelta | None:
@@ -82,6 +84,8 @@ class Assembly:
             self.usage = chunk
         elif isinstance(chunk, Finish):
             self._finish = chunk.reason
+        elif isinstance(chunk, Exchange):
+            self.exchange = chunk
         else:
             raise TypeError(f"provider yielded {type(chunk).__name__}, not a chunk")
         return None

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -38,6 +39,7 @@ from dsh.runtime.agent.session import Session
 from dsh.runtime.agent.toolrun import Answer, Approver, execute
 from dsh.runtime.kernel.guardrails import GuardrailChain
 from dsh.runtime.providers.base import (
+    Exchange,
     FinishReason,
     ModelError,
     ModelRequest,
@@ -237,46 +239,63 @@ class Turn:
                 s.emit(events.SESSION_TITLE, events.session_title(record.title, shown["seq"]))
 
     async def _ask(self, plan: Plan) -> tuple[list[dict[str, Any]], FinishReason]:
-        """One model call: stream it, record the assistant message, notify hooks."""
+        """One model call: stream it, record the assistant message, notify hooks.
+
+        ``after_model_response`` comes once per call, its retries included, and also when
+        the call fails (its payload then has ``error`` instead of the message).
+        """
         s = self.session
         await self.host.compact_if_needed(s, plan, self.number)
         retried_stream = retried_overflow = False
-        while True:
-            assembly = Assembly(f"call_{self.number}_{self._step}")
-            try:
-                await self._stream(plan, assembly)
-            except ModelError as exc:
-                if exc.code == "stream-interrupted" and not retried_stream:
-                    retried_stream = True
-                    logger.warning("route %s: %s; asking once more", plan.route, exc.message)
-                    s.emit(events.ASSISTANT_RETRY,
-                           events.retry(self.number, self._step, exc.message, exc.code))
-                    continue
-                if exc.code == "context-overflow":
-                    if not retried_overflow and await self.host.compact_for_overflow(
-                            s, plan, self.number):
-                        retried_overflow = True
+        timing = _Timing()
+        try:
+            while True:
+                assembly = Assembly(f"call_{self.number}_{self._step}")
+                try:
+                    await self._stream(plan, assembly, timing)
+                except ModelError as exc:
+                    if exc.code == "stream-interrupted" and not retried_stream:
+                        retried_stream = True
+                        timing.retries += 1 + exc.retries
+                        logger.warning("route %s: %s; asking once more", plan.route,
+                                       exc.message)
+                        s.emit(events.ASSISTANT_RETRY,
+                               events.retry(self.number, self._step, exc.message, exc.code))
                         continue
-                    raise ModelError(
-                        f"{exc.message}; " + ("it is still too long after compacting the "
-                                              "history" if retried_overflow else
-                                              "compacting the history did not shorten it")
-                        + ": start a new session, or use a model with a larger context "
-                          "window", code="context-overflow") from exc
-                raise
-            break
+                    if exc.code == "context-overflow":
+                        if not retried_overflow and await self.host.compact_for_overflow(
+                                s, plan, self.number):
+                            retried_overflow = True
+                            timing.retries += 1 + exc.retries
+                            continue
+                        raise ModelError(
+                            f"{exc.message}; " + ("it is still too long after compacting the "
+                                                  "history" if retried_overflow else
+                                                  "compacting the history did not shorten it")
+                            + ": start a new session, or use a model with a larger context "
+                              "window", code="context-overflow", status=exc.status) from exc
+                    raise
+                break
+        except Exception as exc:
+            failed = timing.facts(plan)
+            failed["error"] = error = _model_error(exc)
+            failed["status"] = error["status"]
+            failed["retries"] += getattr(exc, "retries", 0)
+            await self._fire("after_model_response", payload=failed)
+            raise
         content = assembly.content()
         message = events.assistant_message(content, provider=plan.route, model=plan.model)
         s.messages.append(message)
         s.emit(events.ASSISTANT_MESSAGE,
                events.assistant_data(self.number, self._step, message, assembly.usage),
                events.APPEND)
+        exchange = assembly.exchange
         await self._fire("after_model_response", message=events.message_text(message),
                          payload={"message": message, "usage": assembly.usage,
-                                  "finish": assembly.finish})
+                                  "finish": assembly.finish, **timing.facts(plan, exchange)})
         return content, assembly.finish
 
-    async def _stream(self, plan: Plan, assembly: Assembly) -> None:
+    async def _stream(self, plan: Plan, assembly: Assembly, timing: _Timing) -> None:
         """Send the conversation as it is now and stream the answer into ``assembly``,
         showing text and reasoning as each arrives."""
         s = self.session
@@ -294,6 +313,8 @@ class Turn:
         stream = plan.provider.stream(request)
         try:
             async for chunk in stream:
+                if timing.first_chunk_ns is None and not isinstance(chunk, Exchange):
+                    timing.first_chunk_ns = time.time_ns()
                 shown = assembly.add(chunk)
                 if isinstance(shown, TextDelta):
                     s.emit(events.ASSISTANT_DELTA,
@@ -325,8 +346,12 @@ class Turn:
                                guardrails=self.host.guardrails,
                                approver=self.host.approver, context=context, grant=s.grant)
         self._answer(call_id, answer)
+        approval = answer.approval
         await self._fire("after_tool_call", message=name, payload={
-            **summary, "text": answer.result.text, "isError": answer.result.is_error})
+            **summary, "text": answer.result.text, "isError": answer.result.is_error,
+            "error": None if answer.error is None else dict(answer.error),
+            "facts": dict(answer.result.facts),
+            "approval": None if approval is None else approval._asdict()})
 
     async def _fire(self, event: str, *, message: Any = None, payload: Any = None) -> None:
         await self.host.fire(self.session, event, turn=self.number, step=self._step,
@@ -348,3 +373,33 @@ class Turn:
         if call_seq is not None:
             extra["sourceEventSeqs"] = [call_seq]
         self.session.emit(events.TOOL_RESULT, data, extra)
+
+
+class _Timing:
+    """What one model call's ``after_model_response`` reports besides the answer: when it
+    was sent and first answered (wall clock, ns), and the retries it took."""
+
+    __slots__ = ("first_chunk_ns", "retries", "start_ns")
+
+    def __init__(self) -> None:
+        self.start_ns = time.time_ns()
+        self.first_chunk_ns: int | None = None
+        self.retries = 0
+
+    def facts(self, plan: Plan, exchange: Exchange | None = None) -> dict[str, Any]:
+        """The payload keys ``request``, ``timing``, ``retries`` and ``status``."""
+        return {"request": {"route": plan.route, "model": plan.model,
+                            "effort": plan.reasoning_effort, "maxTokens": plan.max_tokens},
+                "timing": {"startNs": self.start_ns, "firstChunkNs": self.first_chunk_ns,
+                           "endNs": time.time_ns()},
+                "retries": self.retries + (exchange.retries if exchange else 0),
+                "status": exchange.status if exchange else None}
+
+
+def _model_error(exc: Exception) -> dict[str, Any]:
+    """A failed model call as ``after_model_response`` reports it: ``{code, message,
+    status}`` (the retries the route made are counted in the payload's ``retries``)."""
+    if isinstance(exc, ModelError):
+        return {"code": exc.code, "message": exc.message, "status": exc.status}
+    return {"code": "provider-error", "message": f"{type(exc).__name__}: {exc}",
+            "status": None}

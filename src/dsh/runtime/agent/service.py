@@ -168,9 +168,10 @@ class Agent:
         return session.id
 
     async def prompt(self, session_id: str, content_blocks: Sequence[Mapping[str, Any]], *,
-                     cwd: str | None = None) -> str:
+                     cwd: str | None = None, trace: Mapping[str, str] | None = None) -> str:
         """Queue a prompt and return its messageId at once; the turn runs in background
-        (the session is restored, or created in ``cwd``, on first use).
+        (the session is restored, or created in ``cwd``, on first use). ``trace`` is the
+        client's W3C trace context for the turn (``traceparent``, ``tracestate``).
 
         A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable). A
         prompt that would create a session first checks that its turn could reach the
@@ -185,7 +186,8 @@ class Agent:
             if session is None:
                 self._turns.check_ready()
                 session = await self._sessions.create(session_id, cwd)
-            return self._turns.enqueue(session, content_blocks, cancelled=arrival.cancelled)
+            return self._turns.enqueue(session, content_blocks, trace,
+                                        cancelled=arrival.cancelled)
 
     async def cancel(self, session_id: str) -> bool:
         """Cancel the running turn (``turn/end`` says ``cancelled``); when none runs, the

@@ -117,6 +117,9 @@ class Session:
         self.kept = 0  # background work holding the session here (jobs, sub-agents)
         self.parked: tuple[int, int] | None = None
         self.release_timer: asyncio.TimerHandle | None = None
+        # The W3C trace context a client sent with a queued prompt, by its message id,
+        # until that prompt's turn starts (telemetry makes the turn a child of it).
+        self.traces: dict[str, Mapping[str, str]] = {}
         self._notify = notify
         self._settle = settle
 

@@ -23,6 +23,7 @@ directories to the session (``grant``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -49,11 +50,22 @@ ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
 logger = logging.getLogger("dsh.agent")
 
 
+class Approval(NamedTuple):
+    """How a call's approval went: when it was asked and answered (wall clock, ns) and
+    the decision (``allow``, ``allow-always`` or ``deny``)."""
+
+    started_ns: int
+    ended_ns: int
+    decision: str
+
+
 class Answer(NamedTuple):
-    """A call's result and, when the agent refused or failed it, the ``{name, code}`` why."""
+    """A call's result and, when the agent refused or failed it, the ``{name, code}`` why;
+    ``approval`` when a person was asked."""
 
     result: ToolResult
     error: Mapping[str, str] | None = None
+    approval: Approval | None = None
 
 
 def _refused(text: str, name: str, code: str) -> Answer:
@@ -101,11 +113,14 @@ async def execute(
                                                                boundary.root))
     if verdict.decision is Decision.DENY:
         return _refused(f"Error: denied by {verdict.reason}", "ToolDeniedError", "DENIED")
-    decision = ALLOW
+    decision, approval = ALLOW, None
     if verdict.decision is Decision.ASK:
+        asked = time.time_ns()
         decision, refusal = await _approve(call, block, verdict.reason, approver)
+        if approver is not None:
+            approval = Approval(asked, time.time_ns(), decision)
         if refusal is not None:
-            return refusal
+            return refusal._replace(approval=approval)
     if call.outside:
         context = context._replace(boundary=boundary.allowing(call.outside))
         if decision == ALLOW_ALWAYS and grant is not None:
@@ -115,11 +130,11 @@ async def execute(
     except Exception as exc:
         logger.debug("tool %s raised", name, exc_info=True)
         return _refused(f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}",
-                        "ToolFailedError", "TOOL_FAILED")
+                        "ToolFailedError", "TOOL_FAILED")._replace(approval=approval)
     if not isinstance(result, ToolResult):
         return _refused(f"Error: tool '{name}' returned {type(result).__name__}, not a result",
-                        "ToolFailedError", "TOOL_FAILED")
-    return Answer(result)
+                        "ToolFailedError", "TOOL_FAILED")._replace(approval=approval)
+    return Answer(result, approval=approval)
 
 
 async def _approve(call: ToolCall, block: Mapping[str, Any], reason: str,

@@ -104,16 +104,20 @@ class TurnRunner:
         session.cancelled_prompts.add(latest)
         return True
 
-    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]], *,
-                cancelled: bool = False) -> str:
+    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]],
+                trace: Mapping[str, str] | None = None, *, cancelled: bool = False) -> str:
         """Queue a prompt and return its messageId; the session's runner takes it
         (``cancelled``: a cancel came while it was on its way, so its turn ends at once).
 
+        ``trace`` is the W3C trace context (``traceparent``, ``tracestate``) the client
+        sent with it: the ``before_turn`` event of its turn carries it as attributes.
         A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
         """
         if session.waiting() >= self._config().max_queued:
             raise SessionBusyError("session busy: queue full")
         message = events.user_message(content_blocks, events.new_id())
+        if trace:
+            session.traces[message["id"]] = dict(trace)
         if cancelled:
             session.cancelled_prompts.add(message["id"])
         start = len(session.inbox)
@@ -131,6 +135,8 @@ class TurnRunner:
             while session.inbox and not self._closed():
                 await self._turn(session, session.inbox.popleft())
         finally:
+            if not session.inbox:
+                session.traces.clear()
             session.runner = None
             session.set_status(Status.IDLE)
             session.settle()
@@ -145,8 +151,9 @@ class TurnRunner:
             session.cancel_requested = True
         session.emit(events.TURN_START, events.turn_data(turn.number))
         session.emit(events.INBOX_SPLICED, events.inbox_taken(1))
-        await self.fire(session, "before_turn", turn=turn.number,
-                        message=events.message_text(prompt), payload=prompt)
+        await self._lifecycle.fire(session, "before_turn", turn=turn.number,
+                                   message=events.message_text(prompt), payload=prompt,
+                                   attributes=session.traces.pop(prompt["id"], None))
         outcome = await self._outcome(session, turn)
         turn.close(outcome)
         session.turn = session.turn_task = None

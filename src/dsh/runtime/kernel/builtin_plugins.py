@@ -32,4 +32,5 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "acp-server": "dsh.runtime.servers.acp:AcpServer",
     "subagent-dsh": "dsh.runtime.subagents.tool:SubagentPlugin",
     "mcp-servers": "dsh.runtime.mcp.plugin:McpServers",
+    "telemetry-otel": "dsh.runtime.telemetry.plugin:TelemetryOtel",
 }

@@ -73,12 +73,20 @@ class HookEvent:
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """A registered hook: ``fn(event)``, sync or async, owned by the row ``row_id``."""
+    """A registered hook: ``fn(event)``, sync or async, owned by the row ``row_id``.
+
+    ``inline``: a plain function that only records in memory (telemetry's spans and
+    metrics), called on the event loop as the event fires: no thread, no task, no budget.
+    A hook in a worker thread or a bounded task costs tens of microseconds an event; an
+    inline one costs its own work, and the row that declares it answers for that work
+    never blocking (an exception is still reported, and the next hook runs).
+    """
 
     row_id: str
     name: str
     event: str
     fn: Callable[[HookEvent], Any]
+    inline: bool = False
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +168,12 @@ def _in_thread(fn: Callable[[HookEvent], Any], event: HookEvent, name: str) -> a
 
 
 async def _call(hook: Hook, event: HookEvent, budget: float) -> None:
+    if hook.inline:
+        if inspect.isawaitable(result := hook.fn(event)):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise TypeError("an inline hook returned an awaitable; it must only record")
+        return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget
     if hook.is_async:
@@ -180,8 +194,9 @@ async def dispatch(
     """Call every hook registered for ``event.type``, in order, each isolated and bounded.
 
     A hook that raises, or runs past ``budget`` seconds (async hooks are cancelled, sync
-    hooks run in a worker thread that is abandoned), yields one :class:`HookError` to
-    ``on_error`` and the next hook runs. Only cancellation of the caller propagates.
+    hooks run in a worker thread that is abandoned; inline hooks are called as they are),
+    yields one :class:`HookError` to ``on_error`` and the next hook runs. Only
+    cancellation of the caller propagates.
     """
     for hook in hooks:
         if hook.event != event.type:
@@ -224,6 +239,10 @@ class HookDispatcher:
     def hooks(self, event: str) -> tuple[Hook, ...]:
         """The hooks that will run for ``event``, in call order."""
         return self._table.get(event, ())
+
+    def inline(self, event: str) -> bool:
+        """Whether every hook of ``event`` is inline (then nothing can overrun a budget)."""
+        return all(hook.inline for hook in self._table.get(event, ()))
 
     def add_error_listener(self, listener: Callable[[HookError], None]) -> Callable[[], None]:
         """Deliver every hook error to ``listener``; returns a function that removes it."""

@@ -342,7 +342,7 @@ class Kernel:
         factory = resolve(spec.id, spec.name)
         manifest = factory.manifest
         config = self._config(manifest, spec)
-        registrar = RowRegistrar(spec.id, manifest)
+        registrar = RowRegistrar(spec.id, manifest, self._context.env)
         try:
             plugin = factory(spec.id, config)
             plugin.apply(registrar)

@@ -100,7 +100,15 @@ class Command(NamedTuple):
 
 
 class Registrar:
-    """What ``apply`` may touch. Implemented by the kernel; documented here for plugins."""
+    """What ``apply`` may touch. Implemented by the kernel; documented here for plugins.
+
+    ``env`` is the launch's environment snapshot (read-only), for a plugin whose
+    registrations depend on it: telemetry registers its hooks only when an ``OTEL_*``
+    variable turns it on, so a runtime without it pays nothing per event. Reading it is
+    not I/O; acting on it still waits for ``start``.
+    """
+
+    env: Mapping[str, str] = MappingProxyType({})
 
     def tool(self, tool: Any) -> None:  # pragma: no cover - interface
         """Register a tool (an object following :class:`dsh.runtime.tools.Tool`)."""
@@ -111,9 +119,13 @@ class Registrar:
         raise NotImplementedError
 
     def hook(
-        self, event: str, name: str, fn: Callable[[Any], Any]
+        self, event: str, name: str, fn: Callable[[Any], Any], *, inline: bool = False
     ) -> None:  # pragma: no cover - interface
-        """Register a lifecycle hook; ``name`` must be unique within the plugin."""
+        """Register a lifecycle hook; ``name`` must be unique within the plugin.
+
+        ``inline=True``: a plain function that only records in memory, called on the
+        event loop without a thread, a task or a time budget (it must never block).
+        """
         raise NotImplementedError
 
     def guardrail(self, name: str, fn: Callable[[Any], Any]) -> None:  # pragma: no cover

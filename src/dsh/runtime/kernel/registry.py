@@ -71,10 +71,13 @@ class Registration:
 class RowRegistrar(Registrar):
     """The :class:`~dsh.runtime.kernel.plugin.Registrar` one row's ``apply`` receives.
 
-    ``manifest.provides`` counts as services registered up front.
+    ``manifest.provides`` counts as services registered up front; ``env`` is the launch's
+    environment snapshot.
     """
 
-    def __init__(self, row_id: str, manifest: Manifest) -> None:
+    def __init__(self, row_id: str, manifest: Manifest,
+                 env: Mapping[str, str] = MappingProxyType({})) -> None:
+        self.env = env
         self.registration = Registration(row_id)
         self._manifest = manifest
         self._capabilities = frozenset(Capability(c) for c in manifest.capabilities)
@@ -101,8 +104,10 @@ class RowRegistrar(Registrar):
         self._admit(Capability.COMMAND, f"command '{command.name}'")
         self._add("command", self.registration.commands, command.name, command)
 
-    def hook(self, event: str, name: str, fn: Callable[[Any], Any]) -> None:
-        """Register lifecycle hook ``name`` for ``event``."""
+    def hook(self, event: str, name: str, fn: Callable[[Any], Any], *,
+             inline: bool = False) -> None:
+        """Register lifecycle hook ``name`` for ``event`` (``inline``: see
+        :class:`~dsh.runtime.kernel.hooks.Hook`; a plain function only)."""
         self._admit(Capability.LIFECYCLE, f"hook '{name}'")
         if event not in EVENTS:
             self._fail(f"registered hook '{name}' for unknown event '{event}' "
@@ -111,7 +116,11 @@ class RowRegistrar(Registrar):
             self._fail(f"registered hook '{name}' that is not callable")
         if any(hook.name == name for hook in self.registration.hooks):
             self._fail(f"registered hook '{name}' twice (hook names are unique per plugin)")
-        self.registration.hooks.append(Hook(self.registration.row_id, name, event, fn))
+        hook = Hook(self.registration.row_id, name, event, fn, inline)
+        if inline and hook.is_async:
+            self._fail(f"registered inline hook '{name}' that is async (an inline hook is a "
+                       "plain function that only records)")
+        self.registration.hooks.append(hook)
 
     def guardrail(self, name: str, fn: Callable[[Any], Any]) -> None:
         """Register guardrail ``name``."""

@@ -29,6 +29,7 @@ import enum
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from dsh._version import __version__
 from dsh.core.errors import (
@@ -164,6 +165,23 @@ class Connection:
         self.answered = True
         return answer
 
+    def facts(self) -> dict[str, Any]:
+        """What a call's result reports of this server: its transport (``pipe`` for
+        stdio, ``tcp`` for HTTP, as OpenTelemetry's MCP conventions name them), the
+        protocol version it agreed to, and an HTTP server's address."""
+        stdio = self.spec.transport == "stdio"
+        facts: dict[str, Any] = {"network.transport": "pipe" if stdio else "tcp"}
+        version = getattr(self._session.transport, "protocol_version", None) \
+            if self._session is not None else None
+        if isinstance(version, str):
+            facts["mcp.protocol.version"] = version
+        if not stdio and self.spec.url:
+            where = urlsplit(self.spec.url)
+            if where.hostname:
+                facts["server.address"] = where.hostname
+                facts["server.port"] = where.port or (443 if where.scheme == "https" else 80)
+        return facts
+
     def describe_call_failure(self, exc: BaseException) -> str:
         """What the model reads when a call raised instead of answering."""
         if isinstance(exc, RequestTimeoutError):
@@ -272,7 +290,7 @@ class Connection:
                 continue
             name = tool_name(self.name, remote_name, taken)
             tool = McpTool(name, remote, params, self.name, self.call, spec.max_result_chars,
-                           self.describe_call_failure)
+                           self.describe_call_failure, self.facts)
             if tool.schema_bytes > room:
                 over["max_schema_bytes"] += 1
                 continue

@@ -93,7 +93,8 @@ class McpTool:
 
     def __init__(self, name: str, remote: Mapping[str, Any], params: dict[str, Any],
                  server: str, caller: Caller, max_chars: int,
-                 describe_failure: Callable[[BaseException], str]) -> None:
+                 describe_failure: Callable[[BaseException], str],
+                 facts: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.name = name
         self.remote_name: str = remote["name"]
         self.server = server
@@ -110,6 +111,7 @@ class McpTool:
         self._caller = caller
         self._max_chars = max_chars
         self._describe = describe_failure
+        self._facts = facts
 
     def renamed(self, name: str) -> McpTool:
         """The same tool offered under ``name`` (a collision with another server's)."""
@@ -118,12 +120,17 @@ class McpTool:
         return twin
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        """Call the server's tool; every failure is a result the model reads."""
+        """Call the server's tool; every failure is a result the model reads. The result's
+        facts say which server answered how (``mcp.*``, telemetry's MCP attributes)."""
+        facts = {"mcp.server": self.server, "mcp.method.name": "tools/call",
+                 "mcp.tool": self.remote_name,
+                 **(self._facts() if self._facts is not None else {})}
         try:
             result = await self._caller(self.remote_name, dict(args))
         except Exception as exc:
-            return ToolResult(f"Error: {self._describe(exc)}", is_error=True)
-        return convert(result, images_ok=ctx.images_supported, max_chars=self._max_chars)
+            return ToolResult(f"Error: {self._describe(exc)}", is_error=True, facts=facts)
+        converted = convert(result, images_ok=ctx.images_supported, max_chars=self._max_chars)
+        return converted._replace(facts=facts)
 
 
 def convert(result: Mapping[str, Any], *, images_ok: bool, max_chars: int) -> ToolResult:

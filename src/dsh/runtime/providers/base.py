@@ -29,7 +29,8 @@ OpenRouter's ``reasoning_details``, the details themselves as JSON text (``redac
 
 A stream yields, in any interleaving, :class:`TextDelta`, :class:`ReasoningDelta`,
 :class:`ToolCallDelta` (fragments joined by ``index``), at most one :class:`Usage`, and
-ends with one :class:`Finish`. Failures are raised as :class:`ModelError`, whose ``code``
+ends with one :class:`Finish`; an HTTP route first yields an :class:`Exchange` (status,
+retries). Failures are raised as :class:`ModelError`, whose ``code``
 reaches the client in ``turn/end.data.reason.error.code``.
 """
 
@@ -150,16 +151,33 @@ class Finish(NamedTuple):
     reason: FinishReason
 
 
-Chunk = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
+class Exchange(NamedTuple):
+    """The HTTP exchange answering the request: its status code and how many failed
+    attempts the route retried before it. Yielded before the answer's content by routes
+    that speak HTTP (a route without HTTP yields none); telemetry reads it, nothing shows
+    it."""
+
+    status: int
+    retries: int = 0
+
+
+Chunk = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish | Exchange
 
 
 class ModelError(DshError):
-    """The model call failed; ``code`` is a short stable token clients can branch on."""
+    """The model call failed; ``code`` is a short stable token clients can branch on.
 
-    def __init__(self, message: str, *, code: str = "model-error", retryable: bool = False):
+    ``status`` is the HTTP status that failed it (None when no answer came), ``retries``
+    the failed attempts the route retried before giving up.
+    """
+
+    def __init__(self, message: str, *, code: str = "model-error", retryable: bool = False,
+                 status: int | None = None):
         super().__init__(message)
         self.code = code
         self.retryable = retryable
+        self.status = status
+        self.retries = 0
 
 
 class Provider(Protocol):

@@ -57,6 +57,7 @@ from dsh.runtime.providers.base import (
     EFFORTS,
     OFF_EFFORTS,
     Chunk,
+    Exchange,
     ModelError,
     ModelRequest,
     ReasoningDelta,
@@ -408,10 +409,12 @@ class HttpRoute:
                 async with contextlib.aclosing(
                         self._attempt(body, headers, request, model)) as chunks:
                     async for chunk in chunks:
-                        yield chunk
+                        yield chunk._replace(retries=attempt) if isinstance(
+                            chunk, Exchange) else chunk
                 return
             except _RetryError as retry:
                 if attempt >= self._max_retries:
+                    retry.error.retries = attempt
                     raise retry.error from retry.__cause__
                 base, cap = self._backoff
                 delay = backoff_delay(attempt, base=base, cap=cap,
@@ -437,6 +440,7 @@ class HttpRoute:
                                            headers=headers) as response:
                 if not response.is_success:
                     raise await self._status_error(response)
+                yield Exchange(response.status_code)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     detail = await self._detail(response)
                     raise ModelError(f"expected an event stream, got JSON: {detail}",
@@ -535,18 +539,19 @@ class HttpRoute:
         detail = await self._detail(response)
         if status in (401, 403):
             return ModelError(f"route '{self.route}' was refused (HTTP {status}: {detail}); "
-                              f"check the key: {self._key_hint()}", code="auth")
+                              f"check the key: {self._key_hint()}", code="auth",
+                              status=status)
         if status == 402:
             return ModelError(f"route '{self.route}': insufficient balance (HTTP 402: "
                               f"{detail}); top up the account of this key",
-                              code="insufficient-balance")
+                              code="insufficient-balance", status=status)
         if status in (400, 413, 422) and _OVERFLOW.search(detail):
             return ModelError(f"the conversation is too long for the model on route "
                               f"'{self.route}' (HTTP {status}: {detail})",
-                              code="context-overflow")
+                              code="context-overflow", status=status)
         retryable = status in (408, 409, 429) or status >= 500
         error = ModelError(f"route '{self.route}' answered HTTP {status}: {detail}",
-                           code=f"http-{status}", retryable=retryable)
+                           code=f"http-{status}", retryable=retryable, status=status)
         if retryable:
             return _RetryError(error, retry_after_seconds(response.headers.get("retry-after")))
         return error

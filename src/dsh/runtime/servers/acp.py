@@ -464,7 +464,8 @@ class AcpProtocol:
         pending = _Prompt(asyncio.get_running_loop().create_future())
         attached.prompt = pending
         try:
-            await self._agent.prompt(session_id, blocks)
+            trace = validation.trace_context(p.get("_meta"))
+            await self._agent.prompt(session_id, blocks, **({"trace": trace} if trace else {}))
             reason = await pending.ended
         finally:
             attached.prompt = None

@@ -113,9 +113,14 @@ class Operations:
         server's default directory."""
         await self.agent.open_session(session_id, cwd=default_cwd)
 
-    async def prompt(self, session_id: str, blocks: Any, cwd: str | None) -> str:
-        """Queue a prompt; the new messageId comes back at once, the turn runs in background."""
-        return await self.agent.prompt(session_id, validation.content_blocks(blocks), cwd=cwd)
+    async def prompt(self, session_id: str, blocks: Any, cwd: str | None,
+                     meta: Any = None) -> str:
+        """Queue a prompt; the new messageId comes back at once, the turn runs in background.
+        ``meta`` is the request's ``_meta``: a W3C trace context in it is the turn's parent
+        (:func:`~.validation.trace_context`)."""
+        trace = validation.trace_context(meta)
+        return await self.agent.prompt(session_id, validation.content_blocks(blocks), cwd=cwd,
+                                       **({"trace": trace} if trace else {}))
 
     async def cancel(self, session_id: str) -> bool:
         """Cancel the running turn; False when none runs."""

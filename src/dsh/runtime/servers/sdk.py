@@ -60,7 +60,8 @@ client -> server requests
               capabilities?: {approvals?}}   -> {serverInfo, protocolVersion, profile}
       reasoningEffort: none|off (thinking off), minimal, low, medium, high, xhigh, max,
       ultra; an unknown level, or one the route cannot send, is -32602
-  session/prompt {sessionId, contentBlocks}  -> {messageId}; the turn runs in background
+  session/prompt {sessionId, contentBlocks, _meta?}  -> {messageId}; the turn runs in
+      background (``_meta.traceparent``/``tracestate``: the turn's W3C trace parent)
   session/new {cwd?, history?} -> {sessionId}  (history: messages the session starts with)
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
       url, headers: [{name, value}]}]  (ACP's shape; needs an mcp-servers row)
@@ -270,7 +271,8 @@ class SdkProtocol:
     async def prompt(self, params: Params | None) -> dict[str, Any]:
         """Queue the message and answer with its id at once; the turn runs in background."""
         p = _object(params)
-        message_id = await self._ops.prompt(_session_id(p), p.get("contentBlocks"), self._cwd)
+        message_id = await self._ops.prompt(_session_id(p), p.get("contentBlocks"), self._cwd,
+                                            p.get("_meta"))
         return {"messageId": message_id}
 
     async def new_session(self, params: Params | None) -> dict[str, Any]:

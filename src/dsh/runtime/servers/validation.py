@@ -16,6 +16,8 @@ stored or sent, or a turn that dies. What is checked:
   what their type says (:mod:`dsh.runtime.agent.blocks`).
 * **Paging.** ``session/history``'s ``cursor`` (what the previous page answered as
   ``nextCursor``) and ``limit``.
+* **Trace context.** A prompt's ``_meta.traceparent``/``tracestate``
+  (:func:`trace_context`), taken when well formed and otherwise ignored, never refused.
 """
 
 from __future__ import annotations
@@ -129,6 +131,24 @@ def content_blocks(value: Any, name: str = "contentBlocks") -> list[dict[str, An
         if wrong is not None:
             raise invalid(f'"{name}"[{index}]: {wrong}')
     return value
+
+
+TRACE_KEYS = ("traceparent", "tracestate")
+"""The W3C Trace Context keys a prompt's ``_meta`` may carry (as ACP and MCP place them)."""
+MAX_TRACE_CHARS = 512
+"""The W3C Trace Context's limit for ``tracestate``; a longer value is not a trace context."""
+
+
+def trace_context(meta: Any) -> dict[str, str] | None:
+    """The W3C trace context in a request's ``_meta`` (``traceparent``, ``tracestate``),
+    or None. Never an error: a client's trace context is a hint, and one that is missing,
+    of the wrong type or too long is ignored (telemetry also ignores a ``traceparent``
+    that does not parse, starting a trace of its own)."""
+    if not isinstance(meta, Mapping):
+        return None
+    found = {key: meta[key] for key in TRACE_KEYS
+             if isinstance(meta.get(key), str) and 0 < len(meta[key]) <= MAX_TRACE_CHARS}
+    return found if "traceparent" in found else None
 
 
 def history_window(params: Mapping[str, Any]) -> tuple[int, int]:

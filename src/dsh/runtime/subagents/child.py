@@ -131,14 +131,20 @@ class Child:
         self._watcher = asyncio.create_task(self._watch(subscription),
                                             name=f"dsh-subagent-{self.id}")
 
-    async def prompt(self, text: str, *, bound: float) -> int:
+    async def prompt(self, text: str, *, bound: float,
+                     trace: Mapping[str, str] | None = None) -> int:
         """Queue ``text`` on the child's session; returns the receipt count to wait for.
 
-        Returns once the watcher has read the message's receipt and, when no turn was
-        running, the turn it starts (so an ``interrupt_agent`` right after finds it).
+        ``trace`` (the calling tool's W3C trace context) goes as the request's ``_meta``,
+        so the child's turn is part of the parent's trace. Returns once the watcher has
+        read the message's receipt and, when no turn was running, the turn it starts (so
+        an ``interrupt_agent`` right after finds it).
         """
-        answer = await self._client.request("session/prompt", {
-            "sessionId": self.session_id, "contentBlocks": [{"type": "text", "text": text}]})
+        params: dict[str, Any] = {"sessionId": self.session_id,
+                                  "contentBlocks": [{"type": "text", "text": text}]}
+        if trace:
+            params["_meta"] = dict(trace)
+        answer = await self._client.request("session/prompt", params)
         message_id = answer["messageId"]
         await self._until(lambda: message_id in self._receipts or self._gone(), bound)
         target = self._received

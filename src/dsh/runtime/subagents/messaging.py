@@ -117,9 +117,11 @@ class SendMessageTool:
     mutating = True
     path_arguments: tuple[str, ...] = ()
 
-    def __init__(self, registry: Registry, bound: Callable[[], float]) -> None:
+    def __init__(self, registry: Registry, bound: Callable[[], float],
+                 trace: Callable[[str], Mapping[str, str] | None] = lambda _: None) -> None:
         self._registry = registry
         self._bound = bound
+        self._trace = trace
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Queue the message on the child's session; a closed or unknown id is an error."""
@@ -133,7 +135,8 @@ class SendMessageTool:
             return _closed(child)
         was = child.status
         try:
-            await child.prompt(args["message"], bound=self._bound())
+            await child.prompt(args["message"], bound=self._bound(),
+                               trace=self._trace(ctx.session_id))
         except (asyncio.TimeoutError, DshError) as exc:
             return ToolResult(f"Error: the message did not reach {child.id}: "
                               f"{exc or 'no answer in time'}", is_error=True)

@@ -14,8 +14,11 @@ protocol, guardrails and session log. What it gets from the parent is decided he
   tree has one (held for the child session too while it runs, so it is never cleaned
   under it); it disappears with the workspace.
 * **Environment**: the parent's snapshot, credential-scrubbed, plus the row's
-  ``pass_env`` names (:mod:`.environment`); the SDK is told not to add the parent
-  process's own environment (``inherit_env=False``).
+  ``pass_env`` names (:mod:`.environment`), plus, when the ``telemetry`` service runs,
+  the exporter settings it resolved (headers included), so the child's spans reach the
+  same collector; the SDK is told not to add the parent process's own environment
+  (``inherit_env=False``). Each prompt carries the calling tool's trace context
+  (``_meta``), so the child's turns are spans of the parent's trace.
 * **Tree**: the row's ``profile`` (default ``sdk-minimal``, which has no sub-agent tool)
   plus its ``patches``. The model chooses only the task and a directory inside its own:
   a profile is a trust decision, made in config, not by the model.
@@ -203,7 +206,7 @@ class SubagentPlugin(Plugin):
         reg.tool(SubagentTool(self))
         reg.tool(ForkTool(self))
         reg.tool(ListAgentsTool(self.registry))
-        reg.tool(SendMessageTool(self.registry, self.bound))
+        reg.tool(SendMessageTool(self.registry, self.bound, self.trace_context))
         reg.tool(InterruptAgentTool(self.registry))
         reg.context(CONTEXT_SECTION, self._context)
         reg.hook("session_end", "close-session-subagents", self._session_end)
@@ -224,6 +227,17 @@ class SubagentPlugin(Plugin):
     def bound(self) -> float:
         """Seconds one request to a child may take (its startup steps' bound)."""
         return float(self.config.get("initialize_timeout_s", 60))
+
+    def trace_context(self, session_id: str) -> Mapping[str, str] | None:
+        """The W3C trace context of ``session_id``'s running tool call, from the
+        ``telemetry`` service when the tree has one running (else None): a child's turn
+        is then a child span of the call that prompted it."""
+        telemetry = self._telemetry()
+        return telemetry.trace_context(session_id) if telemetry is not None else None
+
+    def _telemetry(self) -> Any:
+        rt = self._rt
+        return rt.service("telemetry") if rt and "telemetry" in rt.service_names() else None
 
     # -- starting a child -----------------------------------------------------------------
 
@@ -273,12 +287,14 @@ class SubagentPlugin(Plugin):
             return ToolResult(f"Error: the sub-agent did not start: {problem}", is_error=True)
         rt.service("agent").announce(STARTED, _note(child))
         try:
-            target = await unless_cancelled(child.prompt(args["prompt"], bound=self.bound()),
-                                            ctx.cancelled)
+            target = await unless_cancelled(
+                child.prompt(args["prompt"], bound=self.bound(),
+                             trace=self.trace_context(ctx.session_id)), ctx.cancelled)
             if background:
                 return ToolResult(f"Started sub-agent {child.id} in the background "
                                   f"(status: {child.status.value}). Its answer comes with "
-                                  "your next turn; list_agents shows it meanwhile.")
+                                  "your next turn; list_agents shows it meanwhile.",
+                                  facts=_facts(child))
             await unless_cancelled(child.settled(target), ctx.cancelled)
         except (asyncio.TimeoutError, DshError) as exc:
             await self.registry.close(child)
@@ -289,7 +305,7 @@ class SubagentPlugin(Plugin):
             await self.registry.close(child)
             raise
         await self.registry.close(child)
-        return _answer(child)
+        return _answer(child)._replace(facts=_facts(child))
 
     def _hold(self, child: Child) -> None:
         """A child starting or running holds its parent session in this runtime (the
@@ -380,6 +396,10 @@ class SubagentPlugin(Plugin):
         config, rt = self.config, self._rt
         assert rt is not None
         patches = [os.path.join(rt.cwd, p) for p in config.get("patches", ())]
+        env = child_environment(env, config.get("pass_env", ()), rt.secret_env)
+        telemetry = self._telemetry()
+        if telemetry is not None:  # the child exports where the parent does
+            env.update(telemetry.child_env())
         return ClientConfig(
             dsh_bin=sys.executable if running_frozen() else None,
             carrier="exe" if running_frozen() else "python",
@@ -387,7 +407,7 @@ class SubagentPlugin(Plugin):
             patches=patches,
             dsh_home=str(home),
             cwd=cwd,
-            env=child_environment(env, config.get("pass_env", ()), rt.secret_env),
+            env=env,
             inherit_env=False,
             provider=config.get("provider"),
             model=config.get("model"),
@@ -450,6 +470,11 @@ def _note(child: Child) -> dict[str, Any]:
     """The fields every ``subagent.*`` notification carries."""
     return {"parentSessionId": child.parent, "childSessionId": child.session_id,
             "agentId": child.id}
+
+
+def _facts(child: Child) -> dict[str, Any]:
+    """What a sub-agent call's result reports: which agent, which session it ran."""
+    return {"subagent.id": child.id, "subagent.session_id": child.session_id or ""}
 
 
 def _answer(child: Child) -> ToolResult:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from dsh.core.errors import ConfigError, InvalidArgumentError
@@ -49,13 +50,17 @@ class ToolResult(NamedTuple):
     ``images`` travel with the text as image content blocks; a tool only returns them when
     :attr:`ToolContext.images_supported` says the model can take them. ``diff`` is for
     clients, never the model: a file change (:func:`dsh.runtime.tools.filediff.file_diff`)
-    the agent puts in the ``tool/result`` event's ``data.diff``.
+    the agent puts in the ``tool/result`` event's ``data.diff``. ``facts`` are what the
+    call reports about how it ran (the sandbox rung that confined a command, the MCP server
+    that answered), for the ``after_tool_call`` hook and telemetry; the model never sees
+    them either. Keys are dotted names (``sandbox.rung``), values strings or numbers.
     """
 
     text: str
     is_error: bool = False
     images: tuple[Image, ...] = ()
     diff: Mapping[str, Any] | None = None
+    facts: Mapping[str, Any] = MappingProxyType({})
 
 
 def _emit_nowhere(type: str, data: Mapping[str, Any]) -> None:

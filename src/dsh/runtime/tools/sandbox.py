@@ -470,6 +470,14 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def in_force(policy: Policy) -> str:
+    """The rung that confines a command under ``policy`` here, as a tool call's fact and a
+    span's attribute: ``off`` (the mode), ``bubblewrap``, ``seatbelt`` or ``landlock``
+    (:func:`rung`), or ``none`` (no rung runs: the command runs unsandboxed, or is refused
+    when the policy requires it)."""
+    return OFF if policy.mode == OFF else rung(policy).name
+
+
 def note(policy: Policy) -> str:
     """The one line a result carries when the command ran without any sandbox ('' if not).
 

@@ -66,7 +66,7 @@ from dsh.runtime.tools.base import ToolContext, ToolResult
 from dsh.runtime.tools.confined import Command, prepare
 from dsh.runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh.runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
-from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError
+from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError, in_force
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
@@ -177,7 +177,13 @@ class Bash:
         """Run the command; report output and exit code, or the timeout.
 
         In the background, start it as a job of the session and report the job id instead.
+        The result's facts name the sandbox rung in force (``sandbox.rung``).
         """
+        result = await self._command(args, ctx)
+        rung = in_force(Policy.from_config(self._plugin.config.get("sandbox")))
+        return result._replace(facts={**result.facts, "sandbox.rung": rung})
+
+    async def _command(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         config = self._plugin.config
         timeout = min(float(args.get("timeout") or config["timeout_seconds"]),
                       float(config["max_timeout_seconds"]))

@@ -180,7 +180,10 @@ class WebApi:
         body = await self._body(request)
         session_id = request.path_params["id"]
         message_id = await self.ops.prompt(session_id, body.get("contentBlocks"),
-                                           self.default_cwd)
+                                           self.default_cwd, {
+                                               key: request.headers[key]
+                                               for key in validation.TRACE_KEYS
+                                               if key in request.headers})
         return JSONResponse({"messageId": message_id}, 202)
 
     async def cancel(self, request: Request) -> Response:
