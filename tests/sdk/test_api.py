@@ -28,7 +28,8 @@ from dsh.sdk import (
 from dsh.sdk._config import DEFAULT_MAX_FRAME_BYTES
 
 EXPORTED = {
-    "ApprovalRequest", "AsyncDshClient", "AsyncSession", "AsyncSubscription", "BusyError",
+    "ApprovalAnswer", "ApprovalRequest", "AsyncDshClient", "AsyncSession",
+    "AsyncSubscription", "BusyError",
     "ClientClosedError", "ClientConfig", "ClientError", "ClientState", "ConfigError",
     "DshClient", "DshError", "Event", "FrameTooLargeError", "InitializeTimeoutError",
     "JsonRpcError", "Notification", "ProtocolError", "Readiness", "RequestTimeoutError",

@@ -32,6 +32,7 @@ from dsh.core.jsonrpc import INTERNAL_ERROR, Params
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (
+    ApprovalAnswer,
     ApprovalRequest,
     Decision,
     approval_request,
@@ -47,7 +48,8 @@ from dsh.sdk._transport import KILL_WAIT, RuntimeProcess
 if TYPE_CHECKING:
     from dsh.sdk._session import AsyncSession
 
-ApprovalCallback = Callable[[ApprovalRequest], Decision | Awaitable[Decision]]
+Answer = Decision | ApprovalAnswer
+ApprovalCallback = Callable[[ApprovalRequest], Answer | Awaitable[Answer]]
 
 log = logging.getLogger("dsh.sdk")
 
@@ -57,8 +59,9 @@ class AsyncDshClient:
 
     Use it as ``async with AsyncDshClient(config) as client:``, or call :meth:`start` and
     :meth:`close`. ``on_approval``, when given, is declared to the runtime at
-    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"`` or
-    ``"deny"``, directly or awaitably); without it the profile's policy decides.
+    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"``,
+    ``"deny"`` or an :class:`ApprovalAnswer`, directly or awaitably); without it the
+    profile's policy decides.
     """
 
     def __init__(self, config: ClientConfig | None = None, *,
@@ -430,9 +433,11 @@ def _approval_handler(callback: ApprovalCallback) -> Handler:
         decision = callback(approval_request(params))
         if inspect.isawaitable(decision):
             decision = await decision
+        if isinstance(decision, ApprovalAnswer):
+            return decision.wire()
         if decision not in ("allow", "deny"):
-            raise JsonRpcError(INTERNAL_ERROR,
-                               f"on_approval returned {decision!r}, not 'allow' or 'deny'")
+            raise JsonRpcError(INTERNAL_ERROR, f"on_approval returned {decision!r}, not "
+                               "'allow', 'deny' or an ApprovalAnswer")
         return {"decision": decision}
 
     return handle

@@ -43,6 +43,8 @@ ASSISTANT_MESSAGE = "assistant/message"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 ERROR = "error"
+SESSION_SETTINGS = "session/settings"
+USER_SHELL = "user/shell"
 
 APPEND = {"surfaceOp": "append"}
 """The extra event member of events that add a message to the visible conversation."""

@@ -11,6 +11,7 @@ sections, the session's boundary, the hooks and compaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -83,6 +84,8 @@ class TurnRunner:
             session.set_status(Status.IDLE)
 
     async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
+        if session.user_command is not None:  # the user's own command ends first
+            await asyncio.wait({session.user_command[0]})
         record = session.record
         record.turns += 1
         turn = Turn(session, record.turns, prompt, self)
@@ -108,7 +111,7 @@ class TurnRunner:
         if session.cancel_requested:
             return CANCELLED
         try:
-            plan = self.plan()
+            plan = self.plan(session)
         except InvalidArgumentError as exc:
             return Outcome.failed(exc.message, exc.code or "invalid-argument")
         task = asyncio.create_task(turn.run(plan))
@@ -139,26 +142,61 @@ class TurnRunner:
         its default effort. An unknown or retired model, an unknown effort, or one the
         route cannot send is an InvalidArgumentError naming it.
         """
-        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
-            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
-                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
-        route, chosen, name = self._resolve(provider, model)
-        refuse = getattr(chosen, "effort_refusal", None)
-        problem = refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
-        if problem is not None:
-            raise InvalidArgumentError(problem, code="unsupported-effort")
+        route, name = self.check(provider, model, reasoning_effort)
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
         return {"provider": route, "model": name}
 
-    def plan(self) -> Plan:
-        """What the next turn runs with: the chosen route and model, the system prompt."""
-        choice, config = self._choice, self._config()
+    def check(self, provider: str | None, model: str | None,
+              reasoning_effort: str | None) -> tuple[str, str]:
+        """The route and model ``provider``/``model`` resolve to, with ``reasoning_effort``
+        checked against that route; InvalidArgumentError naming what is refused."""
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
+                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
+        route, chosen, name = self._resolve(provider, model)
+        problem = self.effort_problem(chosen, reasoning_effort)
+        if problem is not None:
+            raise InvalidArgumentError(problem, code="unsupported-effort")
+        return route, name
+
+    @staticmethod
+    def effort_problem(chosen: Provider, reasoning_effort: str | None) -> str | None:
+        """Why route object ``chosen`` cannot send ``reasoning_effort`` (None: it can)."""
+        refuse = getattr(chosen, "effort_refusal", None)
+        return refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+
+    def choice(self, session: Session | None = None) -> dict[str, Any]:
+        """What a turn of ``session`` asks for: the session's own choice
+        (:mod:`.choices`) over the client's (``initialize``), each over the row defaults.
+        A session that chose another route leaves the client's model behind with it."""
+        choice = dict(self._choice)
+        own = {} if session is None else session.record.settings
+        if own.get("provider") is not None and own["provider"] != choice["provider"]:
+            choice.update(provider=own["provider"], model=None)
+            effort = choice["reasoning_effort"]
+            if effort is not None and own.get("reasoningEffort") is None:
+                with contextlib.suppress(InvalidArgumentError):
+                    if self.effort_problem(self.route(own["provider"]), effort):
+                        choice["reasoning_effort"] = None  # one the new route cannot send
+        if own.get("model") is not None:
+            choice["model"] = own["model"]
+        if own.get("reasoningEffort") is not None:
+            choice["reasoning_effort"] = own["reasoningEffort"]
+        return choice
+
+    def plan(self, session: Session | None = None) -> Plan:
+        """What the next turn (of ``session``) runs with: route, model, system prompt."""
+        choice, config = self.choice(session), self._config()
         route, provider, model = self._resolve(choice["provider"], choice["model"])
         prompt = "\n\n".join([config.system_prompt,
                               *(p.text for p in self._rt.prompts.values())])
         return Plan(route, provider, model, config.max_steps, prompt,
                     choice["max_tokens"], choice["reasoning_effort"])
+
+    def route(self, name: str | None) -> Provider:
+        """The provider object of route ``name`` (None: the default route)."""
+        return self._resolve(name, None)[1]
 
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; InvalidArgumentError naming what is wrong."""

@@ -8,6 +8,7 @@ in order, separately for each session::
     - reasoning: "The user wants the directory; I know it now."   # streamed first
       text: "Done."
       usage: {inputTokens: 10, outputTokens: 2}   # optional; estimated when absent
+      # (also cacheHitTokens, reasoningTokens, costUsd, as a priced route reports them)
     - error: {message: "rate limited", code: "rate-limit"}   # raised as a model error
     - {text: "slow", delay_ms: 500}                # waits first (cancellation tests)
 
@@ -163,14 +164,28 @@ def _call(item: Any, fail: _Fail) -> ScriptedCall:
     return ScriptedCall(name, arguments, call_id)
 
 
+_OPTIONAL_USAGE = ("cacheHitTokens", "reasoningTokens")
+
+
 def _usage(item: Any, fail: _Fail) -> Usage | None:
     if item is None:
         return None
     counts = [item.get(k) if isinstance(item, Mapping) else None
               for k in ("inputTokens", "outputTokens")]
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+    if not all(_count(c) for c in counts):
         raise fail("'usage' must be {inputTokens, outputTokens} with counts >= 0")
-    return Usage(*counts)
+    optional = [item.get(k) for k in _OPTIONAL_USAGE]
+    if not all(c is None or _count(c) for c in optional):
+        raise fail("'usage' cacheHitTokens and reasoningTokens must be counts >= 0")
+    cost = item.get("costUsd")
+    if cost is not None and (not _number(cost) or cost < 0):
+        raise fail("'usage' costUsd must be a number >= 0")
+    return Usage(*counts, cache_hit_tokens=optional[0], reasoning_tokens=optional[1],
+                 cost_usd=cost)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _error(item: Any, fail: _Fail) -> tuple[str, str] | None:

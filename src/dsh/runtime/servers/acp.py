@@ -15,12 +15,13 @@ Where ACP and the agent differ in shape:
   a cancel that arrives before the queued turn has started is applied at its
   ``turn/start``, so it is never lost.
 * Guarded tool calls go to the client as ``session/request_permission``; "always"
-  answers are remembered per session and tool; a cancelled outcome, an error answer, a
-  timeout or a lost client all deny. A call that reaches outside the workspace root
-  (``outside`` in the agent's request) is the exception: the tool memory never answers
-  it, and its ``allow_always`` option ("Always allow access to DIR in this session")
-  grants those directories to the session instead (the agent's ``allow-always``), so
-  one "always" for ``../lib`` does not open every other path to the same tool.
+  answers are remembered per session and tool by the agent (:mod:`dsh.runtime.agent.
+  choices`, shared with the SDK's and the web's approvals); a cancelled outcome, an
+  error answer, a timeout or a lost client all deny. A call that reaches outside the
+  workspace root (``outside`` in the agent's request) is the exception: the tool memory
+  never answers it, and its ``allow_always`` option ("Always allow access to DIR in this
+  session") grants those directories to the session instead, so one "always" for
+  ``../lib`` does not open every other path to the same tool.
 * Events are forwarded only for sessions this connection created or loaded, so a
   session being restored does not leak half its log before ``session/load`` replays it.
 
@@ -35,12 +36,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
 from dsh.core.errors import DshError, JsonRpcError, PluginError, SessionBusyError, UsageError
+from dsh.runtime.agent.toolrun import Approval
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -113,11 +115,8 @@ PERMISSION_OPTIONS = (
     {"optionId": "reject_always", "name": "Always reject this tool in this session",
      "kind": "reject_always"},
 )
-_DECISIONS = {"allow_once": "allow", "allow_always": "allow",
-              "reject_once": "deny", "reject_always": "deny"}
-_OUTSIDE_DECISIONS = {**_DECISIONS, "allow_always": "allow-always"}
-"""A call reaching outside the root: "always" grants its directories (the agent's word)."""
-_REMEMBERED = frozenset({"allow_always", "reject_always"})
+_DECISIONS = {"allow_once": Approval("allow"), "allow_always": Approval("allow", True),
+              "reject_once": Approval("deny"), "reject_always": Approval("deny", True)}
 _UNGATED = frozenset({"initialize", "authenticate"})
 
 
@@ -219,7 +218,6 @@ class _Attached:
     mapper: UpdateMapper
     mcp_servers: list[Any]
     prompt: _Prompt | None = None
-    remembered: dict[str, str] = field(default_factory=dict)  # tool name -> allow | deny
 
 
 class AcpProtocol:
@@ -446,24 +444,21 @@ class AcpProtocol:
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         self._peer.notify("session/update", {"sessionId": session_id, "update": update})
 
-    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
+    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
         """The approver: ask the client; anything but a selected allow option denies."""
-        attached = self._sessions.get(session_id)
-        if attached is None:
-            return "deny"
-        name = tool_call["name"]
-        remembered = None if tool_call.get("outside") else attached.remembered.get(name)
-        decision = remembered or await self._permission(session_id, attached, tool_call)
-        if decision in ("allow", "allow-always"):
+        if session_id not in self._sessions:
+            return Approval("deny")
+        answer = await self._permission(session_id, tool_call)
+        if answer.decision == "allow":
             self._update(session_id, {"sessionUpdate": "tool_call_update",
                                       "toolCallId": tool_call["callId"],
                                       "status": "in_progress"})
-        return decision
+        return answer
 
-    async def _permission(self, session_id: str, attached: _Attached,
-                          tool_call: dict[str, Any]) -> str:
-        """``session/request_permission``; an "always" answer is remembered (for a call
-        outside the root, only a rejection is: its "always allow" grants directories)."""
+    async def _permission(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
+        """``session/request_permission``; an "always" option answers an Approval to
+        remember (the agent keeps it: for a call outside the root, an "always allow"
+        grants its directories instead)."""
         name = tool_call["name"]
         outside = tool_call.get("outside") or ()
         update = tool_call_update(tool_call["callId"], name, tool_call["arguments"],
@@ -481,15 +476,12 @@ class AcpProtocol:
         except (asyncio.TimeoutError, DshError) as exc:
             log.info("permission for %s in session %s denied: %s", name, session_id,
                      exc or "no answer in time")
-            return "deny"
+            return Approval("deny")
         outcome = answer.get("outcome") if isinstance(answer, dict) else None
         option = outcome.get("optionId") if isinstance(outcome, dict) and \
             outcome.get("outcome") == "selected" else None
-        decisions = _OUTSIDE_DECISIONS if outside else _DECISIONS
-        decision = decisions.get(option, "deny") if isinstance(option, str) else "deny"
-        if option in _REMEMBERED and not (outside and decision != "deny"):
-            attached.remembered[name] = decision
-        return decision
+        return _DECISIONS.get(option, Approval("deny")) if isinstance(option, str) else \
+            Approval("deny")
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run agent work started from a synchronous callback; failures are logged."""
