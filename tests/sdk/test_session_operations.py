@@ -202,3 +202,13 @@ def test_the_users_own_command_is_shown_and_the_model_reads_it(
     sent = [m for m in requests(record)[0]["messages"] if m["role"] == "user"]
     shown = [m for m in sent if m.get("source", {}).get("kind") == "user-shell"]
     assert "$ cat notes.txt\nremember the milk" in texts(shown[0])
+
+
+def test_models_lists_each_route_with_its_default_first(tmp_path: Path, dsh_home: Path,
+                                                        work: Path) -> None:
+    patch, _ = scripted(tmp_path, [])
+    with DshClient(config(dsh_home, patch, work)) as client:
+        routes = {r["provider"]: r["models"] for r in client.models()}
+    assert routes["scripted"] == ["scripted"]
+    assert routes["deepseek-official"] == ["deepseek-flash", "deepseek-v4-pro"]
+    assert routes["anthropic"][0] == "claude-sonnet-5-5"

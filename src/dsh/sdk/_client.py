@@ -262,6 +262,11 @@ class AsyncDshClient:
                 raise ProtocolError(f"session/history did not move past cursor {cursor!r}")
             params["cursor"] = cursor
 
+    async def models(self) -> list[dict[str, Any]]:
+        """Each provider route and the models it names, default first (``models/list``):
+        ``[{provider, models}]``. A route may accept models it does not name."""
+        return _list(await self.request("models/list"), "routes")
+
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""
         return _list(await self.request("tools/list"), "tools")

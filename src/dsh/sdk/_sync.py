@@ -336,6 +336,11 @@ class DshClient:
         engine, client = self._client("sessions")
         return engine.run(client.sessions(), "sessions")
 
+    def models(self) -> list[dict[str, Any]]:
+        """Each provider route and the models it names (``models/list``)."""
+        engine, client = self._client("models")
+        return engine.run(client.models(), "models")
+
     def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool."""
         engine, client = self._client("tools")

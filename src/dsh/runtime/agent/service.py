@@ -248,6 +248,14 @@ class Agent:
         return {**choices.current(self._turns, session), "policy": own.get("policy"),
                 "remembered": dict(own.get("remembered") or {})}
 
+    def has_guardrail(self, name: str) -> bool:
+        """Whether the running tree has a guardrail called ``name`` (``policy``)."""
+        return name in self._turns.guardrails.names()
+
+    def catalogue(self) -> list[dict[str, Any]]:
+        """Each route and the models it names (:meth:`.turns.TurnRunner.catalogue`)."""
+        return self._turns.catalogue()
+
     async def set_model(self, session_id: str, *, provider: Any = choices.UNSET,
                         model: Any = choices.UNSET,
                         reasoning_effort: Any = choices.UNSET) -> dict[str, Any]:
@@ -263,7 +271,7 @@ class Agent:
         on; InvalidArgumentError for a mode not accepted or a profile without a policy."""
         session = await self._session(session_id)
         mode = choices.check_policy(mode)
-        if "policy" not in self._turns.guardrails.names():
+        if not self.has_guardrail("policy"):
             raise InvalidArgumentError("this profile has no policy (no guardrail-policy row)",
                                        code="no-policy")
         choices.update(session, {"policy": mode})

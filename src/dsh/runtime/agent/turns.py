@@ -215,6 +215,20 @@ class TurnRunner:
             raise InvalidArgumentError(problem, code="unknown-model")
         return route, chosen, name
 
+    def catalogue(self) -> list[dict[str, Any]]:
+        """``[{provider, models}]``: each registered route and the models it names (its
+        default first), for clients offering a choice. A route may accept more."""
+        offered = []
+        for name in self._routes():
+            try:
+                provider = self.route(name)
+            except InvalidArgumentError:
+                continue
+            catalog = getattr(provider, "catalog", None)
+            models = getattr(catalog, "models", None) or (provider.default_model,)
+            offered.append({"provider": name, "models": list(models)})
+        return offered
+
     def _routes(self) -> list[str]:
         """Published provider routes (``llm:<route>`` services), for error messages."""
         names = self._rt.service_names()

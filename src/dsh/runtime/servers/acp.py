@@ -51,6 +51,7 @@ from dsh.runtime.kernel.plugin import (
     Registrar,
     RuntimeContext,
 )
+from dsh.runtime.providers.base import EFFORTS
 from dsh.runtime.servers import validation
 from dsh.runtime.servers.acp_mapping import (
     UpdateMapper,
@@ -62,6 +63,7 @@ from dsh.runtime.servers.acp_mapping import (
 from dsh.runtime.servers.jsonrpc_server import Handler, JsonRpcPeer, Params
 from dsh.runtime.servers.validation import params_object as _object
 from dsh.runtime.tools import confine
+from dsh.runtime.tools.policy import MODES as POLICY_MODES
 
 
 def _str(params: Mapping[str, Any], name: str) -> str:
@@ -91,6 +93,10 @@ client -> agent
   session/cancel {sessionId}               (notification: the turn stops, "cancelled")
   session/set_mode {sessionId, modeId} -> {}   (modes "default" and "plan", with a
       tools-plan row: session/new and session/load then answer `modes` too)
+  session/set_config_option {sessionId, configId, value} -> {configOptions}: "model"
+      (ROUTE/MODEL), "thought_level" (the reasoning effort) and "policy" (workspace, ask,
+      allow-all, deny-mutating), each "default" for the profile's; session/new and
+      session/load answer `configOptions` too
 agent -> client
   session/update {sessionId, update}       (message chunks, tool calls, usage, title)
   session/request_permission {sessionId, toolCall, options} for guarded tool calls
@@ -118,6 +124,24 @@ PERMISSION_OPTIONS = (
 _DECISIONS = {"allow_once": Approval("allow"), "allow_always": Approval("allow", True),
               "reject_once": Approval("deny"), "reject_always": Approval("deny", True)}
 _UNGATED = frozenset({"initialize", "authenticate"})
+
+
+DEFAULT_VALUE = "default"
+"""A config option's value meaning "the profile's own" (the route's default effort...)."""
+
+
+def _choice(value: str, name: str) -> dict[str, str]:
+    return {"value": value, "name": name}
+
+
+def _select(option_id: str, name: str, category: str | None, current: str,
+            options: list[dict[str, str]]) -> dict[str, Any]:
+    """An ACP select config option."""
+    option: dict[str, Any] = {"id": option_id, "name": name, "type": "select",
+                              "currentValue": current, "options": options}
+    if category is not None:
+        option["category"] = category
+    return option
 
 
 def _options(outside: Any) -> list[dict[str, str]]:
@@ -245,6 +269,7 @@ class AcpProtocol:
             "session/load": self.load_session,
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
         }
         return {name: self._checked(fn, gated=name not in _UNGATED)
                 for name, fn in methods.items()}
@@ -312,7 +337,8 @@ class AcpProtocol:
         if connect is not None:
             connect(session_id, cwd)
         self._attach(session_id, cwd, servers)
-        return {"sessionId": session_id, **self._mode_state(session_id)}
+        return {"sessionId": session_id, **self._mode_state(session_id),
+                "configOptions": await self._config_options(session_id)}
 
     async def load_session(self, params: Params | None) -> dict[str, Any]:
         """Restore a stored session and replay its whole conversation before answering."""
@@ -332,7 +358,8 @@ class AcpProtocol:
         for update in mapper.replay(self._agent.history(session_id)):
             self._update(session_id, update)
         self._attach(session_id, cwd, servers, mapper)
-        return self._mode_state(session_id)
+        return {**self._mode_state(session_id),
+                "configOptions": await self._config_options(session_id)}
 
     def _mode_state(self, session_id: str) -> dict[str, Any]:
         """``{modes: SessionModeState}`` when the tree has session modes, else nothing."""
@@ -350,6 +377,53 @@ class AcpProtocol:
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this agent offers no session modes")
         modes.set(session_id, mode_id)  # an unknown mode: InvalidArgumentError (-32602)
         return {}
+
+    async def set_config_option(self, params: Params | None) -> dict[str, Any]:
+        """``session/set_config_option``: switch the session's model, reasoning effort or
+        policy mode (``default``: the profile's), checked now; answers every option."""
+        p = _object(params)
+        session_id, config_id, value = (_str(p, "sessionId"), _str(p, "configId"),
+                                        _str(p, "value"))
+        self._attached(session_id)
+        chosen = None if value == DEFAULT_VALUE else value
+        if config_id == "model":
+            route, slash, model = (chosen or "").partition("/")
+            if chosen is not None and not (slash and route and model):
+                raise JsonRpcError(jsonrpc.INVALID_PARAMS, 'a "model" value is ROUTE/MODEL '
+                                   '(or "default")')
+            await self._agent.set_model(session_id, provider=route or None,
+                                        model=model or None)
+        elif config_id == "thought_level":
+            await self._agent.set_model(session_id, reasoning_effort=chosen)
+        elif config_id == "policy":
+            await self._agent.set_policy(session_id, chosen)
+        else:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"unknown config option {config_id!r} "
+                               "(options: model, thought_level, policy)")
+        return {"configOptions": await self._config_options(session_id)}
+
+    async def _config_options(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's config options: model, reasoning effort, and (with a policy row)
+        its policy mode, each with its current value."""
+        settings = await self._agent.settings(session_id)
+        current = f"{settings['provider']}/{settings['model']}"
+        models = [_choice(f"{r['provider']}/{m}", f"{m} ({r['provider']})")
+                  for r in self._agent.catalogue() for m in r["models"]]
+        if current not in [m["value"] for m in models]:
+            models.insert(0, _choice(current, f"{settings['model']} ({settings['provider']})"))
+        options = [
+            _select("model", "Model", "model", current, models),
+            _select("thought_level", "Reasoning effort", "thought_level",
+                    settings["reasoningEffort"] or DEFAULT_VALUE,
+                    [_choice(DEFAULT_VALUE, "The route's default"),
+                     *(_choice(e, e) for e in EFFORTS)]),
+        ]
+        if self._agent.has_guardrail("policy"):
+            options.append(_select(
+                "policy", "Approvals", None, settings["policy"] or DEFAULT_VALUE,
+                [_choice(DEFAULT_VALUE, "The profile's policy"),
+                 *(_choice(m, m) for m in POLICY_MODES)]))
+        return options
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],
                 mapper: UpdateMapper | None = None) -> None:

@@ -229,6 +229,10 @@ class Operations:
         """Forget the session's remembered approvals."""
         return self._with_policy(await self.agent.forget_decisions(session_id))
 
+    def models(self) -> list[dict[str, Any]]:
+        """``[{provider, models}]``: each route and the models it names."""
+        return self.agent.catalogue()
+
     def changes(self, session_id: str) -> dict[str, Any]:
         """The files the session's tools wrote or edited, with their diffs."""
         return tally.of(self._log(session_id), tally.Changes())

@@ -78,6 +78,7 @@ client -> server requests
   session/shell {sessionId, command} -> {output, isError}  (the user's own command, run
       by the session's shell tool and sandbox; the model reads it with the next prompt)
   tools/list -> {tools}   config/get -> {config}   runtime/status -> {state, ...}
+  models/list -> {routes: [{provider, models}]}  (each route, the models it names)
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
@@ -202,6 +203,7 @@ class SdkProtocol:
             "session/usage": self.usage,
             "session/shell": self.shell,
             "tools/list": self.tools,
+            "models/list": self.models,
             "config/get": self.config,
         }
         return {
@@ -383,6 +385,10 @@ class SdkProtocol:
     async def tools(self, params: Params | None) -> dict[str, Any]:
         """Name, description and JSON Schema parameters of every registered tool."""
         return {"tools": self._ops.tools()}
+
+    async def models(self, params: Params | None) -> dict[str, Any]:
+        """Each provider route and the models it names (its default first)."""
+        return {"routes": self._ops.models()}
 
     async def config(self, params: Params | None) -> dict[str, Any]:
         """The effective tree as composed, secret-looking values masked by the launcher."""

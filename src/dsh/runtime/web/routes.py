@@ -253,6 +253,9 @@ class WebApi:
     async def tools(self, request: Request) -> Response:
         return JSONResponse({"tools": self.ops.tools()})
 
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"routes": self.ops.models()})
+
     async def config(self, request: Request) -> Response:
         status = self.ops.status("ready")
         return JSONResponse({"config": self.ops.config(), "patchReload": status["patchReload"],
@@ -302,6 +305,7 @@ class WebApi:
             Route("/api/sessions/{id}/usage", self.usage, methods=["GET"]),
             Route("/api/sessions/{id}/shell", self.shell, methods=["POST"]),
             Route("/api/tools", self.tools, methods=["GET"]),
+            Route("/api/models", self.models, methods=["GET"]),
             Route("/api/config", self.config, methods=["GET"]),
             Route("/api/status", self.status, methods=["GET"]),
             Route("/api/approvals", self.approvals, methods=["GET"]),
