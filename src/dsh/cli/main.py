@@ -24,6 +24,10 @@ from dsh.core.errors import (
     UsageError,
 )
 
+SERVE_ENV = "DSH_SERVE"
+"""Set by the SDK client for the runtimes it spawns (``dsh.sdk._launch.SERVE_ENV``): serve
+the profile's protocol; a chat profile does not open the terminal chat then."""
+
 HELP = """\
 usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh NAME [APP ARGS...]               shorthand for --profile NAME (e.g. `dsh web`)
@@ -49,6 +53,15 @@ def _emit_json(document: object) -> None:
 
 def _run(argv: list[str]) -> int:
     inv = argv_mod.parse(argv)
+    # Asked by an SDK client to serve: taken out at once, so nothing the runtime starts
+    # inherits it.
+    serve = os.environ.pop(SERVE_ENV, None) is not None
+    if (not serve and inv.profile is None and not inv.app_args and inv.dump is None
+            and inv.subcommand is None and not inv.version and not inv.help):
+        from dsh.chat.launch import CHAT_PROFILE, on_terminal
+
+        if on_terminal():  # `dsh` alone on a terminal: the chat
+            inv.profile = CHAT_PROFILE
     if inv.version:
         sys.stdout.write(f"dsh {__version__}\n")
         return 0
@@ -58,6 +71,8 @@ def _run(argv: list[str]) -> int:
     from dsh.core.carriers import launch_choice
 
     handover = launch_choice()
+    if handover is not None and not serve and _chat_profile(inv):
+        return _run_chat(inv)  # the chat is a client: it runs here, its runtime frozen
     if handover is not None:  # no python runtime here: the frozen one runs this instead
         if inv.subcommand == "plugin":  # pip installs for a Python: the frozen one is none
             from dsh.core.distribution import python_hint
@@ -89,12 +104,44 @@ def _run(argv: list[str]) -> int:
     # the collector back on once its plugins are loaded (dsh.runtime.app.run).
     gc.disable()
     try:
-        return _run_profile(inv)
+        return _run_profile(inv, serve=serve)
     finally:
         gc.enable()
 
 
-def _run_profile(inv: argv_mod.Invocation) -> int:
+def _chat_profile(inv: argv_mod.Invocation) -> bool:
+    """Whether ``inv`` runs a chat profile (read without seeding or composing it)."""
+    if inv.profile is None or inv.subcommand is not None or inv.dump is not None:
+        return False
+    from dsh.chat.launch import is_chat
+    from dsh.config.profiles import load_profile
+    from dsh.core.home import resolve_home
+
+    try:
+        profile = load_profile(resolve_home(inv.home), inv.profile, seed=False)
+    except DshError:
+        return False  # the runtime reports it as it does for any profile
+    return is_chat(profile.bundles)
+
+
+def _is_chat(bundles: tuple[str, ...]) -> bool:
+    from dsh.chat.launch import is_chat
+
+    return is_chat(bundles)
+
+
+def _run_chat(inv: argv_mod.Invocation) -> int:
+    """The terminal chat on ``inv``'s profile, home and patches (dsh.chat.launch)."""
+    from dsh.chat.launch import parse, run
+    from dsh.core.home import resolve_home
+
+    assert inv.profile is not None
+    options = parse(inv.app_args, profile=inv.profile, home=resolve_home(inv.home),
+                    patches=inv.patches, cwd=Path.cwd())
+    return 0 if options is None else run(options)
+
+
+def _run_profile(inv: argv_mod.Invocation, *, serve: bool = False) -> int:
     from dsh.config import profiles
     from dsh.config.resolve import prepare, resolve
     from dsh.core.home import ensure_dir, resolve_home
@@ -112,6 +159,9 @@ def _run_profile(inv: argv_mod.Invocation) -> int:
     try:
         resolved = resolve(home, inv.profile, inv.patches, cwd,
                                   default_only=inv.dump == "--dump-default-config")
+        if inv.dump is None and not serve and _is_chat(resolved.profile.bundles):
+            resolved.files.cache.save()
+            return _run_chat(inv)
         prepared = None if inv.dump is not None else prepare(
             resolved, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS)
     except ProfileNotFoundError as exc:  # `dsh doctr` may mean a command, not a profile

@@ -216,9 +216,11 @@ class TurnRunner:
         return route, chosen, name
 
     def catalogue(self) -> list[dict[str, Any]]:
-        """``[{provider, models}]``: each registered route and the models it names (its
-        default first), for clients offering a choice. A route may accept more."""
+        """``[{provider, models, default?, problem?}]``: each registered route, the models
+        it names (its default first; it may accept more), whether it is the default route,
+        and why a request on it would fail before it is sent (its key is missing)."""
         offered = []
+        default = self._config().default_route
         for name in self._routes():
             try:
                 provider = self.route(name)
@@ -226,7 +228,14 @@ class TurnRunner:
                 continue
             catalog = getattr(provider, "catalog", None)
             models = getattr(catalog, "models", None) or (provider.default_model,)
-            offered.append({"provider": name, "models": list(models)})
+            entry: dict[str, Any] = {"provider": name, "models": list(models)}
+            if name == default:
+                entry["default"] = True
+            check = getattr(provider, "key_problem", None)
+            problem = check() if check is not None else None
+            if problem:
+                entry["problem"] = problem
+            offered.append(entry)
         return offered
 
     def _routes(self) -> list[str]:

@@ -11,7 +11,8 @@ running in another runtime, and cost memory for what they answer, not for the lo
 * Usage sums the ``usage`` of every ``assistant/message``: input and output tokens, cache
   hits and misses, reasoning tokens, cost in USD (``costUsd`` null when no message was
   priced; ``costPartial`` when some were not), and reports the last request's input as the
-  context in use with the window of the route it went to (``request/context``).
+  context in use with the window of the route it went to (``request/context``), and
+  when the log began and last grew (``createdAt``, ``updatedAt``: epoch milliseconds).
 """
 
 from __future__ import annotations
@@ -68,10 +69,16 @@ class Usage:
         self.turns = 0
         self.context: dict[str, Any] = {}
         self.last_input: int | None = None
+        self.times: list[int] = []
 
     def add(self, event: Mapping[str, Any]) -> None:
         """Take one event into account."""
         kind, data = event.get("type"), event.get("data") or {}
+        when = event.get("time")
+        if isinstance(when, int):
+            self.times[1:] = [when]
+            if len(self.times) == 1:
+                self.times.append(when)
         if kind == "turn/start":
             self.turns = max(self.turns, int(data.get("turn") or 0))
         elif kind == "request/context":
@@ -97,7 +104,9 @@ class Usage:
         """The totals, the cost, and the context in use."""
         out: dict[str, Any] = {**self.totals, "turns": self.turns,
                                "costUsd": round(self.cost, 8) if self.priced else None,
-                               "contextTokens": self.last_input, **self.context}
+                               "contextTokens": self.last_input, **self.context,
+                               "createdAt": self.times[0] if self.times else None,
+                               "updatedAt": self.times[-1] if self.times else None}
         if self.priced and self.unpriced:
             out["costPartial"] = True
         if self.estimated:
