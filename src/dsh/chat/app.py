@@ -73,6 +73,15 @@ MAX_REPLAY_EVENTS = 20000
 """A resumed session's transcript shows at most its last this many events."""
 
 
+class Transcript(VerticalScroll):
+    """The conversation. Anchored to its end (Textual's anchor): new output stays in view
+    until the user scrolls up, and again once they scroll back down to the end."""
+
+    def keep_up(self) -> None:
+        """Follow the end again (after the user sent something)."""
+        self.anchor()
+
+
 class ChatApp(App[int]):
     """The chat on ``options``' profile."""
 
@@ -83,7 +92,8 @@ class ChatApp(App[int]):
     #approvals { height: auto; }
     #suggest { height: auto; max-height: 8; display: none; border: none; }
     #search { display: none; }
-    #status { height: 1; padding: 0 1; background: $panel; color: $text; }
+    #status { height: auto; max-height: 2; padding: 0 1; background: $panel;
+              color: $text; }
     .found { background: $accent 30%; }
     """
     BINDINGS = [
@@ -122,7 +132,7 @@ class ChatApp(App[int]):
     # -- layout and start -------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(id="transcript")
+        yield Transcript(id="transcript")
         yield Vertical(id="approvals")
         yield OptionList(id="suggest", markup=False)
         yield Input(id="search", placeholder="search the transcript (Enter: next, Esc: close)")
@@ -130,9 +140,10 @@ class ChatApp(App[int]):
         yield Static(id="status")
 
     async def on_mount(self) -> None:
-        self.transcript = self.query_one("#transcript", VerticalScroll)
+        self.transcript = self.query_one("#transcript", Transcript)
         self.composer = self.query_one(Composer)
         self.composer.focus()
+        self.transcript.anchor()
         self.status.note = "starting the runtime…"
         self.refresh_status()
         self.set_interval(0.1, self._tick)
@@ -193,10 +204,7 @@ class ChatApp(App[int]):
         if under is not None:
             under.nest(widget)
         else:
-            at_end = self.transcript.max_scroll_y - self.transcript.scroll_y < 3
             self.transcript.mount(widget)
-            if at_end:
-                self.transcript.scroll_end(animate=False)
         return widget
 
     def refresh_status(self) -> None:
@@ -272,8 +280,6 @@ class ChatApp(App[int]):
                 self.answer = Answer()
                 self.say(self.answer)
             await self.answer.add(str(data.get("text", "")))
-            if self.transcript.max_scroll_y - self.transcript.scroll_y < 12:
-                self.transcript.scroll_end(animate=False)
         elif kind == "assistant/retry" and not replay:
             if self.answer is not None:
                 await self.answer.reset()
@@ -353,9 +359,8 @@ class ChatApp(App[int]):
             self.reasoning_since = None
         if final:
             if self.answer is None:
-                self.answer = Answer()
+                self.answer = Answer(final)
                 self.say(self.answer)
-                await self.answer.settle(final)
             else:
                 await self.answer.settle(final)
         elif self.answer is not None:
@@ -487,7 +492,7 @@ class ChatApp(App[int]):
         if isinstance(command, str):
             self.say(ErrorLine(command))
         elif command is not None:
-            await self.run_command(command)
+            self.run_worker(self.run_command(command), group="command")
         elif typed.startswith("!") and typed[1:].strip():
             if self.running:
                 self.pending_shell.append(typed[1:].strip())
@@ -520,14 +525,15 @@ class ChatApp(App[int]):
                 self.say(Notice("starting a new runtime…"))
                 await self.link.restart()
                 self.dead = None
+                self.status.note = ""
             if self.link.session_id is None:
                 problem = await self.link.route_problem()
                 if problem:
                     self.say(ErrorLine(problem))
                     return
             view = UserMessage(typed, shown, queued=self.running)
+            self.transcript.keep_up()
             self.say(view)
-            self.transcript.scroll_end(animate=False)
             fresh = self.link.session_id is None
             message_id = await self.link.prompt(blocks)
             if fresh:
@@ -797,8 +803,8 @@ class ChatApp(App[int]):
         self.answer = self.reasoning = None
         self.running = False
         self.calls.clear()
+        self.transcript.keep_up()
         self.say(Notice(f"continuing session {line(session_id)}"))
-        self.transcript.scroll_end(animate=False)
         await self._refresh_settings()
         await self._refresh_usage()
 
@@ -854,8 +860,10 @@ class ChatApp(App[int]):
             self.last_call.collapsed = not self.last_call.collapsed
 
     def action_page(self, direction: int) -> None:
-        height = max(1, self.transcript.size.height - 2)
-        self.transcript.scroll_relative(y=direction * height, animate=False)
+        if direction < 0:
+            self.transcript.scroll_page_up(animate=False)
+        else:
+            self.transcript.scroll_page_down(animate=False)
 
     def action_search(self) -> None:
         search = self.query_one("#search", Input)

@@ -112,12 +112,24 @@ def render(status: Status, now: float, *, width: int = 200) -> Text:
     parts.append((f"sandbox: {line(status.sandbox)}", "dim"))
     if status.note:
         parts.insert(1, (line(status.note), "italic"))
+    whole = _joined(parts)
+    if whole.cell_len <= width:
+        return whole
+    # Too narrow for one line: where the chat works on a second line, each cut to fit.
+    where = sum(1 for said, _ in parts if said.startswith(("sandbox:",))) + 1 + \
+        (1 if status.session_id else 0)
+    first, second = _joined(parts[:-where]), _joined(parts[-where:])
+    for half in (first, second):
+        half.truncate(width, overflow="ellipsis")
+    return Text("\n").join([first, second])
+
+
+def _joined(parts: list[tuple[str, str]]) -> Text:
     out = Text(no_wrap=True, overflow="ellipsis")
     for index, (said, style) in enumerate(parts):
         if index:
             out.append(" │ ", style="dim")
         out.append(said, style=style)
-    out.truncate(width, overflow="ellipsis")
     return out
 
 

@@ -69,7 +69,7 @@ class UserMessage(Static):
     """What the user sent (and what it attached)."""
 
     DEFAULT_CSS = """
-    UserMessage { color: $text; background: $boost; padding: 0 1; margin: 1 0 1 0; }
+    UserMessage { color: $text; background: $boost; padding: 0 1; margin: 1 0 0 0; }
     """
 
     def __init__(self, message: str, attachments: list[str] | None = None,
@@ -97,9 +97,9 @@ class Answer(Markdown):
 
     DEFAULT_CSS = "Answer { margin: 0 0 1 0; padding: 0; background: transparent; }"
 
-    def __init__(self) -> None:
-        super().__init__("", parser_factory=markdown_parser)
-        self.text = ""
+    def __init__(self, markdown: str = "") -> None:
+        super().__init__(markdown, parser_factory=markdown_parser)
+        self.text = markdown
         self._stream: Any = None
 
     async def add(self, delta: str) -> None:
