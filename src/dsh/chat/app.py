@@ -809,8 +809,17 @@ class ChatApp(App[int]):
         await self._refresh_usage()
 
     async def _refresh_settings(self) -> None:
-        if self.link.session_id is None or not self.link.alive:
-            self.status.model = self.status.model or (self.options.model or "")
+        if not self.link.alive:
+            return
+        if self.link.session_id is None:  # what a first message would use
+            o = self.options
+            with contextlib.suppress(DshError):
+                for route in await self.link.client.models():
+                    if route["provider"] == o.provider or (o.provider is None
+                                                           and route.get("default")):
+                        self.status.provider = route["provider"]
+                        self.status.model = o.model or route["models"][0]
+                        self.status.effort = o.effort
             self.refresh_status()
             return
         with contextlib.suppress(DshError):

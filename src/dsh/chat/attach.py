@@ -37,8 +37,9 @@ class AttachError(ValueError):
 
 
 def mentions(message: str) -> list[str]:
-    """The ``@path`` mentions of ``message`` (``\\ `` for a space inside a path)."""
-    return [m.replace("\\ ", " ") for m in _MENTION.findall(message)]
+    """The ``@path`` mentions of ``message`` (``\\ `` for a space inside a path; a
+    sentence's punctuation after it is not part of it)."""
+    return [m.replace("\\ ", " ").rstrip(",.;:!?)") for m in _MENTION.findall(message)]
 
 
 def inside(root: str, cwd: str, path: str) -> Path:

@@ -68,7 +68,9 @@ def parse(line: str) -> Command | str | None:
     name, _, argument = line[1:].strip().partition(" ")
     spec = BY_NAME.get(name.lower())
     if spec is None:
-        near = [s.name for s in COMMANDS if s.name.startswith(name.lower()[:2])] if name else []
+        import difflib
+
+        near = difflib.get_close_matches(name.lower(), BY_NAME, n=1, cutoff=0.5)
         hint = f" (did you mean /{near[0]}?)" if near else ""
         return f"unknown command /{name}{hint}: /help lists them"
     if not spec.args and argument.strip():
