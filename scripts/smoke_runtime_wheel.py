@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-POISONED = ("dsh", "dsh_runtime", "yaml", "click", "httpx", "dotenv", "platformdirs")
+POISONED = ("dsh", "dsh_runtime", "yaml", "click", "httpx", "dotenv")
 DOCTOR_PREFIXES = ("plugin.", "profile.", "bundle.", "layer.")
 
 # Runs inside the venv: the SDK must find the exe through the dsh_runtime_bin rung. It then

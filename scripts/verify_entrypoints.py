@@ -1,4 +1,5 @@
-"""Verify that ``dsh`` is the only application launcher in the tree (DESIGN.md section 9).
+"""Verify that ``dsh`` is the only application launcher in the tree (``docs/contracts.md``,
+"Carriers and wheels").
 
 The scan finds every way a file in the repository could start an application:
 

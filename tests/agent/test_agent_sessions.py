@@ -109,6 +109,10 @@ def test_a_store_carries_sessions_to_another_agent(tmp_path: Path) -> None:
             second.add_listener(lambda m, p: seen.append((m, p)))
             with pytest.raises(SessionNotFoundError):
                 second.history("kept")
+            # Stored, not live here: nothing runs to cancel; an unknown id is not found.
+            assert await second.cancel("kept") is False
+            with pytest.raises(SessionNotFoundError):
+                await second.cancel("never")
             await second.resume("kept")
             before = second.history("kept")
             assert before[-1]["data"]["reason"] == {"kind": "completed"}

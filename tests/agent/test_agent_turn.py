@@ -18,8 +18,9 @@ TOOL_TURN = [
     {"text": "Done: all good.", "usage": {"inputTokens": 10, "outputTokens": 6}},
 ]
 
-# The original runtime's sdk-minimal transcript (DESIGN.md's reference/), minus the events
-# no client reads (request/header, session-log delivery receipts); assistant/delta is ours.
+# The original runtime's sdk-minimal transcript (as tests/protocol/test_sdk_snapshots.py pins
+# it), minus the events no client reads (request/header, session-log delivery receipts);
+# assistant/delta is ours.
 REFERENCE_ORDER = [
     ("session.event", "agent/inbox/spliced"),
     ("session.status", "running"),

@@ -64,6 +64,15 @@ def test_every_link_resolves_inside_the_repository(doc: Path) -> None:
     assert not missing, missing
 
 
+def test_the_code_cites_no_design_notes() -> None:
+    """Docstrings and comments point at ``docs/contracts.md``, never at notes outside the
+    repository."""
+    cited = [path.relative_to(REPO).as_posix()
+             for folder in ("src", "scripts", "wheels") for path in (REPO / folder).rglob("*.py")
+             if re.search(r"DESIGN\.md|\.\./shared|shared/reference", path.read_text())]
+    assert cited == []
+
+
 @pytest.mark.parametrize("doc", WRITTEN, ids=lambda p: str(p.relative_to(REPO)))
 def test_the_documents_stand_alone(doc: Path) -> None:
     text = doc.read_text()

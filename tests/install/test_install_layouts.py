@@ -12,7 +12,10 @@ test a new virtualenv, then uses only that environment's ``python`` and ``dsh``:
   scripts/smoke_runtime_wheel.py --wheel-out wheelhouse``, as ``.ci/run`` does) or
   ``DSH_TEST_RUNTIME_WHEEL``; skipped, saying so, without one;
 * **the python runtime** (``dsh-harness[python]``, the README's install): the headless
-  run happens in the ``dsh`` process itself, and an SDK session uses the python carrier.
+  run happens in the ``dsh`` process itself, and an SDK session uses the python carrier;
+* **a typed program**: the wheel carries ``dsh/py.typed``, so mypy, pointed at the fresh
+  environment, reads the SDK's own annotations: a program using ``DshClient`` checks
+  clean, and the same program misusing a result is reported, naming the types.
 
 ``tests/plugins/test_fresh_install.py`` takes the python install further (plugins).
 """
@@ -48,6 +51,13 @@ with DshClient(config) as client:
     runtime = client.runtime
 print(json.dumps({"carrier": runtime.carrier, "source": runtime.source,
                   "stop_reason": result.stop_reason, "answered": bool(result.final_text)}))
+"""
+
+
+TYPED_PROGRAM = """\
+from dsh.sdk import DshClient
+with DshClient() as client:
+    answer: {annotation} = client.new_session().run("Hello").final_text
 """
 
 
@@ -188,3 +198,29 @@ def test_the_python_runtime_runs_in_the_dsh_process(fresh: Env, project_wheel: P
     session = fresh.sdk_session()
     assert (session["carrier"], session["source"]) == ("python", "sys.executable")
     assert session["stop_reason"] == "completed" and session["answered"]
+
+
+def test_a_program_embedding_the_sdk_gets_its_types(fresh: Env, project_wheel: Path) -> None:
+    """PEP 561: the installed package's ``py.typed`` makes mypy read ``dsh.sdk``'s types.
+
+    mypy is this test environment's, pointed at the fresh venv's interpreter (it looks for
+    installed packages there); without the marker it would refuse the import instead.
+    """
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
+    fresh.pip_install(project_wheel)
+    site = fresh.ok(fresh.python, "-c", "import dsh, os; print(os.path.dirname(dsh.__file__))")
+    assert (Path(site.stdout.strip()) / "py.typed").is_file()
+
+    def mypy(annotation: str) -> subprocess.CompletedProcess[str]:
+        program = fresh.work / f"uses_{annotation}.py"
+        program.write_text(TYPED_PROGRAM.format(annotation=annotation), encoding="utf-8")
+        return fresh.run(sys.executable, "-m", "mypy", "--no-incremental",
+                         "--python-executable", fresh.python, program.name)
+
+    good = mypy("str")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Success: no issues found in 1 source file" in good.stdout
+    bad = mypy("int")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert ('Incompatible types in assignment (expression has type "str", variable has '
+            'type "int")') in bad.stdout

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # Each requirement's distribution name → the top-level module dsh imports from it.
 IMPORT_NAMES = {"click": "click", "pyyaml": "yaml", "python-dotenv": "dotenv",
-                "httpx": "httpx", "platformdirs": "platformdirs", "watchfiles": "watchfiles",
+                "httpx": "httpx", "watchfiles": "watchfiles",
                 "tomlkit": "tomlkit", "filelock": "filelock", "tomli": "tomli",
                 "starlette": "starlette", "uvicorn": "uvicorn",
                 "markdownify": "markdownify", "pillow": "PIL"}

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-# DESIGN.md section 4: the shipped templates.
+# docs/contracts.md, "Profiles": the shipped templates.
 SHIPPED = {
     "web": (("dsh-base", "dsh-web-app"), "live"),
     "headless": (("dsh-base", "dsh-headless"), "startup"),

@@ -9,7 +9,7 @@ with ``DSH_UPDATE_SNAPSHOTS=1 python -m pytest tests/protocol -k snapshot`` and 
 diff: method names, event types and fields are a public contract.
 
 Independently of our own snapshot, the turn must carry the events the original runtime
-sent, in the original's order (``shared/reference/``), since its client relies on them.
+sent, in the original's order (its published transcripts), since its client relies on them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _TIME_KEYS = frozenset({"time", "time0"})
 _ESTIMATE_KEYS = frozenset({"inputTokens", "totalTokens"})
 
 # What the original runtime's client reads, in the order the original sent it
-# (shared/reference/*.jsonl): ours must contain this sequence, whatever else it adds.
+# (its published transcripts): ours must contain this sequence, whatever else it adds.
 REFERENCE_ORDER = [
     ("session.event", "agent/inbox/spliced"),
     ("session.status", "running"),

@@ -1,7 +1,7 @@
 """A read-only home (a read-only bind mount, which binds root too; root only).
 
 Reading commands still work; anything that must write fails at once with one clear line
-and exit 2 (a home that cannot be written is bad setup, DESIGN.md section 10), the SDK
+and exit 2 (a home that cannot be written is bad setup, docs/contracts.md "Exit codes"), the SDK
 client reports it as :class:`RuntimeExitedError` with that line in its stderr tail, and
 nothing in the home changes. ``dsh plugin`` on a read-only profile is covered by
 ``tests/plugins/test_plugin_command.py::test_read_only_profile_is_refused_and_left_alone``.

@@ -9,6 +9,8 @@ errors keep the codes clients rely on (-32001 busy and retryable, -32602 with a
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,8 @@ from dsh.core.errors import (
     UsageError,
 )
 from dsh.runtime.servers.errors import code_of, http_status, to_wire
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_error_class_has_an_answer() -> None:
@@ -64,11 +68,29 @@ def test_answers(exc: DshError, wire: dict[str, object]) -> None:
 
 
 def test_the_web_answers_from_the_same_table() -> None:
-    assert http_status(SessionNotFoundError("s1")) == (400, "invalid-params",
+    assert http_status(SessionNotFoundError("s1")) == (404, "unknown-session",
                                                        "unknown session 's1'")
+    assert http_status(InvalidArgumentError("no", code="unknown-model"))[:2] == (
+        400, "invalid-params")
+    assert http_status(SessionHeldError("s1", None))[:2] == (429, "busy")
     assert http_status(SessionBusyError("busy"))[:2] == (429, "busy")
+    assert http_status(CompactionError("x"))[:2] == (503, "unavailable")
     assert http_status(DshError("x"))[:2] == (503, "unavailable")
+    assert http_status(ParseError("not JSON"))[:2] == (500, "internal")
+    assert http_status(JsonRpcError(jsonrpc.INVALID_PARAMS, "x"))[:2] == (400, "invalid-params")
     assert http_status(JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "x"))[:2] == (500, "internal")
+
+
+def test_no_server_picks_a_status_for_an_error_of_the_tree() -> None:
+    """The web's own answers (a body too large, malformed JSON, an unknown approval) are
+    its own; every status for an error of dsh's tree comes from the table."""
+    routes = (ROOT / "src" / "dsh" / "runtime" / "web" / "routes.py").read_text(
+        encoding="utf-8")
+    statuses = sorted(set(re.findall(r'ProblemError\((\d+), "([a-z-]+)"', routes)))
+    assert statuses == [("400", "bad-request"), ("400", "invalid-params"),
+                        ("400", "malformed-json"), ("404", "unknown-approval"),
+                        ("413", "too-large")]
+    assert "unknown-session" not in routes
 
 
 def test_a_credential_in_a_url_never_leaves() -> None:

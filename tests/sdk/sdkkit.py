@@ -1,4 +1,10 @@
-"""Test kit for the SDK client: fake-runtime launchers and process/thread/fd probes."""
+"""Test kit for the SDK client: fake-runtime launchers and process/thread/fd probes.
+
+The fake runtime starts through a ``#!/bin/sh`` wrapper, so tests using it need a POSIX
+system (the ``fake`` fixture skips elsewhere, saying so). :func:`alive` works everywhere;
+:func:`children` and :func:`fd_count` read Linux's ``/proc``, so each test calling them
+carries :data:`READS_PROC`: the suite is collected on every system and each skip says why.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from dsh.core.process import pid_alive
+
 HERE = Path(__file__).resolve().parent
 FAKE_RUNTIME = HERE / "fake_runtime.py"
 REPO = HERE.parent.parent
@@ -18,6 +28,11 @@ OFFLINE_PATCH = REPO / "examples" / "offline" / "patch.yml"
 # A bound on waiting for something the OS does asynchronously (a reaped child, a watcher
 # thread ending). Never an assertion on duration: only a cap on a hang.
 SETTLE = 10.0
+
+LINUX = sys.platform.startswith("linux")
+READS_PROC = pytest.mark.skipif(
+    not LINUX, reason="needs Linux: counts this process's children or descriptors in /proc")
+"""The mark of a test that calls :func:`children` or :func:`fd_count`."""
 
 
 def write_fake_bin(directory: Path, mode: str) -> Path:
@@ -33,7 +48,11 @@ def write_fake_bin(directory: Path, mode: str) -> Path:
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not count: it runs nothing)."""
+    """Whether ``pid`` runs. On Linux a zombie does not count (it runs nothing); elsewhere
+    it counts until it is reaped (:func:`dsh.core.process.pid_alive`), which a bounded
+    wait (:func:`assert_gone`) allows for."""
+    if not LINUX:
+        return pid_alive(pid)
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
@@ -58,6 +77,7 @@ def assert_gone(pid: int | None) -> None:
 
 
 def fd_count() -> int:
+    """This process's open descriptors (Linux ``/proc``: see :data:`READS_PROC`)."""
     return len(os.listdir("/proc/self/fd"))
 
 
@@ -66,7 +86,7 @@ def thread_count() -> int:
 
 
 def children() -> set[int]:
-    """This process's live children (Linux ``/proc``)."""
+    """This process's live children (Linux ``/proc``: see :data:`READS_PROC`)."""
     found: set[int] = set()
     for tid in os.listdir(f"/proc/{os.getpid()}/task"):
         try:

@@ -108,7 +108,7 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out))
 
 
-HEAVY = ("yaml", "httpx", "pydantic", "dsh.runtime", "click", "dotenv", "platformdirs")
+HEAVY = ("yaml", "httpx", "pydantic", "dsh.runtime", "click", "dotenv")
 
 
 def _has(loaded: set[str], name: str) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sdkkit import SETTLE, alive, assert_gone
+from sdkkit import LINUX, SETTLE, alive, assert_gone
 
 import dsh.sdk._transport
 from dsh.sdk import (
@@ -181,6 +181,9 @@ def test_cancelled_body_closes_the_client(fake: Callable[..., ClientConfig]) -> 
     assert_gone(asyncio.run(scenario()))
 
 
+@pytest.mark.skipif(not LINUX, reason="needs Linux: an executable dsh_bin dies with its parent "
+                    "by the kernel's parent-death signal (setpriv --pdeathsig), which macOS "
+                    "lacks (dsh.core.process, 'Tied to its parent')")
 def test_runtime_dies_with_its_parent(tmp_path: Path,
                                       fake: Callable[..., ClientConfig]) -> None:
     # "linger" outlives the EOF of its stdin, so only the parent-death signal ends it.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sdkkit import assert_gone, children, eventually, fd_count, thread_count
+from sdkkit import READS_PROC, assert_gone, children, eventually, fd_count, thread_count
 
 from dsh.sdk import AsyncDshClient, ClientConfig, DshClient
 
@@ -39,6 +39,7 @@ def warm_up(config: ClientConfig) -> None:
         client.tools()
 
 
+@READS_PROC
 def test_fifty_clients_started_and_closed(fake: Callable[..., ClientConfig]) -> None:
     config = fake("ok")
     warm_up(config)
@@ -62,6 +63,7 @@ def test_fifty_clients_started_and_closed(fake: Callable[..., ClientConfig]) -> 
     assert_back_to(before, pids)
 
 
+@READS_PROC
 def test_abandoned_clients_are_killed_when_collected(
         fake: Callable[..., ClientConfig]) -> None:
     config = fake("linger")  # outlives stdin EOF: only the finalizer's signal ends it
@@ -96,6 +98,7 @@ def test_abandoned_clients_are_killed_when_collected(
     assert_back_to(before, pids)
 
 
+@READS_PROC
 def test_real_runtime_clients_leave_nothing(real: Callable[..., ClientConfig]) -> None:
     config = real("sdk-minimal")
     warm_up(config)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sdkkit import OFFLINE_PATCH, assert_gone, children, eventually
+from sdkkit import OFFLINE_PATCH, READS_PROC, assert_gone, children, eventually
 
 from dsh.sdk import AsyncDshClient, ClientConfig, ClientState, ConfigError, DshClient, _launch
 
@@ -82,6 +82,7 @@ def test_a_located_runtime_is_spawned_by_the_caller_before_the_loop_thread_start
     assert not any("setpriv" in s["argv0"] for s in out["spawns"])
     assert out["tools"] > 0 and out["exit_code"] == 0
 
+@READS_PROC
 def test_asyncio_spawned_runtime_behaves_alike(
         monkeypatch: pytest.MonkeyPatch, fake: Callable[..., ClientConfig]) -> None:
     """The branch Windows takes: nothing spawned before the loop, asyncio spawns it."""
@@ -105,6 +106,7 @@ def test_asyncio_spawned_runtime_behaves_alike(
     eventually(lambda: children() <= before, "no runtime left")
 
 
+@READS_PROC
 def test_a_client_never_started_spawns_nothing_and_closes(
         fake: Callable[..., ClientConfig]) -> None:
     before = children()
@@ -116,6 +118,7 @@ def test_a_client_never_started_spawns_nothing_and_closes(
     assert children() <= before
 
 
+@READS_PROC
 def test_a_failed_head_start_spawns_nothing(tmp_path: Path,
                                             fake: Callable[..., ClientConfig]) -> None:
     """A launch that fails its checks (here: a missing patch) is reported from start()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sdkkit import children, write_fake_bin
+from sdkkit import READS_PROC, children, write_fake_bin
 
 from dsh.core.process import python_command
 from dsh.sdk import (
@@ -74,6 +74,7 @@ def test_bare_dsh_bin_is_looked_up_on_path(tmp_path: Path) -> None:
 @pytest.mark.skipif(importlib.util.find_spec("dsh_runtime_bin") is not None,
                     reason="the runtime wheel is installed, so the exe carrier is found; "
                            "the run without it covers this")
+@READS_PROC
 def test_missing_runtime_lists_every_place_searched() -> None:
     exc, client = start_error(ClientConfig(carrier="exe"))
     assert isinstance(exc, RuntimeNotFoundError)
@@ -107,6 +108,7 @@ def test_the_wheel_rung_tells_absent_from_broken(tmp_path: Path, wheel: str,
                           "'dsh_no_such_module_here')"}[wheel]
     assert expected in str(caught.value)
 
+@READS_PROC
 @pytest.mark.parametrize("kind", ["missing", "not-executable", "directory"])
 def test_unusable_explicit_dsh_bin_is_an_error_not_a_fallback(tmp_path: Path,
                                                                kind: str) -> None:
@@ -124,6 +126,7 @@ def test_unusable_explicit_dsh_bin_is_an_error_not_a_fallback(tmp_path: Path,
     assert "no other runtime is tried" in str(exc)
 
 
+@READS_PROC
 def test_unusable_runtime_bin_variable_is_an_error(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSH_RUNTIME_BIN", str(tmp_path / "nothing"))
@@ -132,6 +135,7 @@ def test_unusable_runtime_bin_variable_is_an_error(tmp_path: Path,
     assert "DSH_RUNTIME_BIN" in str(exc) and "no such file" in str(exc)
 
 
+@READS_PROC
 def test_exec_failure_is_a_spawn_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken-runtime"
     broken.write_text("#!/nonexistent/interpreter\n")
@@ -143,6 +147,7 @@ def test_exec_failure_is_a_spawn_error(tmp_path: Path) -> None:
     assert client.pid is None
 
 
+@READS_PROC
 def test_missing_patch_file_fails_before_spawn(fake: Callable[..., ClientConfig]) -> None:
     exc, client = start_error(fake("ok", patches=["nope/missing.yml"]))
     assert isinstance(exc, ConfigError)
@@ -151,6 +156,7 @@ def test_missing_patch_file_fails_before_spawn(fake: Callable[..., ClientConfig]
     assert client.pid is None
 
 
+@READS_PROC
 def test_relative_home_that_cannot_be_created(tmp_path: Path,
                                               fake: Callable[..., ClientConfig]) -> None:
     (Path.cwd() / "blocker").write_text("a file, not a folder\n")
@@ -160,6 +166,7 @@ def test_relative_home_that_cannot_be_created(tmp_path: Path,
     assert client.pid is None
 
 
+@READS_PROC
 def test_no_home_at_all_never_falls_back_to_the_user_home(
         monkeypatch: pytest.MonkeyPatch, fake: Callable[..., ClientConfig]) -> None:
     monkeypatch.setenv("DSH_HOME", "   ")
@@ -168,6 +175,7 @@ def test_no_home_at_all_never_falls_back_to_the_user_home(
     assert "dsh_home" in str(exc) and "~/.dsh" in str(exc)
 
 
+@READS_PROC
 def test_missing_cwd(fake: Callable[..., ClientConfig]) -> None:
     exc, _ = start_error(fake("ok", cwd="no-such-dir"))
     assert isinstance(exc, ConfigError) and "no-such-dir" in str(exc)

@@ -1,9 +1,12 @@
 """The launcher's subcommands (``info``, ``doctor``, ``profile``, ``plugin``, ``trust``,
 ``sessions``), built with click.
 
-They run under :func:`dsh.cli.main.main`'s single error handler: click's own usage errors are
-turned into :class:`~dsh.core.errors.UsageError` here, so every failure leaves the same way.
-With ``--json`` a failure is still exactly one JSON document on stdout (``ok: false``).
+They run under :func:`dsh.cli.main.main`'s single error handler, the one place that exits:
+click's own usage errors are turned into :class:`~dsh.core.errors.UsageError` here, so
+every failure leaves the same way, and a command whose outcome is already said (a failed
+check, a refused import, a ``--json`` error document) raises click's ``Exit`` with its
+code, which :func:`run_subcommand` returns. With ``--json`` a failure is still exactly one
+JSON document on stdout (``ok: false``).
 Help texts are given as ``help=``, never read from docstrings: the frozen runtime's
 bytecode is compiled without docstrings (``wheels/hatch_build.py``).
 """
@@ -59,7 +62,7 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
         if not as_json:
             raise
         _fail_json("info", None, exc)
-        sys.exit(exc.exit_code)
+        raise click.exceptions.Exit(exc.exit_code) from exc
     _emit("info", None, as_json, data, info_mod.render)
 
 
@@ -84,7 +87,7 @@ def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, 
     data = runner.run(live=live)
     _emit("doctor", profile, as_json, data, doctor_mod.render)
     if data["failed"]:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 @group.group(help="Profiles of the home and the shipped templates.")
@@ -198,7 +201,7 @@ def plugin_list(args: _PluginArgs, as_json: bool) -> None:
         if not as_json:
             raise
         _fail_json("plugin list", args.profile, exc)
-        sys.exit(exc.exit_code)
+        raise click.exceptions.Exit(exc.exit_code) from exc
 
     def render(d: dict[str, Any]) -> str:
         lines = [f"bundles: {', '.join(d['bundles'])}"]
@@ -315,21 +318,20 @@ def sessions_import(inv: Invocation, home: str | None, profile: str, patches: tu
                                         Path.cwd(), source)
     sys.stdout.write(summary)
     if not complete:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def run_subcommand(inv: Invocation) -> int:
-    """Run ``inv.subcommand`` with its arguments; click errors become UsageError."""
+    """Run ``inv.subcommand`` with its arguments and return its exit code (click hands
+    back the code of an ``Exit``, raised or its own); click errors become UsageError."""
     try:
-        group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
-                   standalone_mode=False)
+        code = group.main([inv.subcommand, *inv.app_args], prog_name="dsh", obj=inv,
+                          standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         return 0
     except click.UsageError as exc:
         raise UsageError(exc.format_message()) from exc
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
     except click.Abort as exc:
         raise KeyboardInterrupt from exc
-    return 0
+    return code if isinstance(code, int) else 0

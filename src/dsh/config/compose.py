@@ -157,7 +157,8 @@ class ComposedTree(NamedTuple):
                          for name in tags.routing_names(row.values.get("config") or {}))
 
     def to_json(self, profile: str, patch_reload: str) -> dict[str, Any]:
-        """The ``--dump-config --json`` document of DESIGN.md section 5."""
+        """The ``--dump-config --json`` document (``docs/contracts.md``, "Patch files",
+        dumps)."""
         return {
             "profile": profile,
             "patchReload": patch_reload,

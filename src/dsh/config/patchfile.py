@@ -1,8 +1,9 @@
 """Reading one patch file into frozen operations that remember their lines.
 
-A patch file is a YAML list of operations (DESIGN.md section 5). It is parsed once into
-:class:`PatchLayer`, a value the composer only reads: the same layer can be applied any
-number of times (live reload caches the bundle layers) and is never written back.
+A patch file is a YAML list of operations (``docs/contracts.md``, "Patch files"). It is
+parsed once into :class:`PatchLayer`, a value the composer only reads: the same layer can
+be applied any number of times (live reload caches the bundle layers) and is never
+written back.
 
 One reader, in two halves: :mod:`dsh.config.yamlreader` walks libyaml's events (its C
 parser when present) into plain values that remember their lines, and this module turns

@@ -26,8 +26,8 @@ PYTHON_EXTRA = "python"
 POSTGRES_EXTRA = "postgres"
 
 PYTHON_MODULES: tuple[str, ...] = (
-    "click", "yaml", "dotenv", "httpx", "platformdirs", "watchfiles", "tomlkit",
-    "filelock", "starlette", "uvicorn", "markdownify", "PIL",
+    "click", "yaml", "dotenv", "httpx", "watchfiles", "tomlkit", "filelock", "starlette",
+    "uvicorn", "markdownify", "PIL",
     *(("tomli",) if sys.version_info < (3, 11) else ()),
 )
 

@@ -216,7 +216,8 @@ class BusyError(JsonRpcError):
 
 
 class SessionHeldError(SessionBusyError):
-    """A session is leased by another runtime (DESIGN.md: one runtime per session).
+    """A session is leased by another runtime (``docs/contracts.md``, "One runtime per
+    session").
 
     ``holder`` is ``{"host", "pid"}`` of the runtime holding it, or None when this runtime
     lost a lease it held and nobody holds it now. Retryable: the holder may end, or die and

@@ -72,7 +72,7 @@ class AsyncDshClient:
         self._context = ErrorContext(self.config.profile, self.config.carrier)
         self._router: Router | None = None
         self._process: RuntimeProcess | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[], AsyncDshClient] | None = None
         self._closed: asyncio.Future[None] | None = None
         self._server_info: dict[str, Any] = {}
 

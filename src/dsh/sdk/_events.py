@@ -1,11 +1,11 @@
 """Reading the SDK protocol's messages: events, run results, approval requests.
 
-The one place that knows the shapes of DESIGN.md section 8 (``session.event``,
-``agent/inbox/spliced``, ``assistant/message``, ``turn/end``, ``approval/request``), so
-the client and sessions handle values, not nested dicts. Parsing is lenient about what
-it does not use (new event types and fields pass through untouched in ``data``) and
-strict about what it does: a ``session/prompt`` answer without a message id is a
-protocol error, not a run that never ends.
+The one place that knows the shapes of the SDK protocol (``docs/contracts.md``, "The SDK
+protocol": ``session.event``, ``agent/inbox/spliced``, ``assistant/message``, ``turn/end``,
+``approval/request``), so the client and sessions handle values, not nested dicts.
+Parsing is lenient about what it does not use (new event types and fields pass through
+untouched in ``data``) and strict about what it does: a ``session/prompt`` answer without
+a message id is a protocol error, not a run that never ends.
 """
 
 from __future__ import annotations

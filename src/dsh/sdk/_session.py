@@ -1,9 +1,10 @@
 """``AsyncSession``: one agent session of a client, and the meaning of "a run".
 
-A run is what the protocol defines (DESIGN.md section 8): ``session/prompt`` answers at
-once with a ``messageId`` and queues the message; the run begins at that message's inbox
-receipt (an ``agent/inbox/spliced`` event whose ``data.inserted[].id`` is the id) and
-ends at the session's next ``session.status idle``, which means its queue is drained.
+A run is what the protocol defines (``docs/contracts.md``, "The SDK protocol"):
+``session/prompt`` answers at once with a ``messageId`` and queues the message; the run
+begins at that message's inbox receipt (an ``agent/inbox/spliced`` event whose
+``data.inserted[].id`` is the id) and ends at the session's next ``session.status idle``,
+which means its queue is drained.
 The subscription is opened *before* the prompt is sent, so no event of the run can slip
 by between the answer and the first read; events before the receipt belong to earlier
 prompts and are skipped.

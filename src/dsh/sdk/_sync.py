@@ -179,7 +179,7 @@ class DshClient:
         # From start(): the loop thread, then the async client on it.
         self._engine: _LoopThread | None = None
         self._async: AsyncDshClient | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[_LoopThread, AsyncDshClient], DshClient] | None = None
         self._closed = False
 
     # -- what it is -----------------------------------------------------------------------

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections import deque
@@ -392,7 +393,7 @@ class _AdoptedProcess(asyncio.SubprocessTransport):
             protocol.connection_made(self)
             for fd, pipe in ((1, child.stdout), (2, child.stderr)):
                 self._pipes[fd], _ = await loop.connect_read_pipe(
-                    lambda fd=fd: _Pipe(self, fd), pipe)
+                    functools.partial(_Pipe, self, fd), pipe)
         except BaseException:
             self.close()
             raise
@@ -404,7 +405,7 @@ class _AdoptedProcess(asyncio.SubprocessTransport):
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
             self._loop.call_soon_threadsafe(self._exited, code)
 
-    def _exited(self, code: int) -> None:
+    def _exited(self, code: int | None) -> None:
         self._returncode = code
         self._protocol.process_exited()
         self._finish()

@@ -2,7 +2,8 @@
 
 Every field name a client reads is spelled here and nowhere else, so the SDK, ACP, web
 and headless servers all forward one shape, and the snapshot tests pin one module. The
-names follow the original runtime's transcripts (``reference/`` beside DESIGN.md):
+names follow the original runtime's transcripts (``docs/contracts.md``, "The SDK
+protocol"; their order is pinned by ``tests/protocol/test_sdk_snapshots.py``):
 ``turn``, ``step``, ``callId``, ``toolCallId``, ``isError``, ``source``, and ``usage`` as
 ``inputTokens/outputTokens/totalTokens`` (plus, where the provider reports them,
 ``cacheHitTokens``, ``cacheMissTokens``, ``cacheWriteTokens``, ``reasoningTokens``,

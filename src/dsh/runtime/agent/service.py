@@ -157,9 +157,14 @@ class Agent:
         return self._turns.enqueue(session, content_blocks)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``), or the user's shell
-        command (:meth:`shell`); False when neither runs."""
-        session = self._sessions.get(session_id)
+        """Cancel the running turn (``turn/end`` says ``cancelled``) or the user's shell
+        command (:meth:`shell`); False when neither runs, a stored session's included (it
+        runs nothing here); unknown is SessionNotFoundError."""
+        session = self._sessions.live(session_id)
+        if session is None:
+            if any(s["sessionId"] == session_id for s in self._sessions.listing()):
+                return False
+            raise SessionNotFoundError(session_id)
         if usershell.cancel(session):
             return True
         task = session.turn_task

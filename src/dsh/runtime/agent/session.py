@@ -14,14 +14,11 @@ import enum
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dsh.core.redact import redact
 from dsh.runtime.agent import events
 from dsh.runtime.tools.confine import Boundary
-
-if TYPE_CHECKING:
-    from dsh.runtime.agent.loop import Turn
 
 
 class Status(str, enum.Enum):
@@ -81,6 +78,16 @@ class SessionRecord:
 Notify = Callable[[str, Mapping[str, Any]], None]
 
 
+class RunningTurn(Protocol):
+    """What a session knows of its running turn (a :class:`.loop.Turn`): how to stop it.
+
+    The turn drives the session, never the other way round, so the session names no more
+    of it than the flag that cancels it.
+    """
+
+    cancelled: asyncio.Event
+
+
 class Session:
     """A live session: its record plus the runtime-only state (inbox, tasks, status).
 
@@ -93,7 +100,7 @@ class Session:
         self.status = Status.IDLE
         self.inbox: deque[dict[str, Any]] = deque()
         self.runner: asyncio.Task[None] | None = None
-        self.turn: Turn | None = None  # from turn/start until turn/end
+        self.turn: RunningTurn | None = None  # from turn/start until turn/end
         self.turn_task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
         self.failure: Mapping[str, str] | None = None  # ends the running turn with an error

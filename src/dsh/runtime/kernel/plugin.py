@@ -1,4 +1,6 @@
-"""The plugin contract: manifest, capabilities, and the two contexts a plugin sees.
+"""The plugin contract: manifest, capabilities, the two contexts a plugin sees, and the
+values the runtime's registries hold (:class:`Prompt`, :class:`Skill`, :class:`ToolSource`,
+:class:`ContextSource`, each in a :class:`NamedRegistry`).
 
 A plugin is a class with a :class:`Manifest` and four phases, each with one job:
 
@@ -24,18 +26,21 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import PurePath
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from dsh.runtime.kernel.guardrails import GuardrailChain
     from dsh.runtime.kernel.hooks import HookDispatcher
-    from dsh.runtime.kernel.registry import ContextSource, NamedRegistry, Prompt, Skill, ToolSource
 
-__all__ = ["Capability", "Checkup", "Command", "ContextRequest", "Diagnosis", "EnvVar",
-           "Manifest", "Plugin", "Registrar", "RuntimeContext"]
+__all__ = ["Capability", "Checkup", "Command", "ContextRequest", "ContextSource", "Diagnosis",
+           "EnvVar", "Manifest", "NamedRegistry", "Plugin", "Prompt", "Registrar",
+           "RuntimeContext", "Skill", "ToolSource"]
+
+_T = TypeVar("_T")
+
 
 class Capability(str, enum.Enum):
     """What a plugin may register; declared up front in its manifest."""
@@ -154,6 +159,74 @@ class ContextRequest(NamedTuple):
     session_id: str
     cwd: str
     turn: int
+
+
+class Prompt(NamedTuple):
+    """A system-prompt fragment registered by row ``row_id``."""
+
+    row_id: str
+    name: str
+    text: str
+
+
+class Skill(NamedTuple):
+    """A skill the model can load on demand, registered by row ``row_id``."""
+
+    row_id: str
+    name: str
+    description: str
+    body: str
+
+
+class ToolSource(NamedTuple):
+    """Tools row ``row_id`` offers per session, found only at run time (MCP servers).
+
+    ``tools_for(session_id)`` answers name → tool; it is asked whenever a turn needs the
+    session's tools, so it must be cheap (answer from what the source already holds).
+    """
+
+    row_id: str
+    name: str
+    tools_for: Callable[[str], Mapping[str, Any]]
+
+
+class ContextSource(NamedTuple):
+    """A per-turn context section row ``row_id`` contributes (goals, instructions).
+
+    ``fn(request)`` (sync or async) gets a :class:`ContextRequest` and
+    answers the section's text, or None for nothing this turn.
+    """
+
+    row_id: str
+    name: str
+    fn: Callable[[Any], Any]
+
+
+class NamedRegistry(Mapping[str, _T], Generic[_T]):
+    """A read-only, tree-ordered name → item view (``registry.get(name)``, ``list()``)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, _T] = {}
+
+    def __getitem__(self, name: str) -> _T:
+        return self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"NamedRegistry({list(self._items)})"
+
+    def list(self) -> list[_T]:
+        """Every item, in tree order."""
+        return list(self._items.values())
+
+    def _replace(self, items: dict[str, _T]) -> None:
+        # The kernel's swap on install (registry.Registries.install); authors only read.
+        self._items = items
 
 
 class RuntimeContext:

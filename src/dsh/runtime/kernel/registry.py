@@ -15,57 +15,24 @@ at ``apply``, so they live in a :class:`ServiceTable` filled while rows start.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from dsh.core.errors import CapabilityError, PluginError
 from dsh.runtime.kernel.guardrails import Guardrail, GuardrailChain
 from dsh.runtime.kernel.hooks import DEFAULT_BUDGET, EVENTS, Hook, HookDispatcher
-from dsh.runtime.kernel.plugin import Capability, Command, Manifest, Registrar
-
-_T = TypeVar("_T")
-
-
-class Prompt(NamedTuple):
-    """A system-prompt fragment registered by row ``row_id``."""
-
-    row_id: str
-    name: str
-    text: str
-
-
-class Skill(NamedTuple):
-    """A skill the model can load on demand, registered by row ``row_id``."""
-
-    row_id: str
-    name: str
-    description: str
-    body: str
-
-
-class ToolSource(NamedTuple):
-    """Tools row ``row_id`` offers per session, found only at run time (MCP servers).
-
-    ``tools_for(session_id)`` answers name → tool; it is asked whenever a turn needs the
-    session's tools, so it must be cheap (answer from what the source already holds).
-    """
-
-    row_id: str
-    name: str
-    tools_for: Callable[[str], Mapping[str, Any]]
-
-
-class ContextSource(NamedTuple):
-    """A per-turn context section row ``row_id`` contributes (goals, instructions).
-
-    ``fn(request)`` (sync or async) gets a :class:`~dsh.runtime.kernel.plugin.ContextRequest` and
-    answers the section's text, or None for nothing this turn.
-    """
-
-    row_id: str
-    name: str
-    fn: Callable[[Any], Any]
+from dsh.runtime.kernel.plugin import (
+    Capability,
+    Command,
+    ContextSource,
+    Manifest,
+    NamedRegistry,
+    Prompt,
+    Registrar,
+    Skill,
+    ToolSource,
+)
 
 
 class Registration:
@@ -211,32 +178,6 @@ class RowRegistrar(Registrar):
         row_id = self.registration.row_id
         raise PluginError(f"row '{row_id}' (plugin '{self._manifest.id}') {problem}",
                           row_id=row_id)
-
-
-class NamedRegistry(Mapping[str, _T], Generic[_T]):
-    """A read-only, tree-ordered name → item view (``registry.get(name)``, ``list()``)."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, _T] = {}
-
-    def __getitem__(self, name: str) -> _T:
-        return self._items[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __repr__(self) -> str:
-        return f"NamedRegistry({list(self._items)})"
-
-    def list(self) -> list[_T]:
-        """Every item, in tree order."""
-        return list(self._items.values())
-
-    def _replace(self, items: dict[str, _T]) -> None:
-        self._items = items
 
 
 class Merged(NamedTuple):

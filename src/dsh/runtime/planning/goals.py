@@ -8,10 +8,11 @@ section shows it to the model at the start of every turn, with its revision and 
 to finish, block or abandon it; once completed or abandoned the section stops. A blocked
 goal is shown with its reason and uses no rounds.
 
-Goals live in the ``sessions`` service's database (``goals`` table, see
-:mod:`.goalstore`; PostgreSQL's under ``sessions-postgres``) when the tree has that
-service; without it (a tree with no sessions row) they are kept in memory and end with
-the runtime, and ``create_goal`` says so in its answer. Every change is also a
+Goals live in the ``sessions`` service's database (the ``goals`` table of
+:mod:`dsh.runtime.sessions.goals`, or PostgreSQL's under ``sessions-postgres``; the model
+is :mod:`.goalstore`) when the tree has that service; without it (a tree with no
+sessions row) they are kept in memory and end with the runtime, and ``create_goal`` says
+so in its answer. Every change is also a
 ``goal/update`` session event carrying the goal, so clients can show it.
 """
 

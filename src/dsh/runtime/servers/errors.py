@@ -1,26 +1,33 @@
-"""How an error leaves a protocol server: one table from dsh's errors to JSON-RPC error
-answers, for the SDK server, ACP and the web API alike (the web maps the code on to an
-HTTP status, :data:`HTTP_STATUS`).
+"""How an error leaves a protocol server: one table from dsh's errors to their answers,
+for the SDK server, ACP and the web API alike: a JSON-RPC code, and for the web an HTTP
+status with a stable error code. No other module picks a wire code for dsh's errors.
 
 The agent and the plugins raise what went wrong (:mod:`dsh.core.errors`) and know no wire
 code; the servers answer with this table. The first row whose class the error is an
 instance of wins, so subclasses come before their bases::
 
-    JsonRpcError          its own code and data (a server's own answer, or a peer's)
-    ProtocolError         its rpc_code (the JSON-RPC protocol's own errors)
-    SessionBusyError      -32001 busy, data {retryable, holder?}
-    InvalidArgumentError  -32602, data {code} when it names one
-    UsageError            -32602
-    ConfigError           -32602
-    CompactionError       -32603, data {code}
-    DshError              -32603
+    error                 JSON-RPC                    HTTP
+    JsonRpcError          its own code and data       by its code (below)
+    ProtocolError         its rpc_code                by its code (below)
+    SessionNotFoundError  -32602                      404 unknown-session
+    SessionBusyError      -32001, data {retryable,    429 busy (Retry-After)
+                          holder?}
+    InvalidArgumentError  -32602, data {code}         400 invalid-params
+                          when it names one
+    UsageError            -32602                      400 invalid-params
+    ConfigError           -32602                      400 invalid-params
+    CompactionError       -32603, data {code}         503 unavailable
+    DshError              -32603                      503 unavailable
 
-Messages leave with credentials inside URLs masked (:func:`dsh.core.redact.redact`).
+An error carrying its own JSON-RPC code (a peer's answer, the protocol's own errors) is
+answered on the web by that code (:data:`HTTP_BY_CODE`), 500 ``internal`` when it has
+none there. Messages leave with credentials inside URLs masked
+(:func:`dsh.core.redact.redact`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsh.core import jsonrpc
 from dsh.core.errors import (
@@ -31,26 +38,43 @@ from dsh.core.errors import (
     JsonRpcError,
     ProtocolError,
     SessionBusyError,
+    SessionNotFoundError,
     UsageError,
 )
 from dsh.core.redact import redact
 
-CODES: tuple[tuple[type[DshError], int], ...] = (
-    (SessionBusyError, jsonrpc.SERVER_BUSY),
-    (InvalidArgumentError, jsonrpc.INVALID_PARAMS),
-    (UsageError, jsonrpc.INVALID_PARAMS),
-    (ConfigError, jsonrpc.INVALID_PARAMS),
-    (CompactionError, jsonrpc.INTERNAL_ERROR),
-    (DshError, jsonrpc.INTERNAL_ERROR),
-)
-"""Each error class and its JSON-RPC code, first match wins."""
 
-HTTP_STATUS = {
+class Answer(NamedTuple):
+    """How one kind of error is answered: its JSON-RPC code, and the web's HTTP status
+    with the stable error code the body carries."""
+
+    kind: type[DshError]
+    rpc_code: int
+    status: int
+    http_code: str
+
+
+ANSWERS: tuple[Answer, ...] = (
+    Answer(SessionNotFoundError, jsonrpc.INVALID_PARAMS, 404, "unknown-session"),
+    Answer(SessionBusyError, jsonrpc.SERVER_BUSY, 429, "busy"),
+    Answer(InvalidArgumentError, jsonrpc.INVALID_PARAMS, 400, "invalid-params"),
+    Answer(UsageError, jsonrpc.INVALID_PARAMS, 400, "invalid-params"),
+    Answer(ConfigError, jsonrpc.INVALID_PARAMS, 400, "invalid-params"),
+    Answer(CompactionError, jsonrpc.INTERNAL_ERROR, 503, "unavailable"),
+    Answer(DshError, jsonrpc.INTERNAL_ERROR, 503, "unavailable"),
+)
+"""Each error class and its answers, first match wins."""
+
+HTTP_BY_CODE = {
     jsonrpc.INVALID_PARAMS: (400, "invalid-params"),
     jsonrpc.SERVER_BUSY: (429, "busy"),
     jsonrpc.INTERNAL_ERROR: (503, "unavailable"),
 }
-"""The web API's answer for a JSON-RPC code: HTTP status and its stable error code."""
+"""The web's answer for an error that carries its own JSON-RPC code."""
+
+
+def _answer(exc: DshError) -> Answer:
+    return next(answer for answer in ANSWERS if isinstance(exc, answer.kind))
 
 
 def code_of(exc: DshError) -> int:
@@ -59,7 +83,7 @@ def code_of(exc: DshError) -> int:
         return exc.code
     if isinstance(exc, ProtocolError):
         return exc.rpc_code
-    return next(code for kind, code in CODES if isinstance(exc, kind))
+    return _answer(exc).rpc_code
 
 
 def data_of(exc: DshError) -> Any:
@@ -83,6 +107,9 @@ def to_wire(exc: DshError) -> dict[str, Any]:
 
 def http_status(exc: DshError) -> tuple[int, str, str]:
     """The web API's ``(status, code, message)`` for ``exc``."""
-    wire = to_wire(exc)
-    status, code = HTTP_STATUS.get(wire["code"], (500, "internal"))
-    return status, code, wire["message"]
+    message = to_wire(exc)["message"]
+    if isinstance(exc, (JsonRpcError, ProtocolError)):
+        status, code = HTTP_BY_CODE.get(code_of(exc), (500, "internal"))
+        return status, code, message
+    answer = _answer(exc)
+    return answer.status, answer.http_code, message

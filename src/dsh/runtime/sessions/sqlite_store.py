@@ -37,8 +37,8 @@ from typing import Any
 from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError, SessionHeldError
 from dsh.runtime.agent.session import SessionRecord
 from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, stale
-from dsh.runtime.planning.goalstore import SqliteGoals
 from dsh.runtime.sessions import records, schema, workspaces
+from dsh.runtime.sessions.goals import SqliteGoals
 from dsh.runtime.sessions.tracking import Tracking
 from dsh.runtime.sessions.transfer import SessionInfo
 

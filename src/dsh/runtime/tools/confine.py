@@ -32,7 +32,6 @@ from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError, InvalidArgumentError
 from dsh.runtime.tools import safeopen
-from dsh.runtime.tools.base import ToolResult
 
 INSIDE, GRANTED, ALLOWED, OUTSIDE, PROTECTED = (
     "inside", "granted", "allowed", "outside", "protected")
@@ -320,18 +319,18 @@ def shown(cwd: str, real: str) -> str:
     return "." if rel == os.curdir else rel
 
 
-def refusal(path: str, exc: Exception, verb: str = "open") -> ToolResult:
-    """The tool error for a path the boundary or :mod:`.safeopen` refused."""
+def refusal_text(path: str, exc: Exception, verb: str = "open") -> str:
+    """What a tool answers (as an error result) for a path the boundary or
+    :mod:`.safeopen` refused; any other exception is raised again."""
     if isinstance(exc, PathError):
-        return ToolResult(str(exc), is_error=True)
+        return str(exc)
     if isinstance(exc, safeopen.ForbiddenError):
-        return ToolResult(str(protected_error(path, exc.directory)), is_error=True)
+        return str(protected_error(path, exc.directory))
     if isinstance(exc, safeopen.EscapeError):
-        return ToolResult(f"path escapes the workspace: {path} ({exc}); nothing outside "
-                          "what this call may reach is opened", is_error=True)
+        return (f"path escapes the workspace: {path} ({exc}); nothing outside what this "
+                "call may reach is opened")
     if isinstance(exc, safeopen.NotRegularError):
-        return ToolResult(f"cannot {verb} {path}: {exc}; only regular files are read or "
-                          "written", is_error=True)
+        return f"cannot {verb} {path}: {exc}; only regular files are read or written"
     if isinstance(exc, OSError):
-        return ToolResult(f"cannot {verb} {path}: {exc.strerror or exc}", is_error=True)
+        return f"cannot {verb} {path}: {exc.strerror or exc}"
     raise exc

@@ -74,7 +74,7 @@ class ReadFile:
             return ToolResult(f"cannot read {path}: it is a directory; use list_directory",
                               is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
-            return confine.refusal(path, exc, "read")
+            return ToolResult(confine.refusal_text(path, exc, "read"), is_error=True)
 
 
 def _read(target: confine.Target, path: str, first: int, limit: int,
@@ -192,7 +192,7 @@ class ListDirectory:
         except NotADirectoryError:
             return ToolResult(f"{path} is not a directory; use read_file", is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
-            return confine.refusal(path, exc, "list")
+            return ToolResult(confine.refusal_text(path, exc, "list"), is_error=True)
         head = f"{confine.shown(ctx.cwd, target.real)}/ ({len(names)} entries)"
         if not names:
             return ToolResult(f"{head}: empty")
@@ -250,7 +250,7 @@ class Glob:
         except NotADirectoryError:
             return ToolResult(f"{path} is not a directory", is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
-            return confine.refusal(path, exc, "search")
+            return ToolResult(confine.refusal_text(path, exc, "search"), is_error=True)
         if not found:
             return ToolResult(f"No files match {pattern!r} under "
                               f"{confine.shown(ctx.cwd, target.real)}.")

@@ -78,7 +78,7 @@ class WriteFile:
         except IsADirectoryError:
             return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
         except _REFUSED as exc:
-            return confine.refusal(path, exc, "write")
+            return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
         verb = "Overwrote" if existed else "Created"
         return ToolResult(f"{verb} {confine.shown(ctx.cwd, target.real)} ({len(data)} bytes).")
 
@@ -125,7 +125,7 @@ class EditFile:
         except UnicodeDecodeError:
             return ToolResult(f"cannot edit {path}: not a UTF-8 text file", is_error=True)
         except _REFUSED as exc:
-            return confine.refusal(path, exc, "read")
+            return ToolResult(confine.refusal_text(path, exc, "read"), is_error=True)
         count = text.count(old)
         if count == 0:
             return ToolResult(f"old_string not found in {path}; read the file and copy the "
@@ -139,7 +139,7 @@ class EditFile:
         except ValueError as exc:
             return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
         except _REFUSED as exc:
-            return confine.refusal(path, exc, "write")
+            return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
         noun = "occurrence" if count == 1 else "occurrences"
         return ToolResult(f"Edited {confine.shown(ctx.cwd, target.real)}: replaced "
                           f"{count} {noun}.")

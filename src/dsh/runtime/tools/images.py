@@ -179,7 +179,7 @@ class ReadImage:
         except FileNotFoundError:
             return ToolResult(f"no such file: {path}", is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
-            return confine.refusal(path, exc, "read")
+            return ToolResult(confine.refusal_text(path, exc, "read"), is_error=True)
         if raw is None:
             return ToolResult(f"{path} is larger than {config['max_file_bytes']} bytes "
                               "(config max_file_bytes); not read", is_error=True)

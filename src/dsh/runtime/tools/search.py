@@ -145,7 +145,7 @@ class Grep:
         except FileNotFoundError:
             return ToolResult(f"no such file or directory: {path}", is_error=True)
         except (confine.PathError, safeopen.BeneathError, OSError) as exc:
-            return confine.refusal(path, exc, "search")
+            return ToolResult(confine.refusal_text(path, exc, "search"), is_error=True)
         if error:
             return ToolResult(error, is_error=True)
         if not lines:

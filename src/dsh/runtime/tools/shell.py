@@ -181,7 +181,7 @@ class Bash:
             boundary.target(ctx.cwd, workdir)
             cwd = os.path.normpath(confine.absolute(ctx.cwd, workdir))
         except confine.PathError as exc:
-            return confine.refusal(workdir, exc)
+            return ToolResult(confine.refusal_text(workdir, exc), is_error=True)
         if not os.path.isdir(cwd):
             return ToolResult(f"workdir is not a directory: {workdir} "
                               f"(resolves to {cwd})", is_error=True)

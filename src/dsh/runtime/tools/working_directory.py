@@ -52,7 +52,7 @@ class WorkingDirectory:
                 confine.of(ctx).target(ctx.cwd, args["cd"])
                 ctx.set_cwd(os.path.normpath(confine.absolute(ctx.cwd, args["cd"])))
             except confine.PathError as exc:
-                return confine.refusal(args["cd"], exc)
+                return ToolResult(confine.refusal_text(args["cd"], exc), is_error=True)
             except NotADirectoryError as exc:
                 return ToolResult(str(exc), is_error=True)
         return ToolResult(f"Current working directory: {json.dumps(ctx.cwd)}")

@@ -3,8 +3,10 @@
 Every endpoint is a thin adapter over :class:`~dsh.runtime.servers.operations.Operations`,
 the same operations the SDK protocol serves, so the two cannot disagree: the endpoint
 reads its JSON body (size-capped, 413; malformed, 400), calls one operation, and answers
-JSON. Agent errors map onto statuses: invalid parameters 400, busy 429 (retryable),
-closed agent 503. Ids in paths are checked against the known sessions first (404).
+JSON. dsh's errors are answered from the servers' one table
+(:mod:`dsh.runtime.servers.errors`): an unknown session 404, invalid parameters 400, busy
+429 (retryable), a closed agent 503; this module answers only what is the web's own (a
+body too large or malformed, an unknown approval).
 """
 
 from __future__ import annotations
@@ -115,14 +117,9 @@ class WebApi:
             raise ProblemError(400, "invalid-params", problem)
         return body
 
-    def _known(self, session_id: str) -> str:
-        if not any(s["sessionId"] == session_id for s in self.ops.list_sessions()):
-            raise ProblemError(404, "unknown-session", f"unknown session '{session_id}'")
-        return session_id
-
     async def _live_history(self, session_id: str) -> list[dict[str, Any]]:
-        """The history of a known session, restoring a persisted one first."""
-        self._known(session_id)
+        """The history of a session, restoring a persisted one first (unknown: the
+        resume's SessionNotFoundError)."""
         try:
             return self.ops.live_events(session_id)
         except SessionNotFoundError:
@@ -154,18 +151,17 @@ class WebApi:
 
     async def cancel(self, request: Request) -> Response:
         await self._body(request, optional=True)
-        return JSONResponse({"cancelled": await self.ops.cancel(
-            self._known(request.path_params["id"]))})
+        return JSONResponse({"cancelled": await self.ops.cancel(request.path_params["id"])})
 
     async def resume(self, request: Request) -> Response:
         await self._body(request, optional=True)
-        await self.ops.resume(self._known(request.path_params["id"]))
+        await self.ops.resume(request.path_params["id"])
         return JSONResponse({})
 
     async def history(self, request: Request) -> Response:
         """A page of the log (``?cursor=&limit=``): ``{events, nextCursor}``; read from the
         store for a session not live here, so it needs no lease."""
-        session_id = self._known(request.path_params["id"])
+        session_id = request.path_params["id"]
         query = request.query_params
         window: dict[str, Any] = {"cursor": query.get("cursor") or None}
         if "limit" in query:

@@ -1,6 +1,6 @@
 """Goals in PostgreSQL: the ``goals`` table of ``sessions-postgres``.
 
-The same table and rules as :class:`~dsh.runtime.planning.goalstore.SqliteGoals` (the
+The same table and rules as :class:`~dsh.runtime.sessions.goals.SqliteGoals` (the
 state machine, :func:`~dsh.runtime.planning.goalstore.change`, is shared and pure): a
 change is an ``UPDATE ... WHERE revision = %s``, so two runtimes on two hosts cannot both
 win; creating takes a transaction-level advisory lock on the session, so the check for an
