@@ -119,3 +119,28 @@ def test_bare_dsh_on_a_terminal_opens_the_chat(tmp_path: Path, dsh_home: Path) -
         assert terminal.exit_code() == 0
     finally:
         terminal.close()
+
+
+def test_the_frozen_runtime_leaves_the_chat_ui_out() -> None:
+    """Every module of dsh.chat but its launch checks is excluded from the freeze: the
+    chat runs in the user's Python, and the frozen runtime (15 MB at most) carries no UI."""
+    import importlib.util
+    import pkgutil
+
+    import dsh.chat
+
+    spec = importlib.util.spec_from_file_location(
+        "hatch_build", Path(__file__).resolve().parents[2] / "wheels" / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    sys.modules["hatch_build"] = hook
+    try:
+        spec.loader.exec_module(hook)
+    except ImportError as exc:  # the hook imports hatchling
+        pytest.skip(f"the build hook needs {exc.name}")
+    finally:
+        sys.modules.pop("hatch_build", None)
+    ui = {f"dsh.chat.{m.name}" for m in pkgutil.iter_modules(dsh.chat.__path__)} - {
+        "dsh.chat.launch"}
+    assert ui <= set(hook.EXCLUDED_MODULES)
+    assert "textual" in hook.EXCLUDED_MODULES
