@@ -42,7 +42,7 @@ from dsh.chat.launch import ChatOptions
 from dsh.chat.link import Link
 from dsh.chat.safety import clean, line, markdown_parser, text
 from dsh.chat.screens import ApprovalPrompt, SessionPicker
-from dsh.chat.status import Status, render, sandbox_of, tokens
+from dsh.chat.status import Status, render, sandbox_of, short_path, tokens
 from dsh.chat.widgets import (
     Answer,
     ErrorLine,
@@ -122,6 +122,7 @@ class ChatApp(App[int]):
         self.pending_shell: list[str] = []
         self.subagents: dict[str, ToolCall] = {}
         self.running = False
+        self.handling = False
         self.ready = asyncio.Event()
         self.dead: str | None = None
         self.last_interrupt = 0.0
@@ -176,8 +177,8 @@ class ChatApp(App[int]):
             self.say(ErrorLine(str(exc), "/sessions lists the sessions you can continue"))
         if self.link.session_id is None:
             self.say(Notice(Text.assemble(
-                ("dsh chat", "bold"), f" · profile {o.profile} · ",
-                (line(str(o.cwd)), "dim"),
+                ("dsh chat", "bold"), f" · profile {line(o.profile)} · ",
+                (line(short_path(str(o.cwd))), "dim"),
                 " · /help for commands, @file to attach, !cmd to run one yourself")))
         await self._refresh_settings()
 
@@ -225,10 +226,13 @@ class ChatApp(App[int]):
     async def _consume(self) -> None:
         while True:
             notification = await self.inbox.get()
+            self.handling = True
             try:
                 await self.handle(notification)
             except Exception as exc:  # one bad event must not stop the transcript
                 self.say(ErrorLine(f"could not show an event: {type(exc).__name__}: {exc}"))
+            finally:
+                self.handling = False
 
     async def handle(self, notification: Notification, *, replay: bool = False) -> None:
         """Draw one notification of the current session (or of its sub-agents)."""
@@ -458,6 +462,11 @@ class ChatApp(App[int]):
 
     async def _ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         """The runtime asks about a guarded call: ask the user inline, by key."""
+        # The call's own event was sent before the question: let it be drawn first.
+        for _ in range(200):
+            if self.inbox.empty() and not self.handling:
+                break
+            await asyncio.sleep(0.005)
         call = self.calls.get(str(request.tool_call.get("callId")))
         if call is not None:
             call.waiting("waiting for your answer")

@@ -25,11 +25,14 @@ from textual.widgets.option_list import Option
 
 from dsh.chat.safety import clean, line, text
 from dsh.chat.status import short_path
+from dsh.chat.widgets import diff_text, fallback_diff
 
 CHOICES = (("a", "allow once"), ("A", "allow always (this session)"), ("d", "deny"),
            ("n", "deny with a note"))
 SHOWN_ARGUMENT_CHARS = 2000
 SHOWN_ARGUMENT_LINES = 12
+FIRST = ("command", "path", "workdir", "url", "cd")
+"""The arguments an approval shows first: what is run or touched."""
 
 
 class ApprovalPrompt(Vertical, can_focus=True):
@@ -89,8 +92,21 @@ def describe(tool_call: Mapping[str, Any]) -> Text:
     said = Text("Allow ", style="bold")
     said.append(name, style="bold yellow")
     said.append("?\n")
+    change = fallback_diff(name, args) if isinstance(args, Mapping) else None
+    if change is not None:  # a write or an edit: what it would change, as a diff
+        said.append("  path: ", style="dim")
+        said.append(line(args["path"]) + "\n", style="bold")
+        shown = diff_text(change)
+        shown.truncate(SHOWN_ARGUMENT_CHARS)
+        said.append(Text("\n").join(Text("    ") + x for x in shown.split("\n")
+                                     if x.plain.strip()))
+        said.append("\n")
+        args = {}
     if isinstance(args, Mapping):
-        for key, value in args.items():
+        ordered = sorted(args, key=lambda k: (k not in FIRST, FIRST.index(k)
+                                              if k in FIRST else 0, k))
+        for key in ordered:
+            value = args[key]
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             if len(shown) > SHOWN_ARGUMENT_CHARS:
                 shown = shown[:SHOWN_ARGUMENT_CHARS] + f"… ({len(shown)} characters)"

@@ -247,7 +247,7 @@ class ToolCall(Collapsible):
 
     def waiting(self, why: str) -> None:
         """The call waits for an approval."""
-        self.title = self._headline(f"⏸ {line(why)}", "yellow")
+        self.title = self._headline(f"? {line(why)}", "yellow")
 
     def finish(self, data: Mapping[str, Any]) -> None:
         """Its ``tool/result``: outcome, time, result text, diff and images."""
