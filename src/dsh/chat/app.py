@@ -44,10 +44,12 @@ from dsh.chat.safety import clean, line, markdown_parser, text
 from dsh.chat.screens import ApprovalPrompt, SessionPicker
 from dsh.chat.status import Status, render, sandbox_of, short_path, tokens
 from dsh.chat.widgets import (
+    LIVE_ANSWERS,
     Answer,
     ErrorLine,
     Notice,
     Reasoning,
+    SettledAnswer,
     ToolCall,
     UserMessage,
     diff_text,
@@ -283,7 +285,7 @@ class ChatApp(App[int]):
             if self.answer is None:
                 self.answer = Answer()
                 self.say(self.answer)
-            await self.answer.add(str(data.get("text", "")))
+            self.answer.add(str(data.get("text", "")))
         elif kind == "assistant/retry" and not replay:
             if self.answer is not None:
                 await self.answer.reset()
@@ -323,8 +325,8 @@ class ChatApp(App[int]):
             self.say(Notice(text(f"plan:\n{shown}" if shown else "plan cleared")))
         elif kind == "mode/update":
             self.say(Notice(f"mode: {line(data.get('mode'))}"))
-        if not replay:
-            self.refresh_status()
+        if not replay and kind not in ("assistant/delta", "assistant/reasoning-delta"):
+            self.refresh_status()  # a spinner tick redraws it while deltas stream
 
     def _user_message(self, data: Mapping[str, Any], *, replay: bool) -> None:
         source = data.get("source") or {}
@@ -362,16 +364,30 @@ class ChatApp(App[int]):
                                 else time.monotonic() - self.reasoning_since)
             self.reasoning_since = None
         if final:
-            if self.answer is None:
+            if self.answer is None and replay:
+                self.say(SettledAnswer(final, light=self.theme == "textual-light"))
+            elif self.answer is None:
                 self.answer = Answer(final)
                 self.say(self.answer)
+                self._retire_answers()
             else:
                 await self.answer.settle(final)
+                self._retire_answers()
         elif self.answer is not None:
             await self.answer.settle()
         used = data.get("usage")
         if isinstance(used, Mapping) and not replay:
             self._fold_usage(used)
+
+    def _retire_answers(self) -> None:
+        """Answers before the last few become one widget each (:class:`SettledAnswer`)."""
+        live = [w for w in self.transcript.children if isinstance(w, Answer)]
+        for old in live[:-LIVE_ANSWERS]:
+            if old is self.answer:
+                continue
+            settled = SettledAnswer(old.text, light=self.theme == "textual-light")
+            self.transcript.mount(settled, after=old)
+            old.remove()
 
     def _fold_usage(self, used: Mapping[str, Any]) -> None:
         s = self.status

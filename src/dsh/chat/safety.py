@@ -25,7 +25,7 @@ from rich.text import Text
 
 from dsh.core.termtext import visible
 
-__all__ = ["SafeMarkdownIt", "clean", "line", "markdown_parser", "text"]
+__all__ = ["SafeMarkdownIt", "clean", "line", "markdown_parser", "rich_markdown", "text"]
 
 
 def clean(value: Any) -> str:
@@ -64,6 +64,17 @@ def _scrub(tokens: Iterable[Token]) -> None:
                            for k, v in token.attrs.items()}
         if token.children:
             _scrub(token.children)
+
+
+def rich_markdown(source: str, *, code_theme: str = "monokai") -> Any:
+    """``source`` as rich's Markdown renderable (one widget's worth, where Textual's
+    Markdown makes a widget per block), its tokens cleaned like :class:`SafeMarkdownIt`'s.
+    Links are not made terminal hyperlinks."""
+    from rich.markdown import Markdown
+
+    rendered = Markdown(clean(source), code_theme=code_theme, hyperlinks=False)
+    _scrub(rendered.parsed)
+    return rendered
 
 
 def markdown_parser() -> MarkdownIt:

@@ -18,11 +18,15 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Collapsible, Markdown, Static
 
-from dsh.chat.safety import clean, line, markdown_parser, text
+from dsh.chat.safety import clean, line, markdown_parser, rich_markdown, text
 
 RESULT_SHOWN_CHARS = 8000
 """A tool result is shown up to this many characters when opened (the rest is said)."""
 DIFF_SHOWN_LINES = 400
+LIVE_ANSWERS = 3
+"""Answers kept as Textual markdown widgets; older ones become :class:`SettledAnswer`."""
+FRAME_S = 1 / 30
+"""How often a streaming answer is redrawn at most."""
 ARG_KEYS = ("command", "path", "file_path", "pattern", "url", "query", "cd", "task",
             "prompt", "description", "name", "id")
 """The argument that says most about a call, first found first."""
@@ -93,36 +97,69 @@ class UserMessage(Static):
 
 
 class Answer(Markdown):
-    """The model's answer, rendered as markdown while it streams."""
+    """The model's answer, rendered as markdown while it streams.
+
+    Deltas are only collected as they arrive; the markdown is brought up to date at most
+    :data:`FRAME_S` apart (and when the answer settles), so drawing costs one parse of
+    the new tail and one layout per frame however many deltas came in it.
+    """
 
     DEFAULT_CSS = "Answer { margin: 0 0 1 0; padding: 0; background: transparent; }"
 
     def __init__(self, markdown: str = "") -> None:
         super().__init__(markdown, parser_factory=markdown_parser)
         self.text = markdown
+        self._shown = len(markdown)
         self._stream: Any = None
+        self._timer: Any = None
 
-    async def add(self, delta: str) -> None:
-        """Append a streamed piece."""
+    def add(self, delta: str) -> None:
+        """Take a streamed piece (drawn with the next frame)."""
         self.text += delta
+        if self._timer is None and self.is_mounted:
+            self._timer = self.set_interval(FRAME_S, self._flush)
+
+    async def _flush(self) -> None:
+        if self._shown >= len(self.text):
+            return
         if self._stream is None:
             self._stream = Markdown.get_stream(self)
-        await self._stream.write(delta)
+        fresh, self._shown = self.text[self._shown:], len(self.text)
+        await self._stream.write(fresh)
 
     async def settle(self, final: str | None = None) -> None:
-        """The answer is complete: stop streaming; re-render if ``final`` differs."""
+        """The answer is complete: draw what is left; re-render if ``final`` differs."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        await self._flush()
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
         if final is not None and final != self.text:
             self.text = final
+            self._shown = len(final)
             await self.update(final)
 
     async def reset(self) -> None:
         """Drop what streamed (the runtime asks the model again)."""
         await self.settle()
         self.text = ""
+        self._shown = 0
         await self.update("")
+
+
+class SettledAnswer(Static):
+    """An answer no longer streaming, drawn by rich's markdown renderer in one widget:
+    what the transcript keeps of earlier turns, so a long session costs a widget an
+    answer, not one a block (:data:`LIVE_ANSWERS` stay :class:`Answer`)."""
+
+    DEFAULT_CSS = "SettledAnswer { margin: 0 0 1 0; }"
+
+    def __init__(self, markdown: str, *, light: bool = False) -> None:
+        self.text = markdown
+        super().__init__(rich_markdown(markdown, code_theme="friendly" if light
+                                       else "monokai"))
 
 
 class Reasoning(Collapsible):
