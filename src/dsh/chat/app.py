@@ -216,6 +216,9 @@ class ChatApp(App[int]):
         self.query_one("#status", Static).update(render(self.status, time.monotonic(),
                                                         width=width))
 
+    def on_resize(self, event: Any) -> None:
+        self.call_after_refresh(self.refresh_status)
+
     def _tick(self) -> None:
         if self.status.running_since is not None:
             self.refresh_status()

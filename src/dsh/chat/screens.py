@@ -27,7 +27,7 @@ from dsh.chat.safety import clean, line, text
 from dsh.chat.status import short_path
 from dsh.chat.widgets import diff_text, fallback_diff
 
-CHOICES = (("a", "allow once"), ("A", "allow always (this session)"), ("d", "deny"),
+CHOICES = (("a", "allow once"), ("A", "always, this session"), ("d", "deny"),
            ("n", "deny with a note"))
 SHOWN_ARGUMENT_CHARS = 2000
 SHOWN_ARGUMENT_LINES = 12
@@ -57,7 +57,7 @@ class ApprovalPrompt(Vertical, can_focus=True):
         choices = Text()
         for key, what in CHOICES:
             choices.append(f" {key} ", style="reverse bold")
-            choices.append(f" {what}   ")
+            choices.append(f" {what}  ")
         yield Static(choices, id="choices")
 
     def on_key(self, event: events.Key) -> None:
@@ -139,12 +139,17 @@ def age(ms: Any, now: float | None = None) -> str:
     return f"{int(seconds)}s"
 
 
-def session_row(entry: Mapping[str, Any], now: float | None = None) -> Text:
-    """One picker line: title, age, turns, workspace, cost, id."""
+def session_row(entry: Mapping[str, Any], now: float | None = None, *,
+                width: int = 120) -> Text:
+    """One picker line (``width`` cells, the title taking what the rest leaves): title,
+    age, turns, cost, workspace, id."""
     title = line(entry.get("title") or "(untitled)")
     cost = entry.get("costUsd")
-    row = Text()
-    row.append(f"{title[:48]:<48}", style="bold")
+    room = max(16, min(60, width - 56))
+    if len(title) > room:
+        title = title[:room - 1] + "…"
+    row = Text(no_wrap=True, overflow="ellipsis")
+    row.append(f"{title:<{room}}", style="bold")
     row.append(f"  {age(entry.get('updatedAt'), now):>4}")
     turns = entry.get("turns")
     row.append(f"  {turns if isinstance(turns, int) else '?':>3} turns")
@@ -175,7 +180,8 @@ class SessionPicker(ModalScreen[str | None]):
         with Vertical():
             yield Static(Text("Sessions (newest first) · Enter continues one · Esc goes back",
                               style="bold"))
-            options = [Option(session_row(s), id=str(s.get("sessionId")))
+            width = max(40, self.app.size.width - 12)
+            options = [Option(session_row(s, width=width), id=str(s.get("sessionId")))
                        for s in self.sessions]
             yield OptionList(*options, markup=False)
 

@@ -280,6 +280,7 @@ class ToolCall(Collapsible):
     def decided(self, said: str) -> None:
         """The user's answer to its approval, shown on its line."""
         self.decision = line(said)
+        self.started = time.monotonic()  # its time is the tool's, not the wait for you
         self.title = self._headline("…")
 
     def waiting(self, why: str) -> None:
