@@ -9,6 +9,7 @@ what must never reach a terminal (a clipboard write, a title change).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -175,12 +176,17 @@ def test_sessions_then_resume_and_continue(tmp_path: Path, work: Path,
     t.key(CTRL_D)
     assert t.exit_code() == 0
     said = t.raw.decode("utf-8", "replace")
-    assert "dsh chat --resume" in said
+    session = re.search(r"dsh chat --resume ([0-9a-f-]{36})", said).group(1)
     again = chat(tmp_path, work, patch, "--continue")
     terminals.append(again)
     again.wait_for("continuing session")
     shown = again.wait_for("the answer is 42")
     assert "what is the answer" in shown
+    again.say("/new")
+    again.wait_for("a new session starts")
+    again.say(f"/resume {session}")
+    again.wait_for(f"continuing session {session}")
+    again.wait_for("the answer is 42")
 
 
 def test_at_file_attaches_and_a_multi_line_paste_arrives_whole(
@@ -320,6 +326,45 @@ def test_a_provider_error_mid_stream_is_shown_with_the_turn_ended(
         assert "stream" in shown.lower()
         t.key(CTRL_D)
         assert t.exit_code() == 0
+
+
+def test_ended_by_a_signal_the_terminal_is_restored_and_the_session_kept(
+        tmp_path: Path, work: Path, terminals: list[Terminal]) -> None:
+    patch, _ = scripted_patch(tmp_path, [{"text": "kept answer"}])
+    t = chat(tmp_path, work, patch)
+    terminals.append(t)
+    t.wait_for("/help")
+    t.say("remember this")
+    t.wait_for("kept answer")
+    runtimes = [p for p in pids_with(str(patch)) if p != t.child.pid]
+    os.kill(t.child.pid, signal.SIGTERM)
+    assert t.exit_code() == 128 + signal.SIGTERM
+    assert restored(bytes(t.raw))
+    assert b"dsh chat --resume" in bytes(t.raw)
+    deadline = time.monotonic() + 30
+    while any(p in pids_with(str(patch)) for p in runtimes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(p in pids_with(str(patch)) for p in runtimes)  # no runtime left behind
+    stored = sqlite3.connect(tmp_path / "home" / "sessions.db").execute(
+        "SELECT title FROM sessions").fetchall()
+    assert stored == [("remember this",)]
+
+
+def test_no_color_means_no_colour(tmp_path: Path, work: Path,
+                                  terminals: list[Terminal]) -> None:
+    patch, _ = scripted_patch(tmp_path, [{"text": MARKDOWN}])
+    t = chat(tmp_path, work, patch, env={"NO_COLOR": "1"})
+    terminals.append(t)
+    t.wait_for("/help")
+    t.say("plan")
+    t.wait_for("│ build")
+    t.key(CTRL_D)
+    assert t.exit_code() == 0
+    colours = []
+    for params in re.findall(rb"\x1b\[([0-9;:]*)m", bytes(t.raw)):
+        codes = [int(p) for p in re.split(rb"[;:]", params) if p]
+        colours += [c for c in codes if 30 <= c <= 38 or 40 <= c <= 48 or 90 <= c <= 107]
+    assert colours == []
 
 
 def test_ctrl_c_twice_on_an_empty_prompt_quits(tmp_path: Path, work: Path,

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -109,7 +110,9 @@ class ChatApp(App[int]):
     ]
 
     def __init__(self, options: ChatOptions) -> None:
-        super().__init__()
+        # NO_COLOR: Textual's NoColor filter (no colour at all; bold, italic and reverse
+        # still mark things), which it applies to native ANSI colours.
+        super().__init__(ansi_color=True if "NO_COLOR" in os.environ else None)
         self.options = options
         self.history = History(options.home, options.profile)
         self.status = Status(workspace=str(options.cwd))
@@ -150,6 +153,12 @@ class ChatApp(App[int]):
         self.status.note = "starting the runtime…"
         self.refresh_status()
         self.set_interval(0.1, self._tick)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            # Asked to end (or the terminal went away): leave as Ctrl+D does, so the
+            # terminal is restored and the runtime shut down, with the signal's exit code.
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, self._signalled, signum)
         self.run_worker(self._consume(), name="events", exclusive=False)
         self.run_worker(self._boot(), name="boot", exclusive=False)
 
@@ -883,14 +892,17 @@ class ChatApp(App[int]):
         self.last_interrupt = now
         self.say(Notice("press Ctrl+C again to quit (or Ctrl+D)"))
 
-    async def action_leave(self) -> None:
+    async def action_leave(self, code: int = 0) -> None:
         """Quit: shut the runtime down and say how to come back."""
         session = self.link.session_id
         if session is not None:
             self.exit_note = (f"session {session}: continue it with `dsh chat --resume "
                               f"{session}` (or `dsh chat --continue` here)")
         await self.link.close()
-        self.exit(0)
+        self.exit(code)
+
+    def _signalled(self, signum: int) -> None:
+        self.run_worker(self.action_leave(128 + signum), name="leave")
 
     def action_toggle_last(self) -> None:
         if self.last_call is not None:
@@ -977,11 +989,16 @@ def _light_terminal() -> bool:
 
 
 def main(options: ChatOptions) -> int:
-    """Run the chat to its end; the exit code."""
+    """Run the chat to its end; the exit code. However it ends (a crash included: Textual
+    restores the terminal and prints the error), the session is in the store, and the
+    last line says how to continue it."""
     app = ChatApp(options)
     code = app.run()
+    session = app.link.session_id
+    if not app.exit_note and session is not None:
+        app.exit_note = f"session {session} is stored: `dsh chat --resume {session}`"
     if app.exit_note:
         sys.stdout.write(app.exit_note + "\n")
-    if app.return_code and app.return_code != 0 and code is None:
-        return app.return_code
-    return code if isinstance(code, int) else (app.return_code or 0)
+    if isinstance(code, int):
+        return code
+    return app.return_code if app.return_code is not None else 1

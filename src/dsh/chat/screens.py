@@ -142,10 +142,10 @@ def age(ms: Any, now: float | None = None) -> str:
 def session_row(entry: Mapping[str, Any], now: float | None = None, *,
                 width: int = 120) -> Text:
     """One picker line (``width`` cells, the title taking what the rest leaves): title,
-    age, turns, cost, workspace, id."""
+    age, turns, cost, id, workspace (cut first when narrow)."""
     title = line(entry.get("title") or "(untitled)")
     cost = entry.get("costUsd")
-    room = max(16, min(60, width - 56))
+    room = max(24, min(60, width - 36))  # what is left after age, turns, cost, id
     if len(title) > room:
         title = title[:room - 1] + "…"
     row = Text(no_wrap=True, overflow="ellipsis")
@@ -155,8 +155,8 @@ def session_row(entry: Mapping[str, Any], now: float | None = None, *,
     row.append(f"  {turns if isinstance(turns, int) else '?':>3} turns")
     shown = f"${cost:.4f}" if isinstance(cost, (int, float)) else "-"
     row.append(f"  {shown:>8}")
-    row.append(f"  {line(short_path(str(entry.get('cwd') or '')))}", style="dim")
     row.append(f"  {line(entry.get('sessionId', ''))[:8]}", style="dim")
+    row.append(f"  {line(short_path(str(entry.get('cwd') or '')))}", style="dim")
     return row
 
 
