@@ -97,7 +97,8 @@ def test_client_signatures_are_pinned(cls: type) -> None:
     assert public == {"config", "state", "runtime", "server_info", "pid", "exit_code",
                       "stderr_tail",
                       "start", "close", "readiness", "request", "notify", "subscribe",
-                      "new_session", "resume_session", "sessions", "tools", "history"}
+                      "new_session", "resume_session", "sessions", "tools", "models",
+                      "history"}
 
 
 def _modules_after(code: str) -> set[str]:
