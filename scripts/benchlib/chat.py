@@ -162,7 +162,7 @@ def chat_echo(opts: Options) -> Result:
         try:
             pty.wait("sandbox:")
             pty.child.send("go\r")
-            pty.wait("Paragraph 3")
+            pty.wait("Paragraph ")
             letters = "abcdefghijklmnopqrstuvwxy"
             typed = ""
             for index in range(keys):
