@@ -56,7 +56,8 @@ Rules for every row (a new family or row follows them; the runner enforces what 
    on tiny rows, with no wall-clock assertion.
 
 Rows other issues add follow the same rules. Examples already fitted: ``providers`` (what
-a route adds per streamed chunk over httpx reading the same body from a local stand-in,
+a route adds per streamed chunk, on each wire format, over httpx reading the same body
+from a local stand-in,
 ``python -c pass`` sampled between repetitions), ``session_lease_acquire`` in
 ``sessions``, ``safe_open``/``safe_open_walk`` in ``trust`` (the race-free open beside a
 plain ``os.open`` in the same loop), and the PostgreSQL session store in ``sessions``

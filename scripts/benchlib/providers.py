@@ -1,8 +1,9 @@
 """Provider overhead per streamed chunk, on each wire format, against the model stand-ins.
 
-The stand-ins (``tests/fixtures/deepseek_standin.py`` and ``anthropic_standin.py``) run as
-their own processes on 127.0.0.1, each scripted with long answers (reasoning and text,
-about a thousand events each). One repetition streams the same request twice, interleaved:
+The stand-ins (``tests/fixtures/deepseek_standin.py``, ``anthropic_standin.py`` and
+``responses_standin.py``) run as their own processes on 127.0.0.1, each scripted with long
+answers (reasoning and text, about a thousand events each). One repetition streams the
+same request twice, interleaved:
 
 * **raw**: httpx reads the response body to its end, doing nothing with it (the
   transport's share, and the server's);
@@ -128,6 +129,8 @@ def _row(metric: Metric, plugin: Callable[[], Any], module: str, config: dict[st
 OPENAI = _metric("provider_chunk_overhead_openai", "chat-completions", "deepseek_standin")
 ANTHROPIC = _metric("provider_chunk_overhead_anthropic", "Anthropic Messages",
                     "anthropic_standin")
+RESPONSES = _metric("provider_chunk_overhead_responses", "OpenAI Responses",
+                    "responses_standin")
 
 
 @benchmark("provider_chunk_overhead_openai", OPENAI)
@@ -151,3 +154,14 @@ def provider_chunk_overhead_anthropic(opts: Options) -> Result:
                 {"route": "anthropic", "default_model": "claude-sonnet-5-5",
                  "effort": "high"}, entry, opts)
 
+
+
+@benchmark("provider_chunk_overhead_responses", RESPONSES)
+def provider_chunk_overhead_responses(opts: Options) -> Result:
+    """OpenAI Responses route (Responses stand-in): dsh's cost per streamed event."""
+    from dsh.runtime.providers.responses import OpenAIResponsesProvider
+
+    entry = {"reasoning": "r" * ANSWER_CHARS, "text": "c" * ANSWER_CHARS}
+    return _row(RESPONSES, lambda: OpenAIResponsesProvider, "responses_standin",
+                {"route": "openai", "default_model": "gpt-5.5", "effort": "high"}, entry,
+                opts)

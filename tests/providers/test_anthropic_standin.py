@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from anthropic_standin import AnthropicStandIn, sign
 
+from dsh.core.errors import JsonRpcError
 from dsh.sdk import ClientConfig, DshClient
 
 KEY = "sk-ant-standin-9a8b7c6d5e4f"
@@ -177,3 +178,148 @@ def test_the_standin_refuses_an_unsigned_thinking_block(standin: AnthropicStandI
     assert reply.status_code == 400
     assert json.loads(reply.text)["error"]["message"].endswith(
         "Invalid `signature` in `thinking` block")
+
+
+# -- the thinking form each model takes ------------------------------------------------------
+
+
+def _post(standin: AnthropicStandIn, model: str, thinking: dict[str, Any] | None,
+          effort: str | None = None, max_tokens: int = 4096) -> Any:
+    import httpx
+
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True,
+                            "messages": [{"role": "user", "content": "hi"}]}
+    if thinking is not None:
+        body["thinking"] = thinking
+    if effort is not None:
+        body["output_config"] = {"effort": effort}
+    standin.script({"text": "ok"})
+    with httpx.Client(base_url=standin.base_url,
+                      headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"}) as http:
+        return http.post("/v1/messages", json=body)
+
+
+ADAPTIVE = {"type": "adaptive"}
+ENABLED = {"type": "enabled", "budget_tokens": 2048}
+DISABLED = {"type": "disabled"}
+
+
+@pytest.mark.parametrize(("model", "thinking", "refused"), [
+    # 4.5 and earlier: a budget only
+    ("claude-sonnet-4-5", ADAPTIVE, "'adaptive' is not supported by claude-sonnet-4-5"),
+    ("claude-opus-4-1", ADAPTIVE, "'adaptive' is not supported"),
+    ("claude-sonnet-4-20250514", ADAPTIVE, "'adaptive' is not supported"),
+    ("claude-3-7-sonnet-20250219", ADAPTIVE, "'adaptive' is not supported"),
+    ("claude-sonnet-4-5", ENABLED, None),
+    ("claude-sonnet-4-5", DISABLED, None),
+    # 4.6: both, adaptive preferred
+    ("claude-opus-4-6", ADAPTIVE, None),
+    ("claude-sonnet-4-6", ENABLED, None),
+    # Opus 4.7 and later, Claude 5: adaptive is the only way to think
+    ("claude-opus-4-7", ENABLED, "'enabled' is not supported by claude-opus-4-7"),
+    ("claude-sonnet-5-5", ENABLED, "'enabled' is not supported"),
+    ("claude-opus-5", ENABLED, "'enabled' is not supported"),
+    ("claude-opus-4-7", DISABLED, None),
+    # Fable and Mythos: adaptive only, never disabled
+    ("claude-fable-5", DISABLED, "'disabled' is not supported by claude-fable-5"),
+    ("claude-mythos-5", DISABLED, "'disabled' is not supported"),
+    ("claude-mythos-preview", ENABLED, "'enabled' is not supported"),
+    ("claude-fable-5", ADAPTIVE, None),
+    # the budget itself: at least 1024, below max_tokens
+    ("claude-sonnet-4-5", {"type": "enabled", "budget_tokens": 1000}, "greater than or equal"),
+    ("claude-sonnet-4-5", {"type": "enabled", "budget_tokens": 4096}, "`max_tokens` must be"),
+    ("claude-sonnet-4-5", {"type": "enabled"}, "budget_tokens: Field required"),
+])
+def test_the_standin_takes_only_the_thinking_form_each_model_documents(
+        standin: AnthropicStandIn, model: str, thinking: dict[str, Any],
+        refused: str | None) -> None:
+    reply = _post(standin, model, thinking)
+    if refused is None:
+        assert reply.status_code == 200, reply.text
+    else:
+        assert reply.status_code == 400
+        assert refused in reply.json()["error"]["message"]
+
+
+def test_the_standin_takes_xhigh_only_from_opus_4_7(standin: AnthropicStandIn) -> None:
+    assert _post(standin, "claude-opus-4-6", ADAPTIVE, "xhigh").status_code == 400
+    assert _post(standin, "claude-opus-4-7", ADAPTIVE, "xhigh").status_code == 200
+
+
+FAMILIES = [
+    # (model, the thinking dsh must send for effort high, cost per million: in, out)
+    ("claude-sonnet-4-5", {"type": "enabled", "budget_tokens": 16000}, None),
+    ("claude-opus-4-6", {"type": "adaptive"}, {"effort": "high"}),
+    ("claude-sonnet-5-5", {"type": "adaptive"}, {"effort": "high"}),
+    ("claude-fable-5", {"type": "adaptive"}, {"effort": "high"}),
+]
+
+
+@pytest.mark.parametrize(("model", "thinking", "output_config"), FAMILIES,
+                         ids=[f[0] for f in FAMILIES])
+def test_two_tool_using_turns_with_effort_high_on_each_family(
+        dsh_home: Path, standin: AnthropicStandIn, model: str, thinking: dict[str, Any],
+        output_config: dict[str, Any] | None) -> None:
+    """The stand-in refuses a wrong form with a 400, so each model's request carrying the
+    form it takes is what lets both turns complete; the cost comes from the shipped prices."""
+    standin.script(LOOK, answer("You are here."), LIST, answer("Two entries."))
+    with client(dsh_home, anthropic_env(standin), provider="anthropic", model=model,
+                reasoning_effort="high") as sdk:
+        session = sdk.new_session()
+        first = session.run("Where am I?")
+        second = session.run("And what is in this folder?")
+    assert (first.final_text, second.final_text) == ("You are here.", "Two entries.")
+    assert standin.refused == []
+    bodies = posts(standin)
+    assert len(bodies) == 4
+    for body in bodies:
+        assert body["model"] == model and body["thinking"] == thinking
+        assert body.get("output_config") == output_config
+    # the signed thinking of each tool-calling turn went back
+    assert bodies[3]["messages"][-2]["content"][0]["signature"] == sign(LIST["thinking"])
+    usages = [e.data["usage"] for r in (first, second) for e in r.events
+              if e.type == "assistant/message"]
+    assert len(usages) == 4 and all(u["costUsd"] > 0 for u in usages)
+    assert "estimated" not in usages[0]
+
+
+def test_a_model_without_thinking_off_is_refused_effort_none_before_any_request(
+        dsh_home: Path, standin: AnthropicStandIn, run_dsh: RunDsh) -> None:
+    with pytest.raises(JsonRpcError) as info, client(
+            dsh_home, anthropic_env(standin), provider="anthropic", model="claude-fable-5",
+            reasoning_effort="none"):
+        pass
+    assert info.value.code == -32602
+    assert "'claude-fable-5' on route 'anthropic' always thinks" in info.value.message
+    assert "low, medium, high, xhigh, max" in info.value.message
+    proc = run_dsh("--profile", "headless", "--provider", "anthropic", "--model",
+                   "claude-mythos-5", "--effort", "off", "Hi", env=anthropic_env(standin))
+    assert proc.returncode == 2 and "always thinks" in proc.stderr
+    assert standin.requests == []  # nothing reached the server
+
+
+def test_the_rows_default_effort_is_checked_against_the_chosen_model(
+        dsh_home: Path, standin: AnthropicStandIn, tmp_path: Path) -> None:
+    """A route default the session's model cannot take fails the turn, not the API."""
+    patch = tmp_path / "off.yml"
+    patch.write_text("- {id: llm-anthropic, merge: {config: {reasoning_effort: none}}}\n")
+    with client(dsh_home, anthropic_env(standin), provider="anthropic",
+                model="claude-fable-5", patches=(str(patch),)) as sdk:
+        result = sdk.new_session().run("Hello")
+    assert result.stop_reason == "error"
+    error = next(e.data["reason"]["error"] for e in result.events if e.type == "turn/end")
+    assert error["code"] == "unsupported-effort" and "always thinks" in error["message"]
+    assert standin.requests == []
+
+
+def test_a_model_no_facts_match_gets_the_defaults_said_once(
+        standin: AnthropicStandIn, run_dsh: RunDsh) -> None:
+    standin.script(LOOK, answer("Here."))
+    proc = run_dsh("--profile", "headless", "--provider", "anthropic", "--model",
+                   "claude-nova-1", "--effort", "high", "Where am I?",
+                   env=anthropic_env(standin))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("no model_facts entry matches model 'claude-nova-1'") == 1
+    first, second = posts(standin)
+    assert first["thinking"] == second["thinking"] == {"type": "adaptive"}
+    assert first["max_tokens"] == 32000

@@ -119,7 +119,8 @@ def test_two_turn_sdk_session_passes_reasoning_back(dsh_home: Path,
                     ("", LIST["reasoning"])]
     messages = [e.data["message"] for e in second.events if e.type == "assistant/message"]
     assert messages[-1]["content"][0] == {"type": "reasoning",
-                                          "text": "That is enough to answer."}
+                                          "text": "That is enough to answer.",
+                                          "field": "reasoning_content"}
 
 
 def test_resume_and_compaction_keep_the_reasoning(dsh_home: Path,

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
 import pytest
 
 from dsh.core.errors import ConfigError
 from dsh.runtime.providers.anthropic import AnthropicProvider
 from dsh.runtime.providers.base import ModelRequest, ToolSpec, Usage
-from dsh.runtime.providers.catalog import ModelCatalog
+from dsh.runtime.providers.catalog import ModelCatalog, ModelFacts, best_match, matches
 from dsh.runtime.providers.http_route import _url_problem, route_env
 from dsh.runtime.providers.openai_compat import OpenAICompatibleProvider
 from dsh.runtime.providers.pricing import PriceTable, estimated
@@ -114,3 +115,73 @@ def test_base_urls_must_be_http(url: str, problem: str | None) -> None:
     assert (found is None) if problem is None else (problem in found)
     if found is not None:
         assert "secret" not in found and "DEEPSEEK_BASE_URL" in found
+
+
+def test_model_facts_come_from_the_most_specific_entry_that_sets_each(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="dsh.providers")
+    catalog = ModelCatalog("anthropic", default_model="claude-opus-4-7", facts={
+        "claude-opus-4*": {"thinking": ["enabled"], "context_window": 200_000,
+                           "max_output_tokens": 32_000},
+        "claude-opus-4-[7-9]*": {"thinking": ["adaptive"], "context_window": 1_000_000},
+        "claude-opus-4-7-fast": {"max_output_tokens": 8_000},
+    }, aliases={"opus": "claude-opus-4-7-fast"})
+    fast = catalog.facts("opus")  # an alias: the served model's facts
+    assert (fast.thinking, fast.context_window, fast.max_output_tokens) == (
+        ("adaptive",), 1_000_000, 8_000)
+    older = catalog.facts("claude-opus-4-1")
+    assert (older.thinking, older.context_window) == (("enabled",), 200_000)
+    assert older.matched and older.efforts is None  # unset: the route's efforts apply
+    assert caplog.records == []
+    for _ in range(3):
+        assert catalog.facts("claude-nova-1") == ModelFacts()  # the route's defaults
+    assert len(caplog.records) == 1 and "claude-nova-1" in caplog.records[0].getMessage()
+    assert ModelCatalog("local", default_model="m").facts("x") == ModelFacts()
+    assert len(caplog.records) == 1  # a route without facts has nothing to say
+
+
+def test_matching_never_depends_on_the_order_keys_were_added() -> None:
+    keys = ["claude-*", "claude-sonnet-4*", "claude-sonnet-4-6*", "claude-sonnet-4-6"]
+    assert matches("claude-sonnet-4-6", keys) == [
+        "claude-sonnet-4-6", "claude-sonnet-4-6*", "claude-sonnet-4*", "claude-*"]
+    assert matches("claude-sonnet-4-6", list(reversed(keys))) == matches(
+        "claude-sonnet-4-6", keys)
+    assert best_match("gpt-5.5-pro", ["gpt-5.5", "gpt-5.5*", "gpt-5.5-pro"]) == "gpt-5.5-pro"
+    assert best_match("gpt-4o", ["gpt-5*"]) is None
+
+
+def test_prices_by_pattern_exact_ids_first() -> None:
+    table = PriceTable({"claude-opus-4*": {"input_cache_miss": 15, "output": 75},
+                        "claude-opus-4-[5-9]*": {"input_cache_miss": 5, "output": 25,
+                                                 "input_cache_hit": 0.5, "cache_write": 6.25},
+                        "claude-opus-4-6-special": {"input_cache_miss": 1, "output": 1}})
+    usage = Usage(1_000_000, 1_000_000, cache_hit_tokens=500_000, cache_write_tokens=250_000)
+    assert table.cost("claude-opus-4-1", usage, TUESDAY_NIGHT) == pytest.approx(15 + 75)
+    # 500k reads at 0.5, 250k writes at 6.25, 250k misses at 5, 1M output at 25
+    assert table.cost("claude-opus-4-7", usage, TUESDAY_NIGHT) == pytest.approx(
+        0.25 + 1.5625 + 1.25 + 25)
+    assert table.cost("claude-opus-4-6-special", usage, TUESDAY_NIGHT) == pytest.approx(2)
+    assert table.cost("claude-sonnet-4-6", usage, TUESDAY_NIGHT) is None
+
+
+def test_the_shipped_claude_facts_give_each_family_its_thinking_form(run_dsh: Any) -> None:
+    """The dsh-base anthropic row, as composed: the forms Anthropic documents per family."""
+    import json
+
+    from dsh.runtime.kernel.schema import validate
+
+    dump = json.loads(run_dsh("--profile", "sdk", "--dump-config", "--json").stdout)
+    row = next(r for r in dump["rows"] if r["id"] == "llm-anthropic")
+    config = validate(AnthropicProvider.manifest.config_schema, row["config"], row_id="x")
+    route = AnthropicProvider.route_for(config, env={}, home="/", row_id="x")
+    forms = {model: route.thinking_form(model) for model in (
+        "claude-3-7-sonnet-20250219", "claude-sonnet-4-20250514", "claude-opus-4-1",
+        "claude-sonnet-4-5", "claude-opus-4-5-20251101", "claude-haiku-4-5",
+        "claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7", "claude-opus-4-8",
+        "claude-sonnet-5-5", "claude-opus-5", "claude-fable-5", "claude-mythos-5")}
+    assert [m for m, f in forms.items() if f == "enabled"] == list(forms)[:6]
+    assert [m for m, f in forms.items() if f == "adaptive"] == list(forms)[6:]
+    always = [m for m in forms if route.effort_refusal("none", m) is not None]
+    assert always == ["claude-fable-5", "claude-mythos-5"]
+    priced = [m for m in forms if route.prices.price(m, TUESDAY_NIGHT) is None]
+    assert priced == []  # every family has a price

@@ -24,8 +24,8 @@ def test_the_route_table_is_the_shipped_rows(run_dsh: RunDsh) -> None:
     shipped = {}
     for row in dump["rows"]:
         config = row.get("config") or {}
-        if row.get("name") in ("llm-openai-compatible", "llm-anthropic") and not row.get(
-                "disabled"):
+        if row.get("name") in ("llm-openai-compatible", "llm-anthropic",
+                               "llm-openai-responses") and not row.get("disabled"):
             shipped[config["route"]] = (config["api_key_env"], config["base_url_env"],
                                         config["default_model"])
     table = {}

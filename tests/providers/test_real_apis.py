@@ -1,6 +1,7 @@
 """The shipped routes against the real APIs, through the real runtime.
 
-Each test skips without its key (``DEEPSEEK_API_KEY``, ``ANTHROPIC_API_KEY``); with it, a
+Each test skips without its key (``DEEPSEEK_API_KEY``, ``ANTHROPIC_API_KEY``,
+``OPENAI_API_KEY``); with it, a
 headless task that needs a tool call must complete, which on DeepSeek's thinking mode
 means the reasoning of the tool-calling message went back on the second request.
 """
@@ -43,4 +44,12 @@ def test_real_deepseek_tool_loop_in_thinking_mode(run_dsh: RunDsh, provider: str
                     reason="ANTHROPIC_API_KEY is not set; the real-API test needs a key")
 def test_real_anthropic_tool_loop(run_dsh: RunDsh) -> None:
     events = _run(run_dsh, "anthropic", "ANTHROPIC_API_KEY")
+    assert events[-1]["data"]["reason"] == {"kind": "completed"}
+
+
+@pytest.mark.skipif(not os.environ.get("OPENAI_API_KEY"),
+                    reason="OPENAI_API_KEY is not set; the real-API test needs a key")
+def test_real_openai_responses_tool_loop(run_dsh: RunDsh) -> None:
+    """The Responses route: the encrypted reasoning of the tool call goes back unstored."""
+    events = _run(run_dsh, "openai", "OPENAI_API_KEY")
     assert events[-1]["data"]["reason"] == {"kind": "completed"}

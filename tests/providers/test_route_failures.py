@@ -184,8 +184,13 @@ def test_unknown_route_is_refused_at_initialize(dsh_home: Path,
 def test_an_effort_the_route_cannot_send_is_refused_at_initialize(
         dsh_home: Path, standin: DeepSeekStandIn) -> None:
     with pytest.raises(JsonRpcError) as info, client(dsh_home, good(standin),
-                                                     provider="openai",
+                                                     provider="openrouter",
                                                      reasoning_effort="max"):
         pass
     assert info.value.code == -32602
-    assert "route 'openai'" in info.value.message and "'max'" in info.value.message
+    assert "route 'openrouter'" in info.value.message and "'max'" in info.value.message
+    with pytest.raises(JsonRpcError) as info, client(dsh_home, good(standin),
+                                                     provider="openai",
+                                                     reasoning_effort="ultra"):
+        pass
+    assert "route 'openai'" in info.value.message and "'ultra'" in info.value.message

@@ -20,7 +20,7 @@ RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 OFFLINE_PATCH = Path(__file__).resolve().parents[2] / "examples" / "offline" / "patch.yml"
 NOT_AT_BOOT = ("httpx", "httpcore", "email", "uuid", "hashlib")
 REQUEST_ONLY = ("dsh.runtime.providers.openai_wire", "dsh.runtime.providers.anthropic_wire",
-                "dsh.runtime.transports.sse")
+                "dsh.runtime.providers.responses_wire", "dsh.runtime.transports.sse")
 
 
 def imported_modules(stderr: str) -> set[str]:

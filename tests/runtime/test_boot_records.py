@@ -60,7 +60,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     ModelRequest: ("session_id", "model", "messages", "tools", "max_tokens",
                    "reasoning_effort", "route"),
     TextDelta: ("text",),
-    ReasoningDelta: ("text", "index", "signature", "redacted"),
+    ReasoningDelta: ("text", "index", "signature", "redacted", "field"),
     ToolCallDelta: ("index", "id", "name", "arguments"),
     Usage: ("input_tokens", "output_tokens", "cache_hit_tokens", "cache_write_tokens",
             "reasoning_tokens", "cost_usd", "estimated"),

@@ -389,7 +389,7 @@ def test_list_names_every_benchmark_its_rows_and_the_scaling_series() -> None:
     for name in ("compose_100x50", "sdk_import", "sdk_start_to_ready", "sdk_initialize",
                  "runtime_idle_rss", "install_size", "runtime_wheel", "mcp_tool_overhead",
                  "session_lease_acquire", "provider_chunk_overhead_openai",
-                 "provider_chunk_overhead_anthropic"):
+                 "provider_chunk_overhead_anthropic", "provider_chunk_overhead_responses"):
         assert name in benches and not benches[name].endswith("(full run only)")
     for name in ("compose_scaling", "sdk_sessions_throughput", "sdk_clients_scaling"):
         assert benches[name].endswith("\t(full run only)")
@@ -400,6 +400,7 @@ def test_list_names_every_benchmark_its_rows_and_the_scaling_series() -> None:
     assert rows["sdk_end_to_end"].endswith("<= 0.2 ratio (stretch)")
     assert rows["session_lease_acquire"].endswith("< 5 ms")
     assert rows["provider_chunk_overhead_anthropic"].endswith("< 50 µs")
+    assert rows["provider_chunk_overhead_responses"].endswith("< 50 µs")
 
 
 # -- AGENTS.md's benchmark check -------------------------------------------------------------

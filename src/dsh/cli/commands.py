@@ -71,19 +71,29 @@ def info(inv: Invocation, home: str | None, as_json: bool) -> None:
 @click.option("--profile", "profile", default="sdk", show_default=True)
 @click.option("--patch", "patches", multiple=True, help="Extra patch layers, in order.")
 @click.option("--live", is_flag=True,
-              help="Also boot the runtime, reach the default model route (key, server, "
+              help="Also boot the runtime, reach the model route in use (key, server, "
                    "model listed) and every MCP server.")
+@click.option("--provider", "provider", metavar="ROUTE",
+              help="With --live: check this model route (the one in use) instead of the "
+                   "default.")
+@click.option("--all-routes", is_flag=True,
+              help="With --live: check every model route; one without its key is reported "
+                   "as not configured unless it is in use.")
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.pass_obj
 def doctor(inv: Invocation, home: str | None, profile: str, patches: tuple[str, ...],
-           live: bool, strict: bool, as_json: bool) -> None:
+           live: bool, provider: str | None, all_routes: bool, strict: bool,
+           as_json: bool) -> None:
     from dsh.cli import doctor as doctor_mod
 
     if as_json and strict:
         raise UsageError("--strict is for people; with --json, read each check's status")
+    if (provider is not None or all_routes) and not live:
+        raise UsageError("--provider and --all-routes reach the routes' servers: add --live")
     home_path = resolve_home(home or inv.home)
-    runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict)
+    runner = doctor_mod.Doctor(home_path, profile, list(patches), Path.cwd(), strict=strict,
+                               provider=provider, all_routes=all_routes)
     data = runner.run(live=live)
     _emit("doctor", profile, as_json, data, doctor_mod.render)
     if data["failed"]:

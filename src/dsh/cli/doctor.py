@@ -42,12 +42,15 @@ class Doctor:
     """Runs the checks for one home and profile and collects the results."""
 
     def __init__(self, home: Path, profile: str, patches: list[str], cwd: Path,
-                 *, strict: bool) -> None:
+                 *, strict: bool, provider: str | None = None,
+                 all_routes: bool = False) -> None:
         self.home = home
         self.profile = profile
         self.patches = patches
         self.cwd = cwd
         self.strict = strict
+        self.provider = provider
+        self.all_routes = all_routes
         self.checks: list[Check] = []
 
     def add(self, check_id: str, status: str, message: str) -> None:
@@ -197,7 +200,8 @@ class Doctor:
 
         rows = resolved.tree.flat_rows(env or {}, self.home)
         checkup = Checkup(home=str(self.home), cwd=str(self.cwd), profile=self.profile,
-                          env=env or {}, live=live, rows=rows)
+                          env=env or {}, live=live, rows=rows, provider=self.provider,
+                          all_routes=self.all_routes)
         for row in rows:
             plugin_class = plugins.get(row["id"])
             if row["disabled"] or plugin_class is None:

@@ -37,12 +37,13 @@ class _PartialCall:
 class _PartialThought:
     """One reasoning block as its fragments arrive."""
 
-    __slots__ = ("redacted", "signature", "text")
+    __slots__ = ("field", "redacted", "signature", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.signature: str | None = None
         self.redacted: str | None = None
+        self.field: str | None = None
 
 
 class Assembly:
@@ -68,6 +69,7 @@ class Assembly:
             thought.signature = chunk.signature or thought.signature
             if chunk.redacted is not None:
                 thought.redacted = chunk.redacted
+            thought.field = chunk.field or thought.field
             if chunk.text:
                 thought.text.append(chunk.text)
                 return chunk
@@ -108,7 +110,7 @@ class Assembly:
         for index in sorted(self._thoughts):
             thought = self._thoughts[index]
             blocks.append(events.reasoning_block("".join(thought.text), thought.signature,
-                                                 thought.redacted))
+                                                 thought.redacted, thought.field))
         text = "".join(self._text)
         if text:
             blocks.append(events.text_block(text))

@@ -2,8 +2,8 @@
 
 Messages carry typed blocks: ``text`` (``text``: a string), ``image`` (``mimeType``:
 ``image/*``, ``data``: base64) and, in assistant messages only, ``reasoning`` (string
-``text``, optional string ``signature`` and ``redacted``) and ``tool-call`` (string ``id``,
-``name``, ``arguments``). A block that claims a type but lacks its fields would
+``text``, optional string ``signature``, ``redacted`` and ``field``) and ``tool-call``
+(string ``id``, ``name``, ``arguments``). A block that claims a type but lacks its fields would
 fail much later (a provider's request, a title, a hook) as an internal error or a dead
 turn, so every block that arrives from outside (a prompt, a forked history) is checked
 here first and refused with a message naming what is wrong.
@@ -41,7 +41,7 @@ def problem(block: Any, allowed: tuple[str, ...] = PROMPT_KINDS) -> str | None:
     if kind == "reasoning":
         if not isinstance(block.get("text"), str):
             return 'a reasoning block\'s "text" must be a string'
-        for name in ("signature", "redacted"):
+        for name in ("signature", "redacted", "field"):
             if name in block and not isinstance(block[name], str):
                 return f'a reasoning block\'s "{name}" must be a string'
         return None

@@ -80,8 +80,8 @@ def choose_model(turns: TurnRunner, session: Session, *, provider: Any = UNSET,
     dropped = None
     if reasoning_effort is not UNSET:
         changes["reasoningEffort"] = reasoning_effort
-    elif moved and effort is not None and turns.effort_problem(turns.route(route),
-                                                              effort) is not None:
+    elif moved and effort is not None and turns.effort_problem(
+            turns.route(route), effort, changes.get("model")) is not None:
         dropped, effort = effort, None
         changes["reasoningEffort"] = None
     turns.check(route, changes.get("model", was["model"]), effort)

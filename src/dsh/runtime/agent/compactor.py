@@ -43,7 +43,7 @@ class Compactor:
         A failed summary is an ``error`` event and the request goes ahead uncompacted
         (the provider may still accept it; if not, its error ends the turn).
         """
-        threshold = self._config().compact_at * plan.provider.context_window
+        threshold = self._config().compact_at * plan.context_window
         if threshold <= 0 or compaction.estimate(model_view(session)) < threshold:
             return
         try:
@@ -75,7 +75,7 @@ class Compactor:
         """
         async with self._locks.setdefault(session.id, asyncio.Lock()):
             messages = session.messages
-            window = plan.provider.context_window
+            window = plan.context_window
             cut = compaction.split_point(messages, int(window * self._config().compact_keep))
             if cut == 0 and reason in ("manual", "overflow"):
                 # the provider's count, not our estimate, said it is too long: cut back to

@@ -121,14 +121,14 @@ def shown_sections(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def reasoning_block(text: str, signature: str | None = None,
-                    redacted: str | None = None) -> dict[str, Any]:
-    """The model's reasoning inside an assistant message (``signature`` and ``redacted``:
-    Anthropic's signed and encrypted thinking, sent back as they came)."""
+                    redacted: str | None = None, field: str | None = None) -> dict[str, Any]:
+    """The model's reasoning inside an assistant message (``signature``, ``redacted`` and
+    ``field``: what the route that produced it needs to send it back the way it came,
+    e.g. Anthropic's signed and encrypted thinking; see :mod:`dsh.runtime.providers.base`)."""
     block: dict[str, Any] = {"type": "reasoning", "text": text}
-    if signature is not None:
-        block["signature"] = signature
-    if redacted is not None:
-        block["redacted"] = redacted
+    for name, value in (("signature", signature), ("redacted", redacted), ("field", field)):
+        if value is not None:
+            block[name] = value
     return block
 
 

@@ -62,6 +62,14 @@ class Plan(NamedTuple):
     max_tokens: int | None = None
     reasoning_effort: str | None = None
 
+    @property
+    def context_window(self) -> int:
+        """The model's context window: the route's for that model where it says
+        (``context_window_for``), else the route's own."""
+        window_for = getattr(self.provider, "context_window_for", None)
+        return window_for(self.model) if window_for is not None else \
+            self.provider.context_window
+
 
 class Outcome(NamedTuple):
     """How a turn ended: ``turn/end.data.reason``."""
@@ -217,7 +225,7 @@ class Turn:
                 s.emit(events.USER_MESSAGE, section, events.APPEND)
                 record.context_shown[name] = text
         s.emit(events.REQUEST_CONTEXT, events.request_context(
-            plan.route, plan.model, plan.provider.context_window))
+            plan.route, plan.model, plan.context_window))
         if not record.title:
             record.title = events.title_from(self.prompt)
             if record.title:

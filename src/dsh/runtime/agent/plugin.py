@@ -120,33 +120,54 @@ class AgentCore(Plugin):
     @classmethod
     def diagnose(cls, row_id: str, config: Mapping[str, Any],
                  checkup: Checkup) -> list[Diagnosis]:
-        """``--live``: the route sessions use by default (``default_route``): its key is
-        set, its server answers and, where the API lists models, it lists the route's
-        default model (``route.<route>.key``, ``route.<route>.server``). Checked with the
-        route's own code, as a session's first request would be; the route is published
-        by another row, found among ``checkup.rows`` by what each row publishes."""
+        """``--live``: the model route in use (``--provider``, else the row's
+        ``default_route``), or with ``--all-routes`` every route the profile publishes:
+        its key is set, its server answers and, where the API lists models, it lists the
+        route's default model (``route.<route>.key``, ``route.<route>.server``). Checked
+        with the route's own code, as a session's first request would be; each route is
+        published by another row, found among ``checkup.rows`` by what each row
+        publishes. A route not in use whose key (or, keyless, whose base URL) was never
+        set is reported as not configured, not failed: nobody uses it."""
         if not checkup.live:
             return []
-        route = config.get("default_route") or _DEFAULTS.default_route
-        check = f"route.{route}"
-        for row in checkup.rows:
-            if row["disabled"]:
-                continue
-            try:
-                plugin = resolve(row["id"], row["name"])
-            except DshError:
-                continue  # the doctor reports it as plugin.<row id>
-            published = getattr(plugin, "published_route", None)
-            if published is None or published(row["config"]) != route:
-                continue
-            return _probe(route, row, plugin, checkup)
-        return [Diagnosis(check, "fail", f"no enabled row publishes route '{route}', the "
-                          "agent row's default_route")]
+        in_use = checkup.provider or config.get("default_route") or _DEFAULTS.default_route
+        routes = _published(checkup)
+        if in_use not in routes:
+            why = "the route asked for (--provider)" if checkup.provider else \
+                "the agent row's default_route"
+            known = ", ".join(sorted(routes)) or "none"
+            found = [Diagnosis(f"route.{in_use}", "fail", f"no enabled row publishes route "
+                               f"'{in_use}', {why} (routes: {known})")]
+        else:
+            found = []
+        for route in sorted(routes) if checkup.all_routes else [in_use]:
+            if route in routes:
+                row, plugin = routes[route]
+                found += _probe(route, row, plugin, checkup, in_use=route == in_use)
+        return found
 
 
-def _probe(route: str, row: Mapping[str, Any], plugin: type[Plugin],
-           checkup: Checkup) -> list[Diagnosis]:
-    """The checks of ``route``, published by ``row`` (a row of ``plugin``)."""
+def _published(checkup: Checkup) -> dict[str, tuple[Mapping[str, Any], type[Plugin]]]:
+    """Each model route of the profile: the enabled row publishing it, and its plugin."""
+    routes: dict[str, tuple[Mapping[str, Any], type[Plugin]]] = {}
+    for row in checkup.rows:
+        if row["disabled"]:
+            continue
+        try:
+            plugin = resolve(row["id"], row["name"])
+        except DshError:
+            continue  # the doctor reports it as plugin.<row id>
+        published = getattr(plugin, "published_route", None)
+        route = published(row["config"]) if published is not None else None
+        if route is not None:
+            routes.setdefault(route, (row, plugin))
+    return routes
+
+
+def _probe(route: str, row: Mapping[str, Any], plugin: type[Plugin], checkup: Checkup,
+           *, in_use: bool) -> list[Diagnosis]:
+    """The checks of ``route``, published by ``row`` (a row of ``plugin``); a route not
+    ``in_use`` that was never configured is said to be so, and not reached."""
     check, where = f"route.{route}", f"(route '{route}', row '{row['id']}')"
     try:
         values = validate(plugin.manifest.config_schema or {}, row["config"], row_id=row["id"])
@@ -158,6 +179,10 @@ def _probe(route: str, row: Mapping[str, Any], plugin: type[Plugin],
                           "has no server to reach")]
     try:
         probe = route_for(values, env=checkup.env, home=checkup.home, row_id=row["id"])
+        unset = None if in_use else probe.unconfigured()
+        if unset is not None:
+            return [Diagnosis(f"{check}.key", "ok", f"not configured ({unset}); not in use, "
+                              f"so not checked {where}")]
         results = asyncio.run(probe.probe())
     except DshError as exc:
         return [Diagnosis(check, "fail", str(exc))]

@@ -155,16 +155,20 @@ class TurnRunner:
             raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
                                        f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
         route, chosen, name = self._resolve(provider, model)
-        problem = self.effort_problem(chosen, reasoning_effort)
+        problem = self.effort_problem(chosen, reasoning_effort, name)
         if problem is not None:
             raise InvalidArgumentError(problem, code="unsupported-effort")
         return route, name
 
     @staticmethod
-    def effort_problem(chosen: Provider, reasoning_effort: str | None) -> str | None:
-        """Why route object ``chosen`` cannot send ``reasoning_effort`` (None: it can)."""
+    def effort_problem(chosen: Provider, reasoning_effort: str | None,
+                       model: str | None = None) -> str | None:
+        """Why route object ``chosen`` cannot send ``reasoning_effort`` to ``model`` (its
+        default when None); None: it can."""
         refuse = getattr(chosen, "effort_refusal", None)
-        return refuse(reasoning_effort) if refuse and reasoning_effort is not None else None
+        if refuse is None or reasoning_effort is None:
+            return None
+        return refuse(reasoning_effort, model or chosen.default_model)
 
     def choice(self, session: Session | None = None) -> dict[str, Any]:
         """What a turn of ``session`` asks for: the session's own choice
@@ -177,7 +181,8 @@ class TurnRunner:
             effort = choice["reasoning_effort"]
             if effort is not None and own.get("reasoningEffort") is None:
                 with contextlib.suppress(InvalidArgumentError):
-                    if self.effort_problem(self.route(own["provider"]), effort):
+                    if self.effort_problem(self.route(own["provider"]), effort,
+                                           own.get("model")):
                         choice["reasoning_effort"] = None  # one the new route cannot send
         if own.get("model") is not None:
             choice["model"] = own["model"]

@@ -11,6 +11,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "sdk-jsonrpc-server": "dsh.runtime.servers.sdk:SdkServer",
     "llm-openai-compatible": "dsh.runtime.providers.openai_compat:OpenAICompatibleProvider",
     "llm-anthropic": "dsh.runtime.providers.anthropic:AnthropicProvider",
+    "llm-openai-responses": "dsh.runtime.providers.responses:OpenAIResponsesProvider",
     "agent-core": "dsh.runtime.agent.plugin:AgentCore",
     "sessions-sqlite": "dsh.runtime.sessions.plugin:SessionsSqlite",
     "sessions-postgres": "dsh.runtime.sessions.postgres.plugin:SessionsPostgres",

@@ -295,7 +295,9 @@ class Checkup(NamedTuple):
     outside the process (a server, a database), bounded; without it, only local checks.
     ``rows`` are the profile's rows as the kernel would boot them (leaf rows with full
     ids, tags resolved, ``disabled`` set): a check spanning rows (the agent's default
-    route, published by another row) reads them here.
+    route, published by another row) reads them here. ``provider`` is the model route the
+    user asked about (``--provider``; else the default one is meant), ``all_routes``
+    whether every route is to be checked (``--all-routes``).
     """
 
     home: str
@@ -304,6 +306,8 @@ class Checkup(NamedTuple):
     env: Mapping[str, str]
     live: bool
     rows: tuple[Mapping[str, Any], ...] = ()
+    provider: str | None = None
+    all_routes: bool = False
 
     def shown(self, path: str) -> str:
         """``path`` as a check may show it: under ``$DSH_HOME`` or ``$CWD`` (an ancestor's

@@ -21,11 +21,16 @@ Out (``POST /v1/messages`` with ``stream: true``):
 * ``cache_control: {"type": "ephemeral"}`` marks the end of the system prompt and the
   last block of the conversation, so each step of a tool loop reads the previous one's
   prefix from the prompt cache (``prompt_cache: false`` turns it off).
-* Reasoning effort (``thinking_style``): ``deepseek`` (DeepSeek's Anthropic endpoint)
-  sends ``thinking: {"type": "enabled"}`` with ``output_config.effort``, or
-  ``{"type": "disabled"}`` for ``none``/``off``; ``adaptive`` (current Claude models)
-  sends ``thinking: {"type": "adaptive"}`` with ``output_config.effort``, or disabled;
-  ``none`` sends neither. No effort sends nothing: the model's default applies.
+* Reasoning effort, in the thinking form the route chose for the model
+  (:mod:`.anthropic`): ``adaptive`` (Claude 4.6 and later) sends ``thinking: {"type":
+  "adaptive"}`` with ``output_config.effort``; ``enabled`` (Claude 4.5 and earlier)
+  sends ``thinking: {"type": "enabled", "budget_tokens": N}`` with ``N`` derived from the
+  effort (:func:`budget_tokens`: at least 1024 and below ``max_tokens``, as the API
+  requires); ``deepseek`` (DeepSeek's Anthropic endpoint) sends ``thinking: {"type":
+  "enabled"}`` with ``output_config.effort`` as given (DeepSeek maps every level itself);
+  ``none`` sends neither. ``none``/``off`` send ``{"type": "disabled"}`` in every form
+  but ``none`` (a model that refuses it is refused before this). No effort sends
+  nothing: the model's default applies.
 
 In: the named events ``message_start`` (input usage, cache fields), ``content_block_start``
 / ``content_block_delta`` (``text_delta``, ``input_json_delta``, ``thinking_delta``,
@@ -71,28 +76,48 @@ _RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_erro
 
 
 def encode_body(request: ModelRequest, *, model: str, max_tokens: int, images: bool = False,
-                style: str = "none", cache: bool = True) -> bytes:
-    """The UTF-8 JSON body of a streaming ``POST /v1/messages`` for ``request``."""
+                form: str = "none", cache: bool = True) -> bytes:
+    """The UTF-8 JSON body of a streaming ``POST /v1/messages`` for ``request``; ``form``
+    is the thinking form the route chose for the model (module docstring)."""
     system, messages = convert(request.messages, images=images, route=request.route)
-    body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens or max_tokens,
-                            "messages": messages, "stream": True}
+    limit = request.max_tokens or max_tokens
+    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages,
+                            "stream": True}
     if system:
         body["system"] = system
     if request.tools:
         body["tools"] = tools(request.tools)
-    body.update(thinking_fields(style, request.reasoning_effort))
+    body.update(thinking_fields(form, request.reasoning_effort, limit))
     if cache:
         _mark_cache(system, messages)
     return json.dumps(body, ensure_ascii=False, default=_plain).encode("utf-8")
 
 
-def thinking_fields(style: str, effort: str | None) -> dict[str, Any]:
-    """The request fields that carry ``effort`` in thinking style ``style``."""
-    if effort is None or style == "none":
+BUDGET_SHARE: Mapping[str, float] = {
+    "minimal": 0.0, "low": 0.125, "medium": 0.25, "high": 0.5, "xhigh": 0.75, "max": 0.875}
+"""The share of ``max_tokens`` each effort may spend thinking in the ``enabled`` form (the
+rest is left for the answer); never under the API's minimum, 1024."""
+MIN_BUDGET = 1024
+
+
+def budget_tokens(effort: str, max_tokens: int) -> int:
+    """The ``budget_tokens`` for ``effort`` under ``max_tokens``: its share of the output
+    limit, at least 1024 (the API's minimum) and below ``max_tokens`` (as it requires).
+    A limit of 1024 or less leaves no room: the caller refuses that first."""
+    share = int(max_tokens * BUDGET_SHARE[effort])
+    return max(MIN_BUDGET, min(share, max_tokens - 1))
+
+
+def thinking_fields(form: str, effort: str | None, max_tokens: int) -> dict[str, Any]:
+    """The request fields that carry ``effort`` in thinking form ``form``."""
+    if effort is None or form == "none":
         return {}
     if effort in OFF_EFFORTS:
         return {"thinking": {"type": "disabled"}}
-    kind = "enabled" if style == "deepseek" else "adaptive"
+    if form == "enabled":
+        return {"thinking": {"type": "enabled",
+                             "budget_tokens": budget_tokens(effort, max_tokens)}}
+    kind = "enabled" if form == "deepseek" else "adaptive"
     return {"thinking": {"type": kind}, "output_config": {"effort": effort}}
 
 

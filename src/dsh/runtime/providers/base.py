@@ -10,15 +10,22 @@ shown, persisted and sent without conversion::
 
     {"role": "system" | "user" | "assistant" | "tool", "content": [block, ...], "id": ...}
     block: {"type": "text", "text": str}
-         | {"type": "reasoning", "text": str, "signature"?: str, "redacted"?: str}
+         | {"type": "reasoning", "text": str, "signature"?: str, "redacted"?: str,
+            "field"?: str}
          | {"type": "tool-call", "id": str, "name": str, "arguments": "<JSON text>"}
     a tool message also has "toolCallId" and "isError".
 
 A ``reasoning`` block is the model's thinking (DeepSeek's ``reasoning_content``, an
-Anthropic ``thinking`` block), kept apart from the answer's ``text`` so that nothing that
-reads the answer ever shows it. ``signature`` is the Anthropic format's integrity token
-and ``redacted`` the encrypted payload of a ``redacted_thinking`` block; both are sent back
-unchanged, only to the route that produced them.
+Anthropic ``thinking`` block, a Responses API reasoning item), kept apart from the
+answer's ``text`` so that nothing that reads the answer ever shows it. ``signature``,
+``redacted`` and ``field`` are what the wire format that produced the block needs to send
+it back the way it came, opaque to everything else and sent back unchanged, only to the
+route that produced them: the Anthropic format's thinking signature and the encrypted
+payload of a ``redacted_thinking`` block; a Responses reasoning item's id (``signature``),
+its ``encrypted_content`` (``redacted``) and whether its text came as ``summary`` or
+``content`` (``field``); for chat completions the response field the reasoning came in
+(``field``: ``reasoning_content``, ``reasoning``, ``reasoning_details``) and, for
+OpenRouter's ``reasoning_details``, the details themselves as JSON text (``redacted``).
 
 A stream yields, in any interleaving, :class:`TextDelta`, :class:`ReasoningDelta`,
 :class:`ToolCallDelta` (fragments joined by ``index``), at most one :class:`Usage`, and
@@ -78,14 +85,16 @@ class TextDelta(NamedTuple):
 class ReasoningDelta(NamedTuple):
     """A fragment of reasoning block number ``index`` (0-based within one response).
 
-    ``text`` fragments are joined in order; ``signature`` and ``redacted`` (Anthropic's
-    signed and encrypted thinking) arrive whole and are kept with the block.
+    ``text`` fragments are joined in order; ``signature``, ``redacted`` and ``field`` (what
+    the wire format needs to send the block back, see the module docstring) arrive whole
+    and are kept with the block, the last one given winning.
     """
 
     text: str = ""
     index: int = 0
     signature: str | None = None
     redacted: str | None = None
+    field: str | None = None
 
 
 class ToolCallDelta(NamedTuple):
@@ -165,9 +174,11 @@ class Provider(Protocol):
     # Optional (looked up with getattr, so older providers keep working):
     #   model_refusal(model) -> str | None: why ``model`` cannot be used (a retired id),
     #       checked when a client chooses it; None when it can.
-    #   effort_refusal(effort) -> str | None: why this route cannot send ``effort``.
+    #   effort_refusal(effort, model) -> str | None: why this route cannot send
+    #       ``effort`` to ``model`` (the route's wire form, or the model's own efforts).
     #   supports_images_for(model) -> bool: image input for that model (else the
     #       ``supports_images`` attribute).
+    #   context_window_for(model) -> int: that model's window (else ``context_window``).
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Answer ``request`` as a stream of chunks ending with :class:`Finish`."""

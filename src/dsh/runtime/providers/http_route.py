@@ -55,6 +55,7 @@ from dsh.core.redact import redact as redact_url
 from dsh.runtime.kernel.plugin import EnvVar, Plugin, Registrar, RuntimeContext
 from dsh.runtime.providers.base import (
     EFFORTS,
+    OFF_EFFORTS,
     Chunk,
     ModelError,
     ModelRequest,
@@ -63,7 +64,7 @@ from dsh.runtime.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from dsh.runtime.providers.catalog import ModelCatalog
+from dsh.runtime.providers.catalog import ModelCatalog, allowed_efforts, shown_efforts
 from dsh.runtime.providers.pricing import PriceTable, estimated
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ class HttpRoute:
     """The ``llm:<route>`` service of one HTTP provider row (the Provider contract).
 
     Subclasses set :attr:`path` and implement :meth:`encode`, :meth:`decoder`,
-    :meth:`auth_headers` and :meth:`effort_refusal`.
+    :meth:`auth_headers` and :meth:`form_refusal`.
     """
 
     path: ClassVar[str] = ""
@@ -282,7 +283,7 @@ class HttpRoute:
         self._env = env
         self._timeouts = (config["timeout_s"], config["connect_timeout_s"])
         if self.reasoning_effort is not None:
-            problem = self.effort_refusal(self.reasoning_effort)
+            problem = self.effort_refusal(self.reasoning_effort, self.default_model)
             if problem is not None:
                 raise ConfigError(f"row '{row_id}' config.reasoning_effort: {problem}")
         # Built on the first request: importing httpx and its TLS context costs ~10 MB and
@@ -302,13 +303,38 @@ class HttpRoute:
         """Why ``model`` cannot be chosen on this route (retired, unknown), or None."""
         return self.catalog.refusal(model)
 
-    def effort_refusal(self, effort: str) -> str | None:  # pragma: no cover - interface
-        """Why this route cannot send reasoning effort ``effort``, or None."""
+    def effort_refusal(self, effort: str, model: str | None = None) -> str | None:
+        """Why this route cannot send reasoning effort ``effort`` to ``model``, or None:
+        its wire form cannot carry it (:meth:`form_refusal`), or the model's facts
+        (``model_facts``) do not list it, a model that always thinks refusing ``none``.
+        Asked when a client chooses the effort and again before each request, so what a
+        model would refuse is refused before anything is sent."""
+        problem = self.form_refusal(effort, model)
+        if problem is not None or model is None:
+            return problem
+        efforts = self.catalog.facts(model).efforts
+        if efforts is None or effort in allowed_efforts(efforts):
+            return None
+        served = self.catalog.wire_id(model)
+        if effort in OFF_EFFORTS:
+            return (f"model '{served}' on route '{self.route}' always thinks (it cannot "
+                    f"turn thinking off); it takes reasoning effort {shown_efforts(efforts)}")
+        return (f"model '{served}' on route '{self.route}' takes reasoning effort "
+                f"{shown_efforts(efforts)}; not '{effort}'")
+
+    def form_refusal(self, effort: str,
+                     model: str | None) -> str | None:  # pragma: no cover - interface
+        """Why the route's wire form (its reasoning or thinking style, for ``model``)
+        cannot carry ``effort``, or None."""
         raise NotImplementedError
 
     def supports_images_for(self, model: str) -> bool:
         """Whether ``model`` takes image input on this route."""
         return self.catalog.images(model)
+
+    def context_window_for(self, model: str) -> int:
+        """``model``'s context window: its facts' where they say, else the route's."""
+        return self.catalog.facts(model).context_window or self.context_window
 
     # -- the wire format (subclasses) ---------------------------------------------------
 
@@ -357,6 +383,11 @@ class HttpRoute:
         model = self.catalog.wire_id(request.model)
         if request.reasoning_effort is None and self.reasoning_effort is not None:
             request = request._replace(reasoning_effort=self.reasoning_effort)
+        if request.reasoning_effort is not None:
+            # the row's default effort, or a session's model changed since it was chosen
+            problem = self.effort_refusal(request.reasoning_effort, request.model)
+            if problem is not None:
+                raise ModelError(problem, code="unsupported-effort")
         body = self.encode(request, model)
         attempt = 0
         while True:
@@ -549,6 +580,18 @@ class HttpRoute:
                           retryable=True)
 
     # -- doctor --live --------------------------------------------------------------------
+
+    def unconfigured(self) -> str | None:
+        """Why nobody has set this route up, or None: its key variable is unset, or (a
+        keyless route) the variable naming its server is, so it points at a default
+        nobody chose. Such a route is reported, not failed, while nobody uses it."""
+        if self._literal_key or self._key:
+            return None
+        if self._key_env is not None:
+            return f"{self._key_env} is not set"
+        if self._url_where == "the row's default_base_url" and self.routing_env:
+            return f"{self.routing_env[0]} is not set"
+        return None
 
     async def probe(self, model: str | None = None) -> list[tuple[str, str, str]]:
         """``(check, status, message)`` for ``dsh doctor --live``: the key, the base URL,

@@ -3,9 +3,11 @@
 A bare row is DeepSeek's API (route ``deepseek-official``, ``DEEPSEEK_API_KEY``,
 ``DEEPSEEK_BASE_URL``, model ``deepseek-flash`` with a 1M-token window, DeepSeek's
 reasoning style); the shipped row (``profiles/bundles/dsh-base/patch.yml``) adds DeepSeek's
-catalog: model ids, legacy aliases, retired ids, image input, prices. OpenAI, OpenRouter
-and local servers (Ollama, vLLM, llama.cpp) are other rows of the same plugin with their
-own ``route``, key variable, base URL and ``reasoning_style``, shipped as presets too.
+catalog: model ids, legacy aliases, retired ids, image input, prices. Any other
+chat-completions server (OpenAI's own as ``openai-chat``, OpenRouter, a proxy such as
+litellm, vLLM, llama.cpp, Ollama) is another row of the same plugin with its own
+``route``, key variable, base URL and ``reasoning_style`` (``auto``: reasoning goes back
+the way the server sent it), shipped as presets too.
 
 The wire format lives in :mod:`.openai_wire`, the event-stream framing in :mod:`.sse`,
 and the HTTP, key and failure policy every route shares in :mod:`.http_route`.
@@ -42,11 +44,14 @@ DEFAULTS: Mapping[str, Any] = {
 }
 """Schema defaults that differ per format: a bare row is DeepSeek's official API."""
 
-_OPENAI_EFFORTS = ("none", "off", "minimal", "low", "medium", "high", "xhigh")
+# reasoning_effort as the OpenAI API's types list it; OpenRouter's reasoning.effort
+_REASONING_EFFORTS = ("none", "off", "minimal", "low", "medium", "high", "xhigh", "max")
+_OPENROUTER_EFFORTS = ("none", "off", "minimal", "low", "medium", "high", "xhigh")
 STYLE_EFFORTS: Mapping[str, tuple[str, ...]] = {
     "deepseek": EFFORTS,
-    "openai": _OPENAI_EFFORTS,
-    "openrouter": _OPENAI_EFFORTS,
+    "auto": _REASONING_EFFORTS,
+    "openai": _REASONING_EFFORTS,  # the older name of auto
+    "openrouter": _OPENROUTER_EFFORTS,
     "none": (),
 }
 """Reasoning styles (:mod:`.openai_wire`) and the efforts each can send; anything else is
@@ -68,9 +73,10 @@ class ChatCompletionsRoute(HttpRoute):
     def __init__(self, config: Mapping[str, Any], *, env: Mapping[str, str], home: str,
                  row_id: str = "llm") -> None:
         self.style: str = config["reasoning_style"]
+        self._unknown_fields: set[str] = set()
         super().__init__(config, env=env, home=home, row_id=row_id)
 
-    def effort_refusal(self, effort: str) -> str | None:
+    def form_refusal(self, effort: str, model: str | None) -> str | None:
         """Efforts outside what the route's reasoning style can send are refused."""
         return efforts_refusal(effort, STYLE_EFFORTS[self.style],
                                f"route '{self.route}' (reasoning_style {self.style})")
@@ -88,7 +94,17 @@ class ChatCompletionsRoute(HttpRoute):
         """A chat-completions chunk decoder."""
         from dsh.runtime.providers.openai_wire import ChunkDecoder
 
-        return ChunkDecoder(self.redact)
+        return ChunkDecoder(self.redact, self._unknown_field)
+
+    def _unknown_field(self, name: str) -> None:
+        """A reasoning field of a name nobody documents: kept, never sent back; said once
+        per route and name, as every later message would say the same."""
+        if name not in self._unknown_fields:
+            self._unknown_fields.add(name)
+            self.log.warning("route '%s': the server sends reasoning in field '%s', which "
+                             "dsh does not know: it is kept and shown, but not sent back "
+                             "(a model that needs it back will refuse the conversation)",
+                             self.route, name)
 
     def auth_headers(self, key: str) -> dict[str, str]:
         """The bearer token."""

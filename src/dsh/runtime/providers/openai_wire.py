@@ -21,19 +21,34 @@ Reasoning (``reasoning_style``), because servers disagree on it:
   (thinking on) applies. The reasoning of every assistant message that made tool calls is
   sent back as ``reasoning_content``, as DeepSeek's thinking-mode guide requires on every
   later request (HTTP 400 otherwise); elsewhere the API ignores it, so it is not sent.
-* ``openai``: ``reasoning_effort`` only (``none`` … ``xhigh``; ``off`` is ``none``).
-* ``openrouter``: ``reasoning: {"effort": ...}`` (``none`` … ``xhigh``).
+* ``auto`` (``openai`` is its older name): ``reasoning_effort`` (``none`` … ``max``;
+  ``off`` is ``none``), and reasoning sent back the way the server sent it (below).
+* ``openrouter``: ``reasoning: {"effort": ...}`` (``none`` … ``xhigh``), reasoning sent
+  back the way it came.
 * ``none``: no reasoning field at all, for servers that refuse unknown ones.
+
+Sent back the way it came: servers in front of thinking models (a proxy such as litellm
+before DeepSeek, vLLM, SGLang, llama.cpp, Ollama, OpenRouter) stream the reasoning as
+``reasoning_content``, ``reasoning`` or OpenRouter's ``reasoning_details`` (a list of
+typed, possibly signed or encrypted parts), and the model behind them may need it back on
+the messages that made tool calls, as DeepSeek's does. Each reasoning block records the
+field it came in (``field``; the merged details go along as JSON in ``redacted``), and an
+assistant message of this route that made tool calls carries it back in that field,
+unchanged. A field of another name that looks like reasoning (``thinking``, ``thoughts``,
+...) is kept and shown as reasoning but never sent back, as nobody knows where it would
+go; the route says so once in its log.
 
 An assistant message's ``content`` is ``""`` when it has no text, never null: DeepSeek
 answers 400 to a null-content assistant message without tool calls, and such a message
 would then break every later request of its session.
 
 In: each ``data:`` payload of the stream is one ``chat.completion.chunk``. Text deltas,
-reasoning deltas (``reasoning_content``, or ``reasoning`` as OpenRouter and Ollama spell
-it), tool-call fragments and the usage record pass through as :mod:`.base` chunks as they
-come; the finish reason is held back and emitted last (after the usage record, which
-servers send in a chunk of its own once ``stream_options.include_usage`` is set). Usage
+reasoning deltas (``reasoning_content``, ``reasoning`` as OpenRouter, vLLM and Ollama
+spell it, OpenRouter's ``reasoning_details``, or a field of another name), tool-call
+fragments and the usage record pass through as :mod:`.base` chunks as they come; the
+finish reason is held back and emitted last (after the usage record, which servers send
+in a chunk of its own once ``stream_options.include_usage`` is set; the merged
+``reasoning_details``, which must go back whole, come just before it). Usage
 keeps DeepSeek's ``prompt_cache_hit_tokens`` (or OpenAI's
 ``prompt_tokens_details.cached_tokens``) and ``completion_tokens_details.reasoning_tokens``.
 """
@@ -41,6 +56,7 @@ keeps DeepSeek's ``prompt_cache_hit_tokens`` (or OpenAI's
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +79,8 @@ if TYPE_CHECKING:
     from dsh.runtime.transports.sse import ServerSentEvent
 
 DONE = "[DONE]"
+_LOOKS_LIKE_REASONING = re.compile(r"reason|think|thought", re.IGNORECASE)
+_JOINED = frozenset({"text", "summary", "data", "signature"})
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -77,6 +95,13 @@ _FAILED_FINISH = {
 }
 
 
+PASSBACK = {"deepseek": "deepseek", "auto": "as-sent", "openai": "as-sent",
+            "openrouter": "as-sent", "none": "none"}
+"""How each reasoning style sends reasoning back (see :func:`chat_messages`)."""
+KNOWN_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+"""The delta fields servers stream reasoning in, which a route sends back as they came."""
+
+
 def encode_body(request: ModelRequest, *, model: str | None = None, images: bool = False,
                 style: str = "none") -> bytes:
     """The UTF-8 JSON body of a streaming ``POST /chat/completions`` for ``request``.
@@ -87,7 +112,7 @@ def encode_body(request: ModelRequest, *, model: str | None = None, images: bool
     body: dict[str, Any] = {
         "model": model or request.model,
         "messages": chat_messages(request.messages, images=images,
-                                  reasoning=style == "deepseek"),
+                                  passback=PASSBACK[style], route=request.route),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -125,15 +150,16 @@ def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 
 
 def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False,
-                  reasoning: bool = False) -> list[dict[str, Any]]:
+                  passback: str = "none", route: str = "") -> list[dict[str, Any]]:
     """dsh messages as chat-completions messages.
 
     Several text blocks in one message are joined by a blank line (the format has one
     string per message). A block the role cannot carry is refused as ``bad-request``
     rather than dropped, so the model never answers a conversation it was not shown.
-    ``images`` says whether image blocks are sent, ``reasoning`` whether the reasoning
-    of assistant messages that made tool calls goes back as ``reasoning_content`` (see
-    the module docstring); reasoning is never part of ``content``.
+    ``images`` says whether image blocks are sent. ``passback`` says how the reasoning of
+    assistant messages that made tool calls goes back (module docstring): ``deepseek``,
+    always as ``reasoning_content``; ``as-sent``, in the field it came in, for messages
+    ``route`` wrote; ``none``, never. Reasoning is never part of ``content``.
     """
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # image parts of the current run of tool messages
@@ -143,7 +169,7 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False
             out.append({"role": "user", "content": pending})
             pending = []
         texts: list[str] = []
-        thoughts: list[str] = []
+        thoughts: list[Mapping[str, Any]] = []
         calls: list[dict[str, Any]] = []
         pictures: list[dict[str, Any]] = []
         for block in message.get("content") or ():
@@ -151,7 +177,7 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False
             if kind == "text":
                 texts.append(block.get("text") or "")
             elif kind == "reasoning" and role == "assistant":
-                thoughts.append(block.get("text") or "")
+                thoughts.append(block)
             elif kind == "tool-call" and role == "assistant":
                 if not block.get("id") or not block.get("name"):
                     raise _bad_request(f"messages[{position}]: tool-call without id or name")
@@ -175,9 +201,8 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False
         elif role == "assistant":
             # "" and never null: see the module docstring
             entry: dict[str, Any] = {"role": "assistant", "content": text}
-            thought = "".join(thoughts)
-            if reasoning and calls and thought:
-                entry["reasoning_content"] = thought
+            if calls and thoughts and passback != "none":
+                entry.update(_reasoning_back(message, thoughts, passback, route))
             if calls:
                 entry["tool_calls"] = calls
             out.append(entry)
@@ -197,6 +222,31 @@ def chat_messages(messages: Sequence[Mapping[str, Any]], *, images: bool = False
     return out
 
 
+def _reasoning_back(message: Mapping[str, Any], thoughts: Sequence[Mapping[str, Any]],
+                    passback: str, route: str) -> dict[str, Any]:
+    """The fields that carry ``thoughts`` (reasoning blocks of an assistant message that
+    made tool calls) back to the server, per ``passback`` (:func:`chat_messages`)."""
+    if passback == "deepseek":
+        text = "".join(t.get("text") or "" for t in thoughts)
+        return {"reasoning_content": text} if text else {}
+    source = message.get("source")
+    if not route or not isinstance(source, Mapping) or source.get("provider") != route:
+        return {}  # another route's reasoning: this server never sent it
+    fields: dict[str, Any] = {}
+    for thought in thoughts:
+        field = thought.get("field")
+        if field == "reasoning_details":
+            try:
+                details = json.loads(thought.get("redacted") or "[]")
+            except ValueError:
+                continue
+            if isinstance(details, list):
+                fields.setdefault(field, []).extend(details)
+        elif field in KNOWN_FIELDS and thought.get("text"):
+            fields[field] = fields.get(field, "") + thought["text"]
+    return fields
+
+
 def _image_part(block: Mapping[str, Any], position: int) -> dict[str, Any]:
     """An image block as an ``image_url`` part carrying a ``data:`` URI."""
     mime, data = block.get("mimeType"), block.get("data")
@@ -209,17 +259,21 @@ def _image_part(block: Mapping[str, Any], position: int) -> dict[str, Any]:
 class ChunkDecoder:
     """Turns the ``data`` payloads of one response into :mod:`.base` chunks.
 
-    ``redact`` cleans any server text quoted in an error. Tool-call ``id`` and ``name``
-    are passed on once per call even when a server repeats them on every fragment, which
-    is the contract the agent reassembles by.
+    ``redact`` cleans any server text quoted in an error; ``unknown`` is told the name of a
+    reasoning field this module does not know, each time it carries text (the route says
+    so once). Tool-call ``id`` and ``name`` are passed on once per call even when a server
+    repeats them on every fragment, which is the contract the agent reassembles by.
     """
 
-    def __init__(self, redact: Callable[[str], str]) -> None:
+    def __init__(self, redact: Callable[[str], str],
+                 unknown: Callable[[str], None] | None = None) -> None:
         self._redact = redact
+        self._unknown = unknown
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._ids: dict[int, str] = {}
         self._names: dict[int, str] = {}
+        self._details: list[dict[str, Any]] = []
         self.done = False
 
     @property
@@ -259,11 +313,9 @@ class ChunkDecoder:
             if not isinstance(delta, dict):
                 raise ModelError("the server sent a delta that is not a JSON object",
                                  code="bad-response")
-            thought = delta.get("reasoning_content")
-            if not isinstance(thought, str):
-                thought = delta.get("reasoning")  # OpenRouter's and Ollama's name
-            if isinstance(thought, str) and thought:
-                chunks.append(ReasoningDelta(thought))
+            thought = self._reasoning(delta)
+            if thought is not None:
+                chunks.append(thought)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 chunks.append(TextDelta(content))
@@ -288,8 +340,63 @@ class ChunkDecoder:
                              code="bad-response")
         if reason == "stop" and self._ids:
             reason = "tool-calls"  # some local servers say "stop" after calling tools
-        closing: list[Chunk] = [] if self._usage is None else [self._usage]
+        closing: list[Chunk] = []
+        if self._details:
+            closing.append(ReasoningDelta(redacted=json.dumps(self._details, ensure_ascii=False),
+                                          field="reasoning_details"))
+        if self._usage is not None:
+            closing.append(self._usage)
         return [*closing, Finish(reason)]
+
+    def _reasoning(self, delta: Mapping[str, Any]) -> ReasoningDelta | None:
+        """The reasoning a delta carries, with the field to send it back in: the text
+        from ``reasoning_content``, else ``reasoning``, else the details' own text (some
+        servers stream one text under two names; it is shown once); ``reasoning_details``
+        are merged for the end, and name the field when present."""
+        details = delta.get("reasoning_details")
+        field: str | None = None
+        detail_text = ""
+        if isinstance(details, list) and details:
+            detail_text = self._merge_details(details)
+            field = "reasoning_details"
+        for name in ("reasoning_content", "reasoning"):
+            text = delta.get(name)
+            if isinstance(text, str) and text:
+                return ReasoningDelta(text, field=field or name)
+        if field is not None:
+            return ReasoningDelta(detail_text, field=field)
+        for name, text in delta.items():
+            if isinstance(text, str) and text and name not in KNOWN_FIELDS and \
+                    _LOOKS_LIKE_REASONING.search(name):
+                if self._unknown is not None:
+                    self._unknown(name)
+                return ReasoningDelta(text)
+        return None
+
+    def _merge_details(self, parts: Sequence[Any]) -> str:
+        """Fold streamed ``reasoning_details`` fragments into whole parts (fragments of one
+        part share its ``index``; text, summaries, data and signatures are joined, other
+        keys kept from their first appearance); the fragments' readable text."""
+        shown: list[str] = []
+        for part in parts:
+            if not isinstance(part, dict):
+                raise ModelError("the server sent a malformed reasoning_details entry",
+                                 code="bad-response")
+            index = part.get("index")
+            whole = next((d for d in self._details if d.get("index") == index), None) \
+                if index is not None else None
+            if whole is None:
+                self._details.append(dict(part))
+            else:
+                for key, value in part.items():
+                    if key in _JOINED and isinstance(value, str):
+                        whole[key] = (whole.get(key) or "") + value
+                    elif whole.get(key) is None:
+                        whole[key] = value
+            for key in ("text", "summary"):
+                if isinstance(part.get(key), str):
+                    shown.append(part[key])
+        return "".join(shown)
 
     def _tool_call(self, position: int, call: Any) -> ToolCallDelta | None:
         if not isinstance(call, dict):

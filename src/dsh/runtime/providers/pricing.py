@@ -1,6 +1,8 @@
 """What a response cost: a route's price table, and token estimates for silent servers.
 
-A route row may carry ``prices``, USD per million tokens for each model id it serves::
+A route row may carry ``prices``, USD per million tokens for each model id it serves, or
+for a ``*`` pattern of ids (the most specific key wins, as :func:`.catalog.best_match`
+says: an exact id, then the pattern with the most literal characters)::
 
     prices:
       deepseek-flash:
@@ -9,6 +11,8 @@ A route row may carry ``prices``, USD per million tokens for each model id it se
         cache_write: 0.30           # prompt tokens written to the cache (Anthropic)
         output: 1.20                # completion tokens, reasoning included
         off_peak: {input_cache_hit: 0.003, input_cache_miss: 0.15, output: 0.60}
+      "claude-sonnet-4-6*": {input_cache_miss: 3, input_cache_hit: 0.30,
+                             cache_write: 3.75, output: 15}
     peak_hours_utc: ["01:00-04:00", "06:00-10:00"]
 
 ``off_peak`` prices apply outside ``peak_hours_utc`` and all weekend (UTC days), the way
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsh.core.errors import ConfigError
 from dsh.runtime.providers.base import ModelRequest, Usage
+from dsh.runtime.providers.catalog import best_match
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -43,7 +48,8 @@ _PRICE_FIELDS: dict[str, Any] = {key: {"type": "number", "minimum": 0} for key i
 CONFIG_SCHEMA: Mapping[str, Any] = {
     "prices": {
         "type": "object",
-        "description": "USD per million tokens, by model id (see dsh.runtime.providers.pricing)",
+        "description": "USD per million tokens, by model id or * pattern "
+                       "(see dsh.runtime.providers.pricing)",
         "additionalProperties": {
             "type": "object",
             "properties": {**_PRICE_FIELDS, "off_peak": {
@@ -91,15 +97,21 @@ class PriceTable:
                 # A partial off_peak entry takes the peak price for what it leaves out.
                 self._off_peak[model] = Price.of({**entry, **off})
         self._windows = [_window(text, row_id) for text in peak_hours_utc]
+        self._keys: dict[str, str | None] = {}  # model id -> its price entry's key
 
     def __bool__(self) -> bool:
         return bool(self._peak)
 
     def price(self, model: str, at: _dt.datetime) -> Price | None:
         """The price of ``model`` at UTC time ``at``; None when the table has none."""
-        if model in self._off_peak and not self.is_peak(at):
-            return self._off_peak[model]
-        return self._peak.get(model)
+        if model not in self._keys:
+            self._keys[model] = best_match(model, self._peak)
+        key = self._keys[model]
+        if key is None:
+            return None
+        if key in self._off_peak and not self.is_peak(at):
+            return self._off_peak[key]
+        return self._peak[key]
 
     def is_peak(self, at: _dt.datetime) -> bool:
         """Whether ``at`` (UTC) falls in a peak window: a weekday inside one of the windows
