@@ -185,7 +185,7 @@ _HEADLESS = r'''
 import asyncio, json, sys, time
 from pathlib import Path
 from dsh.chat.app import ChatApp
-from dsh.chat.launch import ChatOptions
+from dsh.chat.options import ChatOptions
 
 mode, home, patch, cwd = sys.argv[1:5]
 

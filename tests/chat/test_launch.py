@@ -122,7 +122,8 @@ def test_bare_dsh_on_a_terminal_opens_the_chat(tmp_path: Path, dsh_home: Path) -
 
 
 def test_the_frozen_runtime_leaves_the_chat_ui_out() -> None:
-    """Every module of dsh.chat but its launch checks is excluded from the freeze: the
+    """Every module of dsh.chat but its launch checks (and their options) is excluded
+    from the freeze: the
     chat runs in the user's Python, and the frozen runtime (15 MB at most) carries no UI."""
     import importlib.util
     import pkgutil
@@ -141,6 +142,6 @@ def test_the_frozen_runtime_leaves_the_chat_ui_out() -> None:
     finally:
         sys.modules.pop("hatch_build", None)
     ui = {f"dsh.chat.{m.name}" for m in pkgutil.iter_modules(dsh.chat.__path__)} - {
-        "dsh.chat.launch"}
+        "dsh.chat.launch", "dsh.chat.options"}
     assert ui <= set(hook.EXCLUDED_MODULES)
     assert "textual" in hook.EXCLUDED_MODULES

@@ -20,7 +20,7 @@ pytest.importorskip("textual", reason="the chat extra (pip install 'dsh-harness[
 from chatkit import scripted_patch
 
 from dsh.chat.app import ChatApp
-from dsh.chat.launch import ChatOptions
+from dsh.chat.options import ChatOptions
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "chat"
 UPDATE = os.environ.get("DSH_UPDATE_SCREENSHOTS") == "1"  # read before the fixtures clear DSH_*

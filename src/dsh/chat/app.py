@@ -41,8 +41,8 @@ from dsh.chat import attach, commands
 from dsh.chat.composer import Composer
 from dsh.chat.drawing import Drawing, Transcript
 from dsh.chat.history import History
-from dsh.chat.launch import ChatOptions
 from dsh.chat.link import Link
+from dsh.chat.options import ChatOptions
 from dsh.chat.safety import clean, line, text
 from dsh.chat.screens import ApprovalPrompt
 from dsh.chat.slash import SlashCommands

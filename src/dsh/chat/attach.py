@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from dsh.core.errors import InvalidArgumentError
+
 MAX_TEXT_BYTES = 256 * 1024
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_LISTED = 200
@@ -32,7 +34,7 @@ class Attached(NamedTuple):
     said: str
 
 
-class AttachError(ValueError):
+class AttachError(InvalidArgumentError):
     """A mention that cannot be attached; the message says why."""
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import TextIO
 
+from dsh.chat.options import ChatOptions
 from dsh.core.distribution import install_hint
 from dsh.core.errors import UsageError
 
@@ -46,20 +47,6 @@ options
 It needs a terminal on stdin and stdout; for one task from a script use
 `dsh headless "TASK"`, to embed the agent use the SDK (dsh.sdk).
 """
-
-
-class ChatOptions(NamedTuple):
-    """What ``dsh chat`` was asked: the profile to run and how to start."""
-
-    profile: str
-    home: Path
-    patches: tuple[str, ...]
-    cwd: Path
-    resume: str | None = None
-    continue_last: bool = False
-    model: str | None = None
-    provider: str | None = None
-    effort: str | None = None
 
 
 def is_chat(bundles: tuple[str, ...]) -> bool:

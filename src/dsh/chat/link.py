@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from dsh.chat.launch import ChatOptions
+from dsh.chat.options import ChatOptions
 from dsh.core.errors import DshError
 from dsh.core.jsonrpc import Notification
 from dsh.sdk import ApprovalAnswer, ApprovalRequest, AsyncDshClient, ClientConfig

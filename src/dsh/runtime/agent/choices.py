@@ -21,15 +21,38 @@ the directories it reaches to the session instead (:mod:`.toolrun`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dsh.core.errors import InvalidArgumentError
 from dsh.runtime.agent import events
 from dsh.runtime.agent.session import Session
 from dsh.runtime.tools.policy import MODES
 
-if TYPE_CHECKING:
-    from dsh.runtime.agent.turns import TurnRunner
+
+class TurnRunner(Protocol):
+    """What choosing needs of the turn runner (:class:`.turns.TurnRunner`)."""
+
+    def choice(self, session: Session | None = None) -> dict[str, Any]:
+        """What a turn of ``session`` asks for."""
+        ...
+
+    def route(self, name: str | None) -> Any:
+        """The provider object of route ``name``."""
+        ...
+
+    def check(self, provider: str | None, model: str | None,
+              reasoning_effort: str | None) -> tuple[str, str]:
+        """The route and model these resolve to; InvalidArgumentError when refused."""
+        ...
+
+    def effort_problem(self, chosen: Any, reasoning_effort: str | None,
+                       model: str | None = None) -> str | None:
+        """Why ``chosen`` cannot send the effort to ``model``."""
+        ...
+
+    def plan(self, session: Session | None = None) -> Any:
+        """What the next turn of ``session`` runs with."""
+        ...
 
 UNSET: Any = object()
 """An argument not given (``None`` means "back to the default")."""
