@@ -3,7 +3,7 @@ them.
 
 Families, in report order (:data:`benchlib.registry.FAMILIES`): ``compose``, ``sdk``,
 ``runtime``, ``wheel``, ``throughput``, ``providers``, ``agent``, ``sessions``, ``trust``,
-``web``, ``plugins``, ``shell``, ``mcp``. Machinery: :mod:`.registry` (rows, registration,
+``web``, ``plugins``, ``shell``, ``mcp``, ``chat``. Machinery: :mod:`.registry` (rows, registration,
 verdict), :mod:`.cli` (the runner), :mod:`.report` and :mod:`.plots`
 (``docs/benchmarks.md``), :mod:`.procs` (environments, process timing, the
 ``python -c pass`` yardstick, interleaving), :mod:`.rpc` (a bare JSON-RPC peer),

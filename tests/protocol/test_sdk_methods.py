@@ -18,6 +18,7 @@ from peerkit import PipeClient, serving_peer
 from dsh.core.errors import JsonRpcError
 from dsh.core.peer import Peer
 from dsh.runtime.agent.store import HistoryPage
+from dsh.runtime.agent.toolrun import Approval
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
 from dsh.runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 
@@ -318,18 +319,23 @@ def test_shutdown_is_allowed_before_initialize(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("answer", "decision"),
     [
-        ({"result": {"decision": "allow"}}, "allow"),
-        ({"result": {"decision": "deny"}}, "deny"),
-        ({"result": {"decision": "maybe"}}, "deny"),
-        ({"result": "allow"}, "deny"),
-        ({"error": {"code": -1, "message": "no"}}, "deny"),
-        (None, "deny"),  # no answer within approval_timeout_s
+        ({"result": {"decision": "allow"}}, Approval("allow")),
+        ({"result": {"decision": "deny"}}, Approval("deny")),
+        ({"result": {"decision": "allow", "remember": "session"}}, Approval("allow", True)),
+        ({"result": {"decision": "deny", "note": "not now"}}, Approval("deny", note="not now")),
+        # a "remember" the runtime does not know must not widen what was allowed
+        ({"result": {"decision": "allow", "remember": "forever"}}, Approval("deny")),
+        ({"result": {"decision": "allow", "note": 5}}, Approval("deny")),
+        ({"result": {"decision": "maybe"}}, Approval("deny")),
+        ({"result": "allow"}, Approval("deny")),
+        ({"error": {"code": -1, "message": "no"}}, Approval("deny")),
+        (None, Approval("deny")),  # no answer within approval_timeout_s
     ],
 )
 def test_approvals_go_to_a_client_that_declared_them(
-    tmp_path: Path, answer: Any, decision: str
+    tmp_path: Path, answer: Any, decision: Approval
 ) -> None:
-    decisions: list[str] = []
+    decisions: list[Approval] = []
 
     async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path, capabilities={"approvals": True})

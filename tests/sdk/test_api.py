@@ -28,7 +28,8 @@ from dsh.sdk import (
 from dsh.sdk._config import DEFAULT_MAX_FRAME_BYTES
 
 EXPORTED = {
-    "ApprovalRequest", "AsyncDshClient", "AsyncSession", "AsyncSubscription", "BusyError",
+    "ApprovalAnswer", "ApprovalRequest", "AsyncDshClient", "AsyncSession",
+    "AsyncSubscription", "BusyError",
     "ClientClosedError", "ClientConfig", "ClientError", "ClientState", "ConfigError",
     "DshClient", "DshError", "Event", "FrameTooLargeError", "InitializeTimeoutError",
     "JsonRpcError", "Notification", "ProtocolError", "Readiness", "RequestTimeoutError",
@@ -97,8 +98,8 @@ def test_client_signatures_are_pinned(cls: type) -> None:
     assert public == {"config", "state", "runtime", "server_info", "pid", "exit_code",
                       "stderr_tail",
                       "start", "close", "readiness", "request", "notify", "subscribe",
-                      "new_session", "resume_session", "sessions", "tools", "history",
-                      "moves"}
+                      "new_session", "resume_session", "sessions", "tools", "models",
+                      "history", "moves"}
 
 
 def _modules_after(code: str) -> set[str]:

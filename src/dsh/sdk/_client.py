@@ -33,6 +33,7 @@ from dsh.core.jsonrpc import INTERNAL_ERROR, Params
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (
+    ApprovalAnswer,
     ApprovalRequest,
     Decision,
     SessionMoved,
@@ -51,7 +52,8 @@ from dsh.sdk._transport import KILL_WAIT, RuntimeProcess
 if TYPE_CHECKING:
     from dsh.sdk._session import AsyncSession
 
-ApprovalCallback = Callable[[ApprovalRequest], Decision | Awaitable[Decision]]
+Answer = Decision | ApprovalAnswer
+ApprovalCallback = Callable[[ApprovalRequest], Answer | Awaitable[Answer]]
 
 log = logging.getLogger("dsh.sdk")
 
@@ -61,8 +63,9 @@ class AsyncDshClient:
 
     Use it as ``async with AsyncDshClient(config) as client:``, or call :meth:`start` and
     :meth:`close`. ``on_approval``, when given, is declared to the runtime at
-    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"`` or
-    ``"deny"``, directly or awaitably); without it the profile's policy decides.
+    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"``,
+    ``"deny"`` or an :class:`ApprovalAnswer`, directly or awaitably); without it the
+    profile's policy decides.
     """
 
     def __init__(self, config: ClientConfig | None = None, *,
@@ -277,6 +280,11 @@ class AsyncDshClient:
                 if moved is not None:
                     yield moved
 
+    async def models(self) -> list[dict[str, Any]]:
+        """Each provider route and the models it names, default first (``models/list``):
+        ``[{provider, models}]``. A route may accept models it does not name."""
+        return _list(await self.request("models/list"), "routes")
+
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""
         return _list(await self.request("tools/list"), "tools")
@@ -448,9 +456,11 @@ def _approval_handler(callback: ApprovalCallback) -> Handler:
         decision = callback(approval_request(params))
         if inspect.isawaitable(decision):
             decision = await decision
+        if isinstance(decision, ApprovalAnswer):
+            return decision.wire()
         if decision not in ("allow", "deny"):
-            raise JsonRpcError(INTERNAL_ERROR,
-                               f"on_approval returned {decision!r}, not 'allow' or 'deny'")
+            raise JsonRpcError(INTERNAL_ERROR, f"on_approval returned {decision!r}, not "
+                               "'allow', 'deny' or an ApprovalAnswer")
         return {"decision": decision}
 
     return handle

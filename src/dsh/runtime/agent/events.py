@@ -45,6 +45,8 @@ TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 ERROR = "error"
 SESSION_MOVED = "session/moved"
+SESSION_SETTINGS = "session/settings"
+USER_SHELL = "user/shell"
 
 APPEND = {"surfaceOp": "append"}
 """The extra event member of events that add a message to the visible conversation."""

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from dsh.runtime.agent import events
+from dsh.runtime.agent import choices, events
 from dsh.runtime.agent.assembly import Assembly
 from dsh.runtime.agent.session import Session
 from dsh.runtime.agent.toolrun import Answer, Approver, execute
@@ -317,7 +317,9 @@ class Turn:
                               boundary=self.host.boundary(s), keep=s.keep)
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
-                               approver=self.host.approver, context=context, grant=s.grant)
+                               approver=self.host.approver, context=context, grant=s.grant,
+                               memory=choices.Memory(s),
+                               policy=s.record.settings.get("policy"))
         self._answer(call_id, answer)
         await self._fire("after_tool_call", message=name, payload={
             **summary, "text": answer.result.text, "isError": answer.result.is_error})

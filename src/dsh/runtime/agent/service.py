@@ -43,7 +43,7 @@ from dsh.core.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from dsh.runtime.agent import compaction, events, seeding
+from dsh.runtime.agent import choices, compaction, events, seeding, usershell
 from dsh.runtime.agent.compactor import Compactor, model_view
 from dsh.runtime.agent.journal import Journal, Listener
 from dsh.runtime.agent.leasing import Holdings
@@ -171,14 +171,16 @@ class Agent:
         return self._turns.enqueue(session, content_blocks)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``); False when none runs,
-        a stored session's included (it runs nothing here); unknown is
-        SessionNotFoundError."""
+        """Cancel the running turn (``turn/end`` says ``cancelled``) or the user's shell
+        command (:meth:`shell`); False when neither runs, a stored session's included (it
+        runs nothing here); unknown is SessionNotFoundError."""
         session = self._sessions.live(session_id)
         if session is None:
             if self._sessions.known(session_id):
                 return False
             raise SessionNotFoundError(session_id)
+        if usershell.cancel(session):
+            return True
         task = session.turn_task
         if session.turn is None or session.cancel_requested or (task is not None and task.done()):
             return False
@@ -255,7 +257,7 @@ class Agent:
             raise SessionNotFoundError(session_id)
         if session.status is Status.RUNNING:
             raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
-        plan = self._turns.plan()
+        plan = self._turns.plan(session)
         done_with = session.keep()  # the summary's model call is work: the lease stays
         try:
             done = await self._compactor.compact(session, plan, "manual", None)
@@ -272,6 +274,65 @@ class Agent:
                     "tokensBefore": tokens, "tokensAfter": tokens}
         return {"compacted": True, "removedCount": done.removed, "keptCount": done.kept,
                 "tokensBefore": done.tokens_before, "tokensAfter": done.tokens_after}
+
+    # -- a session's own choices (:mod:`.choices`) -----------------------------------------
+
+    async def settings(self, session_id: str) -> dict[str, Any]:
+        """What the session's next turn uses (``{provider, model, reasoningEffort,
+        contextWindow}``), its own ``policy`` mode (null: the profile's) and its
+        ``remembered`` decisions; a stored session is restored first."""
+        session = await self._session(session_id)
+        own = session.record.settings
+        return {**choices.current(self._turns, session), "policy": own.get("policy"),
+                "remembered": dict(own.get("remembered") or {})}
+
+    def has_guardrail(self, name: str) -> bool:
+        """Whether the running tree has a guardrail called ``name`` (``policy``)."""
+        return name in self._turns.guardrails.names()
+
+    def catalogue(self) -> list[dict[str, Any]]:
+        """Each route and the models it names (:meth:`.turns.TurnRunner.catalogue`)."""
+        return self._turns.catalogue()
+
+    async def set_model(self, session_id: str, *, provider: Any = choices.UNSET,
+                        model: Any = choices.UNSET,
+                        reasoning_effort: Any = choices.UNSET) -> dict[str, Any]:
+        """Switch the session's route, model or effort from its next turn on, checked now
+        (:func:`.choices.choose_model`); returns :meth:`settings`."""
+        session = await self._session(session_id)
+        switched = choices.choose_model(self._turns, session, provider=provider, model=model,
+                                        reasoning_effort=reasoning_effort)
+        return {**await self.settings(session_id), **switched}
+
+    async def set_policy(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Put the session in policy ``mode`` (null: the profile's) from its next tool call
+        on; InvalidArgumentError for a mode not accepted or a profile without a policy."""
+        session = await self._session(session_id)
+        mode = choices.check_policy(mode)
+        if not self.has_guardrail("policy"):
+            raise InvalidArgumentError("this profile has no policy (no guardrail-policy row)",
+                                       code="no-policy")
+        choices.update(session, {"policy": mode})
+        return await self.settings(session_id)
+
+    async def forget_decisions(self, session_id: str) -> dict[str, Any]:
+        """Forget the approvals remembered for the session; returns :meth:`settings`."""
+        choices.forget(await self._session(session_id))
+        return await self.settings(session_id)
+
+    async def shell(self, session_id: str, command: str) -> dict[str, Any]:
+        """Run the user's own ``command`` with the session's shell tool (its sandbox),
+        record it where the model reads it next turn (:mod:`.usershell`); returns
+        ``{output, isError}``. A running turn is SessionBusyError."""
+        session = await self._session(session_id)
+        return await usershell.run(session, command, self._turns, self._journal)
+
+    async def _session(self, session_id: str) -> Session:
+        self._check_open()
+        session = await self._sessions.confirmed(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A live session's events so far, in ``seq`` order."""

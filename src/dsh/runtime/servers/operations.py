@@ -11,14 +11,14 @@ through the one table, :mod:`dsh.runtime.servers.errors`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from dsh.core.errors import InvalidArgumentError, PluginError
 from dsh.runtime.agent.store import event_bytes
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
 from dsh.runtime.kernel.plugin import RuntimeContext
-from dsh.runtime.servers import validation
+from dsh.runtime.servers import tally, validation
 
 DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
 """Bytes of event JSON in a ``session/history`` page at most (a server whose frames are
@@ -91,6 +91,25 @@ class RuntimeView(NamedTuple):
     def config(self) -> Mapping[str, Any]:
         """The effective tree (secret-looking values masked by the launcher)."""
         return self.current_config() if self.current_config is not None else self.effective_config
+
+    def policy_mode(self) -> str | None:
+        """The mode of the running tree's enabled ``guardrail-policy`` row (its default
+        when it sets none), None without one."""
+        for row in _rows(self.config().get("rows", ())):
+            if row.get("name") == "guardrail-policy" and not row.get("disabled"):
+                config = row.get("config")
+                mode = config.get("mode") if isinstance(config, Mapping) else None
+                return mode if isinstance(mode, str) else "workspace"
+        return None
+
+
+def _rows(rows: Any) -> Iterator[Mapping[str, Any]]:
+    """Every row of an effective tree, group children included."""
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, Mapping):
+            yield row
+            if row.get("group"):
+                yield from _rows(row.get("config"))
 
 
 class Operations:
@@ -187,6 +206,64 @@ class Operations:
             # In the session's log like the agent's own switch, so a replay shows it too.
             self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})
         return {"mode": mode}
+
+    # -- a session's own choices -----------------------------------------------------------
+
+    async def settings(self, session_id: str) -> dict[str, Any]:
+        """``{provider, model, reasoningEffort, contextWindow, policy, policyDefault,
+        policyModes, remembered}``: what the session's next turn and tool calls use."""
+        return self._with_policy(await self.agent.settings(session_id))
+
+    async def set_model(self, session_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Switch route, model or effort for the session's next turn (each key optional;
+        null goes back to the default), checked now like ``initialize``."""
+        given = {key: params[wire] for wire, key in (
+            ("provider", "provider"), ("model", "model"),
+            ("reasoningEffort", "reasoning_effort")) if wire in params}
+        if not given:
+            raise InvalidArgumentError('give at least one of "provider", "model", '
+                                       '"reasoningEffort"')
+        return self._with_policy(await self.agent.set_model(session_id, **given))
+
+    async def set_policy(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Switch the session's policy mode (null: the profile's) from its next call on."""
+        return self._with_policy(await self.agent.set_policy(session_id, mode))
+
+    async def forget_decisions(self, session_id: str) -> dict[str, Any]:
+        """Forget the session's remembered approvals."""
+        return self._with_policy(await self.agent.forget_decisions(session_id))
+
+    def models(self) -> list[dict[str, Any]]:
+        """``[{provider, models}]``: each route and the models it names."""
+        return self.agent.catalogue()
+
+    def changes(self, session_id: str) -> dict[str, Any]:
+        """The files the session's tools wrote or edited, with their diffs."""
+        return tally.of(self._log(session_id), tally.Changes())
+
+    def usage(self, session_id: str) -> dict[str, Any]:
+        """The session's tokens, cost and context in use so far."""
+        return tally.of(self._log(session_id), tally.Usage())
+
+    async def shell(self, session_id: str, command: Any) -> dict[str, Any]:
+        """Run the user's own command with the session's shell tool; the model sees it."""
+        return await self.agent.shell(session_id, command)
+
+    def _log(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """Every event of the session, a page at a time (no lease needed)."""
+        start: int | None = 0
+        while start is not None:
+            page = self.agent.history_page(session_id, start_seq=start, limit=1000,
+                                           max_bytes=DEFAULT_PAGE_BYTES)
+            yield from page.events
+            start = page.next_seq
+
+    def _with_policy(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` with the profile's own policy mode and the modes there are."""
+        from dsh.runtime.tools.policy import MODES
+
+        return {**settings, "policyDefault": self.view.policy_mode(),
+                "policyModes": list(MODES)}
 
     def _modes(self) -> Any:
         modes = self.view.modes()

@@ -28,6 +28,7 @@ from typing import Any
 
 from dsh.core.errors import InvalidArgumentError
 from dsh.runtime.agent import blocks
+from dsh.runtime.agent.toolrun import Approval
 
 DEFAULT_PAGE_EVENTS = 1000
 """Events in a ``session/history`` page when the client names no ``limit``."""
@@ -150,3 +151,17 @@ def history_window(params: Mapping[str, Any]) -> tuple[int, int]:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise invalid('"limit" must be a positive integer')
     return start, min(limit, MAX_PAGE_EVENTS)
+
+
+def approval_answer(answer: Any) -> Approval:
+    """A client's answer to an approval request as an :class:`Approval`:
+    ``{decision: "allow" | "deny", remember?: "session", note?: str}``. Anything else, an
+    unknown ``remember`` included, denies (a client must not be taken to allow more than
+    it said)."""
+    if not isinstance(answer, Mapping) or answer.get("decision") not in ("allow", "deny"):
+        return Approval("deny")
+    remember = answer.get("remember")
+    note = answer.get("note")
+    if remember not in (None, "session") or not isinstance(note, (str, type(None))):
+        return Approval("deny")
+    return Approval(answer["decision"], remember == "session", note or "")

@@ -133,7 +133,8 @@ class ToolCall(NamedTuple):
     never answers approvals is never left hanging. ``outside`` are the real paths the
     call's path arguments reach outside the workspace root and the granted roots: the
     call runs only if it is approved (or a guardrail allows it), and then reaches exactly
-    those.
+    those. ``policy`` is the policy mode a client chose for the session (``session/policy/
+    set``), None when the policy row's own mode applies.
     """
 
     session_id: str
@@ -144,6 +145,7 @@ class ToolCall(NamedTuple):
     tool: Tool
     can_ask: bool
     outside: tuple[str, ...] = ()
+    policy: str | None = None
 
 
 class ArgumentError(InvalidArgumentError):
