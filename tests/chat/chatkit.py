@@ -26,8 +26,11 @@ WAIT = 60.0
 
 
 def scripted_patch(tmp: Path, responses: list[dict[str, Any]], *, policy: str | None = None,
-                   chunk_size: int = 16, context_window: int = 128000) -> tuple[Path, Path]:
-    """A patch making ``responses`` the model (requests recorded), and the record file."""
+                   chunk_size: int = 16, context_window: int = 128000,
+                   idle_release_s: float | None = None) -> tuple[Path, Path]:
+    """A patch making ``responses`` the model (requests recorded), and the record file;
+    with ``idle_release_s``, leases given back that soon after a session's work ends and
+    checked every 0.1 s (sessions that move between runtimes quickly)."""
     script, record = tmp / "script.yml", tmp / "requests.jsonl"
     script.write_text(yaml.safe_dump(responses, allow_unicode=True))
     rows: list[dict[str, Any]] = [
@@ -39,6 +42,10 @@ def scripted_patch(tmp: Path, responses: list[dict[str, Any]], *, policy: str | 
     ]
     if policy is not None:
         rows.append({"id": "policy", "merge": {"config": {"mode": policy}}})
+    if idle_release_s is not None:
+        rows.append({"id": "sessions", "merge": {"config": {
+            "idle_release_s": idle_release_s, "lease_heartbeat_s": 0.1,
+            "lease_expiry_s": 5}}})
     patch = tmp / "chat-patch.yml"
     patch.write_text(yaml.safe_dump(rows))
     return patch, record

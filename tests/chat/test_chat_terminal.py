@@ -8,10 +8,12 @@ what must never reach a terminal (a clipboard write, a title change).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -383,3 +385,94 @@ def test_ctrl_c_twice_on_an_empty_prompt_quits(tmp_path: Path, work: Path,
     assert t.exit_code() == 0
     assert b"again to quit" in bytes(t.raw)
     assert restored(bytes(t.raw))
+
+
+def test_an_edit_is_shown_as_the_tools_own_diff_with_its_context(
+        tmp_path: Path, work: Path, terminals: list[Terminal]) -> None:
+    (work / "app.py").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    patch, _ = scripted_patch(tmp_path, [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "app.py", "old_string": "line 5\n", "new_string": "LINE FIVE\n"}}]},
+        {"text": "edited it"}], policy="workspace")
+    t = chat(tmp_path, work, patch, rows=40)
+    terminals.append(t)
+    t.wait_for("/help")
+    t.say("change line 5")
+    shown = t.wait_for("edited it")
+    # The tool's data.diff: the hunk header and the unchanged lines around the change,
+    # which a diff made from the call's arguments cannot have.
+    assert "@@ -2,7 +2,7 @@" in shown
+    rows = shown.splitlines()
+    hunk = next(i for i, row in enumerate(rows) if "@@ -2,7 +2,7 @@" in row)
+    body = [row.strip() for row in rows[hunk + 1:hunk + 9]]
+    assert body == ["line 2", "line 3", "line 4", "-line 5", "+LINE FIVE", "line 6",
+                    "line 7", "line 8"]
+    assert "+1 -1" in shown  # the call's line counts the diff's lines
+    assert t.cells("+LINE FIVE")[1].fg != t.cells("line 3")[0].fg  # coloured by line
+    t.say("/diff")  # the session's changes: the same diff, from session/changes
+    shown = t.wait_for("1 files changed")
+    assert shown.count("@@ -2,7 +2,7 @@") == 2 and "edit_file app.py" in shown
+
+
+def _session_of(home: Path) -> str:
+    [(session_id,)] = sqlite3.connect(home / "sessions.db").execute(
+        "SELECT id FROM sessions").fetchall()
+    return session_id
+
+
+def _given_back(home: Path, session_id: str, t: Terminal) -> None:
+    """Pump the chat until nobody leases ``session_id`` (bounded, never timed)."""
+    deadline = time.monotonic() + 60
+    while sqlite3.connect(home / "sessions.db").execute(
+            "SELECT 1 FROM session_leases WHERE session_id = ?", (session_id,)).fetchone():
+        assert time.monotonic() < deadline, "the session's lease was never given back"
+        t.pump(0.05)
+
+
+def _logged(home: Path, session_id: str, kind: str) -> list[dict]:
+    rows = sqlite3.connect(home / "sessions.db").execute(
+        "SELECT body FROM events WHERE session_id = ? AND type = ? ORDER BY seq",
+        (session_id, kind)).fetchall()
+    return [json.loads(body)["data"] for (body,) in rows]
+
+
+def test_commands_on_a_session_given_back_work_and_another_runtime_can_continue_it(
+        tmp_path: Path, work: Path, terminals: list[Terminal]) -> None:
+    # Each runtime's scripted model starts its script again (per session): the chat's
+    # runtime answers twice, the terminal's once.
+    patch, _ = scripted_patch(tmp_path, [{"text": "noted"}, {"text": "noted"}],
+                              idle_release_s=0.2)
+    home = tmp_path / "home"
+    t = chat(tmp_path, work, patch, rows=40)
+    terminals.append(t)
+    t.wait_for("/help")
+    t.say("first, in the chat")
+    t.wait_for("noted")
+    session_id = _session_of(home)
+    # The runtime gave the idle session's lease back: each command takes it first.
+    _given_back(home, session_id, t)
+    t.say("/approval deny-mutating")
+    t.wait_for("approvals: deny-mutating from the next tool call")
+    _given_back(home, session_id, t)
+    t.say("!echo from-my-shell")
+    t.wait_for("[Command finished with exit code 0]")
+    assert _logged(home, session_id, "session/settings")[-1]["policy"] == "deny-mutating"
+    assert [d["command"] for d in _logged(home, session_id, "user/shell")] == [
+        "echo from-my-shell"]
+    _given_back(home, session_id, t)
+    # Another runtime continues it (a terminal's headless run): the chat is told ...
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh", "--patch", str(patch), "--profile", "headless",
+         "--session-id", session_id, "second, from a terminal"],
+        cwd=work, env={**os.environ, "DSH_HOME": str(home)}, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    t.wait_for("continued in another runtime")
+    # ... and its next message takes the session back, with what was said there.
+    t.say("third, back in the chat")
+    shown = t.wait_for(lambda s: "continuing session" in s and s.count("noted") >= 3)
+    assert "second, from a terminal" in shown
+    prompts = [d["content"][0]["text"] for d in _logged(home, session_id, "user/message")
+               if d["source"]["kind"] == "user"]
+    assert prompts == ["first, in the chat", "second, from a terminal",
+                       "third, back in the chat"]

@@ -84,6 +84,8 @@ SIGNATURES = {
     "resume_session": "(self, session_id: 'str')",
     "history": "(self, session_id: 'str', *, page_size: 'int | None' = None)",
     "moves": "(self, session_id: 'str | None' = None)",
+    "sessions": "(self, *, session_id: 'str | None' = None, workspace: 'str | None' = None, "
+                "limit: 'int | None' = None)",
 }
 
 
@@ -91,7 +93,7 @@ SIGNATURES = {
 def test_client_signatures_are_pinned(cls: type) -> None:
     assert str(inspect.signature(cls)) == SIGNATURES[cls.__name__]
     for method in ("request", "notify", "subscribe", "new_session", "resume_session",
-                   "history", "moves"):
+                   "history", "moves", "sessions"):
         text = str(inspect.signature(getattr(cls, method)))
         assert text.startswith(SIGNATURES[method]), (cls.__name__, method, text)
     public = {n for n in vars(cls) if not n.startswith("_")}

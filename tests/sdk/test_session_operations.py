@@ -10,6 +10,8 @@ What the model was sent is read back from the scripted provider's ``record`` fil
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +21,54 @@ import yaml
 from dsh.sdk import ApprovalAnswer, ApprovalRequest, ClientConfig, DshClient, JsonRpcError
 
 
-def scripted(tmp_path: Path, responses: list[dict[str, Any]]) -> tuple[Path, Path]:
-    """A patch making ``responses`` the model, and the file its requests are recorded in."""
+def scripted(tmp_path: Path, responses: list[dict[str, Any]], *,
+             idle_release_s: float | None = None) -> tuple[Path, Path]:
+    """A patch making ``responses`` the model, and the file its requests are recorded in;
+    with ``idle_release_s``, sessions whose leases are given back that soon after their
+    work ends (checked every 0.1 s)."""
     script, record = tmp_path / "script.yml", tmp_path / "requests.jsonl"
     script.write_text(yaml.safe_dump(responses))
     patch = tmp_path / "patch.yml"
-    patch.write_text(yaml.safe_dump([
+    rows: list[dict[str, Any]] = [
         {"insert": [{"id": "llm-scripted", "name": "llm-scripted",
                      "config": {"script": str(script), "record": str(record)}}]},
         {"id": "agent", "merge": {"config": {"default_route": "scripted"}}},
-    ]))
+    ]
+    if idle_release_s is not None:
+        rows.append({"id": "sessions", "merge": {"config": {
+            "idle_release_s": idle_release_s, "lease_heartbeat_s": 0.1,
+            "lease_expiry_s": 5}}})
+    patch.write_text(yaml.safe_dump(rows))
     return patch, record
+
+
+def holder(home: Path, session_id: str) -> Any:
+    """Who leases ``session_id`` in the home's store (None: nobody)."""
+    conn = sqlite3.connect(home / "sessions.db")
+    try:
+        return conn.execute("SELECT pid FROM session_leases WHERE session_id = ?",
+                            (session_id,)).fetchone()
+    finally:
+        conn.close()
+
+
+def given_back(home: Path, session_id: str, bound: float = 30.0) -> None:
+    """Wait until nobody leases ``session_id`` (bounded: a failure, never a timing)."""
+    deadline = time.monotonic() + bound
+    while holder(home, session_id) is not None:
+        assert time.monotonic() < deadline, "the session's lease was never given back"
+        time.sleep(0.05)
+
+
+def stored_events(home: Path, session_id: str) -> list[dict[str, Any]]:
+    """The session's log as the store holds it, in seq order."""
+    conn = sqlite3.connect(home / "sessions.db")
+    try:
+        rows = conn.execute("SELECT body FROM events WHERE session_id = ? ORDER BY seq",
+                            (session_id,)).fetchall()
+    finally:
+        conn.close()
+    return [json.loads(body) for (body,) in rows]
 
 
 def requests(record: Path) -> list[dict[str, Any]]:
@@ -174,10 +213,22 @@ def test_changes_usage_and_cost(tmp_path: Path, dsh_home: Path, work: Path) -> N
         session.run("change things")
         changes = session.changes()
         usage = session.usage()
+        [summary] = client.sessions(session_id=session.id)
     # The write outside the workspace was refused (no approver): not a change.
     assert changes["files"] == ["new.txt", "old.txt"]
     assert [(c["path"], c["tool"], c["turn"]) for c in changes["changes"]] == [
         ("new.txt", "write_file", 1), ("old.txt", "edit_file", 1)]
+    # Each change is the tool's own diff (data.diff): the file before and after, so an
+    # edit comes with its context lines, not only what the model's arguments said.
+    created, edited = (c["diff"] for c in changes["changes"])
+    assert created["kind"] == "add" and created["unified"] == (
+        "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n")
+    assert (edited["kind"], edited["added"], edited["removed"]) == ("update", 1, 1)
+    assert edited["unified"] == ("--- a/old.txt\n+++ b/old.txt\n@@ -1,2 +1,2 @@\n"
+                                 " alpha\n-beta\n+gamma\n")
+    # The session's summary (what a listing reads, no log) agrees with the log's sums.
+    assert summary["turns"] == 1 and summary["costUsd"] == pytest.approx(0.0015)
+    assert (summary["usage"]["inputTokens"], summary["usage"]["outputTokens"]) == (2200, 60)
     assert (work / "old.txt").read_text() == "alpha\ngamma\n"
     assert usage["inputTokens"] == 2200 and usage["outputTokens"] == 60
     assert usage["cacheHitTokens"] == 1800 and usage["reasoningTokens"] == 4
@@ -212,3 +263,74 @@ def test_models_lists_each_route_with_its_default_first(tmp_path: Path, dsh_home
     assert routes["scripted"] == ["scripted"]
     assert routes["deepseek-official"] == ["deepseek-flash", "deepseek-v4-pro"]
     assert routes["anthropic"][0] == "claude-sonnet-5-5"
+
+
+def test_a_sessions_own_choices_work_once_its_lease_was_given_back_and_are_kept(
+        tmp_path: Path, dsh_home: Path, work: Path) -> None:
+    """Every operation that writes takes the session first: parked here (its lease given
+    back after idle_release_s) or only stored (another runtime's memory never had it), it
+    works, is logged under the lease it took, and the lease is given back again."""
+    patch, record = scripted(tmp_path, [{"text": "ok"}], idle_release_s=0.2)
+    with DshClient(config(dsh_home, patch, work)) as client:
+        session = client.new_session()
+        session.run("first")
+        given_back(dsh_home, session.id)
+        assert session.set_policy("ask")["policy"] == "ask"
+        given_back(dsh_home, session.id)
+        assert session.set_model(model="switched")["model"] == "switched"
+        given_back(dsh_home, session.id)
+        assert session.forget_approvals()["remembered"] == {}
+        given_back(dsh_home, session.id)
+        ran = session.shell("echo from-the-user")
+        assert ran["output"].startswith("from-the-user\n") and not ran["isError"]
+        given_back(dsh_home, session.id)
+        settings = session.settings()
+        assert (settings["model"], settings["policy"]) == ("switched", "ask")
+        session_id = session.id
+    # Logged in the store, in order, under the leases taken for them.
+    log = stored_events(dsh_home, session_id)
+    assert [e["seq"] for e in log] == list(range(len(log)))
+    changed = [e["data"] for e in log if e["type"] == "session/settings"]
+    assert changed[-2:] == [{"policy": "ask"}, {"policy": "ask", "model": "switched"}]
+    assert [e["data"]["command"] for e in log if e["type"] == "user/shell"] == [
+        "echo from-the-user"]
+    # A runtime that never loaded it: a write restores it first, then is kept.
+    with DshClient(config(dsh_home, patch, work)) as client:
+        answer = client.request("session/policy/set", {"sessionId": session_id,
+                                                       "mode": "deny-mutating"})
+        assert (answer["model"], answer["policy"]) == ("switched", "deny-mutating")
+        given_back(dsh_home, session_id)
+        assert client.resume_session(session_id).run("second").final_text == "ok"
+    assert [r["model"] for r in requests(record)] == ["scripted", "switched"]
+    assert [e["data"] for e in stored_events(dsh_home, session_id)
+            if e["type"] == "session/settings"][-1]["policy"] == "deny-mutating"
+
+
+def test_the_listing_narrowed_to_one_session_a_workspace_or_the_latest(
+        tmp_path: Path, dsh_home: Path, work: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    patch, _ = scripted(tmp_path, [{"text": "ok"}])
+    with DshClient(config(dsh_home, patch, work)) as client:
+        ran = []
+        for cwd in (work, other, work):
+            session = client.new_session(cwd=cwd)
+            session.run(f"in {cwd.name}")
+            ran.append(session.id)
+            time.sleep(0.01)  # a later millisecond: "updated last" is then one session
+        first, elsewhere, last = ran
+        assert [s["sessionId"] for s in client.sessions()] == sorted(ran)
+        assert [s["sessionId"] for s in client.sessions(limit=2)] == [last, elsewhere]
+        here = str(work.resolve())
+        assert [s["sessionId"] for s in client.sessions(workspace=here, limit=1)] == [last]
+        assert [s["sessionId"] for s in client.sessions(workspace=here)] == sorted(
+            [first, last])
+        [one] = client.sessions(session_id=elsewhere)
+        assert (one["workspace"], one["turns"], one["title"]) == (
+            str(other.resolve()), 1, "in other")
+        assert client.sessions(session_id="no-such-session") == []
+        for bad in ({"limit": 0}, {"limit": "3"}, {"workspace": "relative/path"},
+                    {"sessionId": ""}):
+            with pytest.raises(JsonRpcError) as refused:
+                client.request("session/list", bad)
+            assert refused.value.code == -32602, bad

@@ -12,6 +12,12 @@ Messages typed while a turn runs are sent at once: the runtime queues them on th
 session (its serial queue), and they are shown as queued until their turn starts. A
 ``!command`` waits for the session to be idle (the runtime runs one thing at a time).
 
+The runtime gives an idle session's lease back after a short grace, so another runtime (a
+terminal's ``dsh headless --session-id``, the web page) can continue it; if one does, the
+runtime says ``session/moved`` and the transcript says so. The next message takes the
+session back: it is opened again (its log replayed, what was said elsewhere included),
+then sent.
+
 Ctrl+C cancels the running turn (the runtime stops the tool's process group); on an idle,
 empty editor it asks for a second press and then quits; Ctrl+D quits. Quitting shuts the
 runtime down and says how to continue the session. Textual restores the terminal however
@@ -105,6 +111,7 @@ class ChatApp(Drawing, SlashCommands, App[int]):
         self.pending_shell: list[str] = []
         self.subagents: dict[str, ToolCall] = {}
         self.running = False
+        self.moved = False  # another runtime continued the session (session/moved)
         self.handling = False
         self.ready = asyncio.Event()
         self.dead: str | None = None
@@ -292,6 +299,8 @@ class ChatApp(Drawing, SlashCommands, App[int]):
                 if problem:
                     self.say(ErrorLine(problem))
                     return
+            elif self.moved:  # take it back, with what the other runtime added to it
+                await self.open_session(self.link.session_id)
             view = UserMessage(typed, shown, queued=self.running)
             self.transcript.keep_up()
             self.say(view)

@@ -72,6 +72,7 @@ class Drawing:
     subagents: dict[str, ToolCall]
     pending_shell: list[str]
     running: bool
+    moved: bool
     handling: bool
     link: Any
     theme: str
@@ -179,6 +180,8 @@ class Drawing:
             self.say(Notice(text(f"plan:\n{shown}" if shown else "plan cleared")))
         elif kind == "mode/update":
             self.say(Notice(f"mode: {line(data.get('mode'))}"))
+        elif kind == "session/moved" and not replay:
+            self._moved(data)
         if not replay and kind not in ("assistant/delta", "assistant/reasoning-delta"):
             self.refresh_status()  # a spinner tick redraws it while deltas stream
 
@@ -230,8 +233,8 @@ class Drawing:
         elif self.answer is not None:
             await self.answer.settle()
         used = data.get("usage")
-        if isinstance(used, Mapping) and not replay:
-            self._fold_usage(used)
+        if isinstance(used, Mapping):
+            self._fold_usage(used, totals=not replay)
 
     def _retire_answers(self) -> None:
         """Answers before the last few become one widget each (:class:`SettledAnswer`)."""
@@ -243,15 +246,33 @@ class Drawing:
             self.transcript.mount(settled, after=old)
             old.remove()
 
-    def _fold_usage(self, used: Mapping[str, Any]) -> None:
+    def _fold_usage(self, used: Mapping[str, Any], *, totals: bool = True) -> None:
+        """A model call's usage: the context it filled, and (live, not in a replay, whose
+        totals come from the session's summary) the running totals."""
         s = self.status
+        if isinstance(used.get("inputTokens"), int):
+            s.context_tokens = used["inputTokens"]
+        if not totals:
+            return
         s.input_tokens += int(used.get("inputTokens") or 0)
         s.output_tokens += int(used.get("outputTokens") or 0)
         s.cache_hit_tokens += int(used.get("cacheHitTokens") or 0)
-        if isinstance(used.get("costUsd"), (int, float)):
-            s.cost_usd = (s.cost_usd or 0.0) + float(used["costUsd"])
-        if isinstance(used.get("inputTokens"), int):
-            s.context_tokens = used["inputTokens"]
+        cost = used.get("costUsd")
+        if isinstance(cost, (int, float)) and cost > 0:
+            s.cost_usd = (s.cost_usd or 0.0) + float(cost)
+
+    def _moved(self, data: Mapping[str, Any]) -> None:
+        """Another runtime continued the session this chat's runtime had given back: say
+        so; the next message takes it back (and redraws what happened there)."""
+        holder = data.get("holder")
+        where = (f" (pid {line(holder.get('pid'))} on {line(holder.get('host'))})"
+                 if isinstance(holder, Mapping) else "")
+        self.moved = True
+        self.running = False
+        self.status.running_since = None
+        self.say(Notice(text(f"this session was continued in another runtime{where}; your "
+                             "next message takes it back here, with what was said there",
+                             "italic")))
 
     def _tool_result(self, data: Mapping[str, Any]) -> None:
         message = data.get("message") or {}
@@ -262,11 +283,13 @@ class Drawing:
         if message.get("isError"):
             return
         diff = data.get("diff")
-        if isinstance(diff, Mapping) and diff.get("unified"):
-            call.diff(str(diff["unified"]), truncated=bool(diff.get("truncated")))
-        elif isinstance(diff, str) and diff:
-            call.diff(diff)
+        if isinstance(diff, Mapping):  # the tool's own diff (data.diff), context and all
+            if diff.get("unified"):
+                call.diff(str(diff["unified"]), truncated=bool(diff.get("truncated")))
+            elif diff.get("omitted"):
+                call.nest(Notice(f"not diffed: {line(diff['omitted'])}"))
         elif call.name_ in ("write_file", "edit_file"):
+            # A runtime whose tools report no diff: what the arguments say (no context).
             made = fallback_diff(call.name_, call.arguments)
             if made:
                 call.diff(made)

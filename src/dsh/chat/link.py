@@ -168,9 +168,19 @@ class Link:
             with contextlib.suppress(DshError):
                 await self.request("session/model/set", **self._choice)
 
-    async def sessions(self) -> list[dict[str, Any]]:
-        """Every stored session, as ``session/list`` has them."""
-        return await self.client.sessions()
+    async def sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """Session summaries as ``session/list`` has them (no log is read), narrowed to
+        one session, one workspace root, or the ``limit`` updated last (newest first)."""
+        return await self.client.sessions(session_id=session_id, workspace=workspace,
+                                          limit=limit)
+
+    async def summary(self) -> dict[str, Any] | None:
+        """The current session's summary (title, times, turns, usage, cost), if any."""
+        if self.session_id is None:
+            return None
+        found = await self.sessions(session_id=self.session_id)
+        return found[0] if found else None
 
     async def route_problem(self) -> str | None:
         """Why the next turn's route would fail before any request (a missing key)."""

@@ -153,10 +153,11 @@ def session_row(entry: Mapping[str, Any], now: float | None = None, *,
     row.append(f"  {age(entry.get('updatedAt'), now):>4}")
     turns = entry.get("turns")
     row.append(f"  {turns if isinstance(turns, int) else '?':>3} turns")
-    shown = f"${cost:.4f}" if isinstance(cost, (int, float)) else "-"
+    shown = f"${cost:.4f}" if isinstance(cost, (int, float)) and cost > 0 else "-"
     row.append(f"  {shown:>8}")
     row.append(f"  {line(entry.get('sessionId', ''))[:8]}", style="dim")
-    row.append(f"  {line(short_path(str(entry.get('cwd') or '')))}", style="dim")
+    where = entry.get("workspace") or entry.get("cwd") or ""
+    row.append(f"  {line(short_path(str(where)))}", style="dim")
     return row
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,9 @@ from dsh.chat.screens import SessionPicker
 from dsh.chat.status import Status, tokens
 from dsh.chat.widgets import ErrorLine, Notice, diff_text
 from dsh.core.errors import DshError
+
+PICKER_SESSIONS = 500
+"""The picker lists this many sessions, the ones updated last."""
 
 
 class SlashCommands:
@@ -133,21 +137,25 @@ class SlashCommands:
                         " from the next tool call"))
 
     async def _cost(self) -> None:
-        if self.link.session_id is None:
+        """The session's tokens and cost so far, from its summary (the store keeps it
+        current with every event: no log is read)."""
+        entry = await self.link.summary()
+        if entry is None:
             self.say(Notice("nothing spent yet: no session"))
             return
-        used = await self.link.request("session/usage")
-        self.status.take_usage(used)
-        cost = used.get("costUsd")
+        self.status.take_summary(entry)
+        used = entry.get("usage") or {}
+        cost = entry.get("costUsd")
         rows = [("input tokens", tokens(int(used.get("inputTokens") or 0))),
                 ("  cache hits", tokens(int(used.get("cacheHitTokens") or 0))),
                 ("output tokens", tokens(int(used.get("outputTokens") or 0))),
                 ("  reasoning", tokens(int(used.get("reasoningTokens") or 0))),
-                ("turns", str(used.get("turns") or 0)),
-                ("cost", f"${cost:.4f}" if isinstance(cost, (int, float))
-                 else "not priced on this route")]
-        if used.get("estimated"):
-            rows.append(("", "(some counts are estimates)"))
+                ("turns", str(entry.get("turns") or 0)),
+                ("cost", f"${cost:.4f}" if isinstance(cost, (int, float)) and cost > 0
+                 else "none reported (this route may not be priced)")]
+        if self.status.context_window:
+            rows.insert(0, ("context", f"{tokens(self.status.context_tokens or 0)} of "
+                                       f"{tokens(self.status.context_window)}"))
         self.say(Notice(text("\n".join(f"{k:<14} {v}" for k, v in rows))))
 
     async def _diff(self) -> None:
@@ -165,14 +173,15 @@ class SlashCommands:
             diff = change.get("diff")
             unified = diff.get("unified") if isinstance(diff, Mapping) else diff
             if not unified:
-                unified = "(no diff recorded for this change)"
+                why = diff.get("omitted") if isinstance(diff, Mapping) else None
+                unified = f"(not diffed: {why})" if why else "(no diff recorded for this change)"
             self.say(Static(Text.assemble((f"{line(change.get('tool'))} "
                                            f"{line(change.get('path'))}\n", "bold"),
                                           diff_text(str(unified)))))
 
     async def _pick(self) -> None:
-        listed = await self.link.sessions()
-        rows = await self._with_summaries(listed)
+        """The picker over the sessions updated last (their summaries: no log is read)."""
+        rows = await self.link.sessions(limit=PICKER_SESSIONS)
         if not rows:
             self.say(Notice("no sessions yet"))
             return
@@ -180,39 +189,23 @@ class SlashCommands:
         if chosen:
             await self.open_session(chosen)
 
-    async def _with_summaries(self, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Sessions with age, turns and cost: from the listing when the runtime gives them,
-        else from each session's usage. Newest first."""
-        rows = []
-        for entry in listed[:200]:
-            row = dict(entry)
-            if "updatedAt" not in row or "turns" not in row:
-                with contextlib.suppress(DshError):
-                    used = await self.link.client.request(
-                        "session/usage", {"sessionId": entry["sessionId"]})
-                    for key in ("updatedAt", "turns", "costUsd"):
-                        row.setdefault(key, used.get(key))
-            rows.append(row)
-        rows.sort(key=lambda r: r.get("updatedAt") or 0, reverse=True)
-        return rows
-
     async def _last_here(self) -> str | None:
-        here = os.path.realpath(self.options.cwd)
-        rows = await self._with_summaries([
-            s for s in await self.link.sessions()
-            if os.path.realpath(str(s.get("cwd") or "")) == here])
-        return str(rows[0]["sessionId"]) if rows else None
+        """The session of this workspace updated last (``--continue``), as headless's
+        ``--continue`` finds it: one narrowed listing of the workspace root."""
+        found = await self.link.sessions(workspace=os.path.realpath(self.options.cwd),
+                                         limit=1)
+        return str(found[0]["sessionId"]) if found else None
 
     async def open_session(self, session_id: str) -> None:
         """Continue ``session_id``: its transcript drawn again, then live."""
         await self.link.resume(session_id)
+        self.moved = False
         await self.transcript.remove_children()
         self.calls.clear()
         self.status = Status(workspace=str(self.options.cwd), sandbox=self.status.sandbox)
-        events: list[dict[str, Any]] = []
+        events: deque[dict[str, Any]] = deque(maxlen=MAX_REPLAY_EVENTS)
         async for event in self.link.client.history(session_id):
             events.append(event)
-            del events[:-MAX_REPLAY_EVENTS]
         for event in events:
             await self.event(event, replay=True)
         await self._settle()
@@ -243,6 +236,9 @@ class SlashCommands:
         self.refresh_status()
 
     async def _refresh_usage(self) -> None:
+        """The status line's totals from the session's summary (compactions included)."""
         with contextlib.suppress(DshError):
-            self.status.take_usage(await self.link.request("session/usage"))
+            entry = await self.link.summary()
+            if entry is not None:
+                self.status.take_summary(entry)
         self.refresh_status()

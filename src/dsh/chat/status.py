@@ -41,17 +41,16 @@ class Status:
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def take_usage(self, usage: dict[str, Any]) -> None:
-        """Fold in a ``session/usage`` answer."""
-        self.input_tokens = int(usage.get("inputTokens") or 0)
-        self.output_tokens = int(usage.get("outputTokens") or 0)
-        self.cache_hit_tokens = int(usage.get("cacheHitTokens") or 0)
-        cost = usage.get("costUsd")
-        self.cost_usd = float(cost) if isinstance(cost, (int, float)) else None
-        if isinstance(usage.get("contextTokens"), int):
-            self.context_tokens = usage["contextTokens"]
-        if isinstance(usage.get("contextWindow"), int):
-            self.context_window = usage["contextWindow"]
+    def take_summary(self, entry: dict[str, Any]) -> None:
+        """Fold in the session's summary (its ``session/list`` entry): the tokens and cost
+        of every model call so far, compactions included. A cost of 0 is none reported
+        (an unpriced route reports none), not shown."""
+        used = entry.get("usage") if isinstance(entry.get("usage"), dict) else {}
+        self.input_tokens = int(used.get("inputTokens") or 0)
+        self.output_tokens = int(used.get("outputTokens") or 0)
+        self.cache_hit_tokens = int(used.get("cacheHitTokens") or 0)
+        cost = entry.get("costUsd")
+        self.cost_usd = float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
 
     def take_settings(self, settings: dict[str, Any]) -> None:
         """Fold in a ``session/settings/get`` answer."""

@@ -240,9 +240,16 @@ class AsyncDshClient:
         await self.request("session/resume", {"sessionId": session_id})
         return AsyncSession(self, session_id)
 
-    async def sessions(self) -> list[dict[str, Any]]:
-        """Every session the runtime knows (``session/list``), sorted by id."""
-        return _list(await self.request("session/list"), "sessions")
+    async def sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """Every session the runtime knows (``session/list``), sorted by id, each with its
+        summary (title, times, turns, workspace, usage, cost: no log is read). Narrowed:
+        ``session_id`` that one only, ``workspace`` the sessions of that workspace root,
+        ``limit`` the ones updated last, newest first."""
+        narrow = {key: value for key, value in (("sessionId", session_id),
+                                                ("workspace", workspace), ("limit", limit))
+                  if value is not None}
+        return _list(await self.request("session/list", narrow or None), "sessions")
 
     async def history(self, session_id: str, *,
                       page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:

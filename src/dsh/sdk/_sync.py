@@ -332,10 +332,13 @@ class DshClient:
         engine, client = self._client("session")
         return Session(engine, engine.run(client.resume_session(session_id), "session"))
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every session the runtime knows, sorted by id."""
+    def sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+        """Every session the runtime knows, sorted by id, or narrowed (see
+        :meth:`AsyncDshClient.sessions`)."""
         engine, client = self._client("sessions")
-        return engine.run(client.sessions(), "sessions")
+        return engine.run(client.sessions(session_id=session_id, workspace=workspace,
+                                          limit=limit), "sessions")
 
     def models(self) -> list[dict[str, Any]]:
         """Each provider route and the models it names (``models/list``)."""

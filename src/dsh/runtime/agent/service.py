@@ -231,11 +231,15 @@ class Agent:
         except NotADirectoryError as exc:
             raise InvalidArgumentError(str(exc)) from None
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
         """The listing entries of live and stored sessions, sorted by id:
         ``{sessionId, cwd, workspace, status, title, createdAt, updatedAt, turns, usage,
-        costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read)."""
-        return self._sessions.listing()
+        costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read); narrowed
+        to one session, one workspace root, or the ``limit`` updated last (newest first)
+        as :meth:`.sessiontable.SessionTable.listing` says."""
+        return self._sessions.listing(session_id=session_id, workspace=workspace,
+                                      limit=limit)
 
     def latest_session(self, workspace: str) -> str | None:
         """The stored session of workspace root ``workspace`` (a real path) updated last,

@@ -144,10 +144,12 @@ class Operations:
         """Restore a persisted session; missing or busy sessions fail."""
         await self.agent.resume(session_id)
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, narrow: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Every known session, sorted by id, with its summary (title, times, turns,
-        workspace, usage, cost)."""
-        return self.agent.list_sessions()
+        workspace, usage, cost); ``narrow`` (a request's ``sessionId``, ``workspace``,
+        ``limit``: :func:`.validation.listing_filter`) keeps one session, one workspace's,
+        or the ones updated last, newest first."""
+        return self.agent.list_sessions(**validation.listing_filter(narrow or {}))
 
     def live_events(self, session_id: str) -> list[dict[str, Any]]:
         """Every event of a session live in this runtime (SessionNotFoundError otherwise):

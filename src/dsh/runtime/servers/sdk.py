@@ -66,7 +66,9 @@ client -> server requests
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
       url, headers: [{name, value}]}]  (ACP's shape; needs an mcp-servers row)
   session/cancel {sessionId} -> {cancelled}
-  session/resume {sessionId} -> {}           session/list -> {sessions}
+  session/resume {sessionId} -> {}
+  session/list {sessionId?, workspace?, limit?} -> {sessions}   (summaries; sorted by id,
+      or with limit the ones updated last, newest first)
   session/history {sessionId, cursor?, limit?} -> {events, nextCursor}  (pages of at
       most limit events, default 1000, and 4 MiB; nextCursor null at the end)
   session/working-directory/get {sessionId}
@@ -332,8 +334,9 @@ class SdkProtocol:
         return {"cwd": self._agent.set_cwd(session_id, path)}
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
-        """Every known session, sorted by id."""
-        return {"sessions": self._ops.list_sessions()}
+        """Every known session, sorted by id (or narrowed: ``sessionId``, ``workspace``,
+        ``limit`` newest first)."""
+        return {"sessions": self._ops.list_sessions(_object(params))}
 
     async def compact(self, params: Params | None) -> dict[str, Any]:
         """Summarise the session's older history now (idle sessions only)."""

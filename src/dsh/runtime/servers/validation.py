@@ -15,7 +15,8 @@ stored or sent, or a turn that dies. What is checked:
   string; ``cwd`` an existing absolute directory; content blocks known types holding
   what their type says (:mod:`dsh.runtime.agent.blocks`).
 * **Paging.** ``session/history``'s ``cursor`` (what the previous page answered as
-  ``nextCursor``) and ``limit``.
+  ``nextCursor``) and ``limit``; ``session/list``'s narrowing (``sessionId``,
+  ``workspace``, ``limit``).
 """
 
 from __future__ import annotations
@@ -151,6 +152,27 @@ def history_window(params: Mapping[str, Any]) -> tuple[int, int]:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise invalid('"limit" must be a positive integer')
     return start, min(limit, MAX_PAGE_EVENTS)
+
+
+def listing_filter(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The narrowing of a ``session/list`` request, as keywords of
+    :meth:`~dsh.runtime.agent.service.Agent.list_sessions`: ``sessionId`` (one session),
+    ``workspace`` (an absolute path; the sessions whose workspace root is its real path)
+    and ``limit`` (a positive integer: that many updated last, newest first), each
+    optional."""
+    found: dict[str, Any] = {"session_id": string(params, "sessionId", required=False)}
+    workspace = string(params, "workspace", required=False)
+    if workspace is not None:
+        if "\0" in workspace or not os.path.isabs(workspace):
+            raise invalid(f'"workspace" must be an absolute path: {workspace!r}')
+        workspace = os.path.realpath(workspace)
+    found["workspace"] = workspace
+    limit = params.get("limit")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                              or limit < 1):
+        raise invalid('"limit" must be a positive integer')
+    found["limit"] = limit
+    return found
 
 
 def approval_answer(answer: Any) -> Approval:

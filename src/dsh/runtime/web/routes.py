@@ -140,7 +140,15 @@ class WebApi:
     # -- sessions ------------------------------------------------------------------------
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self.ops.list_sessions()})
+        """The sessions' summaries, narrowed by ``?sessionId=&workspace=&limit=``."""
+        query = request.query_params
+        narrow: dict[str, Any] = {k: query[k] for k in ("sessionId", "workspace")
+                                  if query.get(k)}
+        if "limit" in query:
+            text = query["limit"]
+            digits = text.isascii() and text.isdigit() and len(text) < 10
+            narrow["limit"] = int(text) if digits else -1
+        return JSONResponse({"sessions": self.ops.list_sessions(narrow)})
 
     async def new_session(self, request: Request) -> Response:
         cwd = validation.string(await self._body(request, optional=True), "cwd",
@@ -183,8 +191,8 @@ class WebApi:
         since = _since(request)
         history = await self._live_history(session_id)
         sub = self.hub.subscribe(session_id)  # no await between reading history and this
-        status = next((s.get("status") for s in self.ops.list_sessions()
-                       if s["sessionId"] == session_id), "idle")
+        status = next((s.get("status") for s in self.ops.list_sessions(
+            {"sessionId": session_id})), "idle")
         waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
 
         async def stream() -> AsyncIterator[bytes]:
