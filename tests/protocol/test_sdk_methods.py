@@ -7,6 +7,7 @@ these tests need; the real agent is driven end to end by the process and snapsho
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -76,7 +77,8 @@ class StandInAgent:
         self.cwds[session_id] = path
         return path
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, **narrow: Any) -> list[dict[str, Any]]:
+        self.calls.append(("list_sessions", narrow))
         return [{"sessionId": s, "cwd": c} for s, c in sorted(self.cwds.items())]
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
@@ -260,6 +262,10 @@ def test_session_methods(tmp_path: Path) -> None:
         assert (await client.call("session/cancel", wd))["result"] == {"cancelled": True}
         assert (await client.call("session/list"))["result"] == {
             "sessions": [{"sessionId": "s-new", "cwd": "/tmp"}]}
+        await client.call("session/list", {"workspace": "/tmp/", "limit": 2})
+        assert [c[1] for c in agent.calls if c[0] == "list_sessions"] == [
+            {"session_id": None, "workspace": None, "limit": None},
+            {"session_id": None, "workspace": os.path.realpath("/tmp"), "limit": 2}]
         assert (await client.call("session/history", wd))["result"] == {
             "events": [{"type": "turn/start", "seq": 0}], "nextCursor": "1"}
         assert (await client.call("session/history", {**wd, "cursor": "1", "limit": 50_000}))[
