@@ -38,11 +38,13 @@ DELTA = Metric(
     "chat_delta_render", "ms", "<", 1.0,
     about="One streamed `assistant/delta` (16 characters) of a 48 kB markdown answer "
           "(headings, paragraphs, lists, tables, code) through the chat's event handler and "
-          "its markdown widget, the event loop running between deltas as it does when they "
-          "come from the runtime, frames composed (at most 30 a second): the wall time of "
-          "3,000 deltas, to the last one drawn, over 3,000.",
-    changes="Textual's markdown streaming and compositor, the answer's shape, CPU speed and "
-            "load. Target 1 ms a delta (issue 31).")
+          "its answer widget (dsh.chat.answer: parts of a few blocks, only the live one "
+          "drawn again), the event loop running between deltas as it does when they come "
+          "from the runtime, frames composed (at most 30 a second): the wall time of 3,000 "
+          "deltas, to the last one drawn, over 3,000.",
+    changes="The answer's parts (how many blocks one holds), rich's markdown rendering and "
+            "Textual's compositor, the answer's shape, CPU speed and load. Target 1 ms a "
+            "delta (issue 31).")
 MEMORY = Metric(
     "chat_memory_1000_messages", "MB", "<", 150,
     about="Resident memory of the chat's process after a session of 1,000 messages (500 "

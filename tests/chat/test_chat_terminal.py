@@ -398,10 +398,9 @@ def test_an_edit_is_shown_as_the_tools_own_diff_with_its_context(
     terminals.append(t)
     t.wait_for("/help")
     t.say("change line 5")
-    shown = t.wait_for("edited it")
     # The tool's data.diff: the hunk header and the unchanged lines around the change,
     # which a diff made from the call's arguments cannot have.
-    assert "@@ -2,7 +2,7 @@" in shown
+    shown = t.wait_for(lambda s: "edited it" in s and "@@ -2,7 +2,7 @@" in s)
     rows = shown.splitlines()
     hunk = next(i for i, row in enumerate(rows) if "@@ -2,7 +2,7 @@" in row)
     body = [row.strip() for row in rows[hunk + 1:hunk + 9]]

@@ -44,6 +44,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
 from dsh.chat import attach, commands
+from dsh.chat.answer import Answer, SettledAnswer
 from dsh.chat.composer import Composer
 from dsh.chat.drawing import Drawing, Transcript
 from dsh.chat.history import History
@@ -54,7 +55,6 @@ from dsh.chat.screens import ApprovalPrompt
 from dsh.chat.slash import SlashCommands
 from dsh.chat.status import Status, render, sandbox_of, short_path
 from dsh.chat.widgets import (
-    Answer,
     ErrorLine,
     Notice,
     Reasoning,
@@ -144,6 +144,7 @@ class ChatApp(Drawing, SlashCommands, App[int]):
             # terminal is restored and the runtime shut down, with the signal's exit code.
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, self._signalled, signum)
+        self.theme_changed_signal.subscribe(self, self._restyle)
         self.run_worker(self._consume(), name="events", exclusive=False)
         self.run_worker(self._boot(), name="boot", exclusive=False)
 
@@ -203,6 +204,13 @@ class ChatApp(Drawing, SlashCommands, App[int]):
         else:
             self.transcript.mount(widget)
         return widget
+
+    def _restyle(self, _theme: Any) -> None:
+        """Answers are drawn in the theme's colours: draw them again in the new ones."""
+        for answer in self.query(Answer):
+            answer.restyle()
+        for settled in self.query(SettledAnswer):
+            settled.restyle()
 
     def refresh_status(self) -> None:
         self.status.session_id = self.link.session_id

@@ -18,15 +18,13 @@ from typing import Any
 from rich.text import Text
 from textual.containers import VerticalScroll
 
+from dsh.chat.answer import LIVE_ANSWERS, Answer, SettledAnswer
 from dsh.chat.safety import line, text
 from dsh.chat.status import Status, tokens
 from dsh.chat.widgets import (
-    LIVE_ANSWERS,
-    Answer,
     ErrorLine,
     Notice,
     Reasoning,
-    SettledAnswer,
     ToolCall,
     UserMessage,
     fallback_diff,
@@ -139,7 +137,7 @@ class Drawing:
         elif kind == "assistant/delta" and not replay:
             if self.answer is None:
                 self.answer = Answer()
-                self.say(self.answer)
+                await self.transcript.mount(self.answer)  # its parts take text once mounted
             self.answer.add(str(data.get("text", "")))
         elif kind == "assistant/retry" and not replay:
             if self.answer is not None:
@@ -222,7 +220,7 @@ class Drawing:
             self.reasoning_since = None
         if final:
             if self.answer is None and replay:
-                self.say(SettledAnswer(final, light=self.theme == "textual-light"))
+                self.say(SettledAnswer(final))
             elif self.answer is None:
                 self.answer = Answer(final)
                 self.say(self.answer)
@@ -242,7 +240,7 @@ class Drawing:
         for old in live[:-LIVE_ANSWERS]:
             if old is self.answer:
                 continue
-            settled = SettledAnswer(old.text, light=self.theme == "textual-light")
+            settled = SettledAnswer(old.text)
             self.transcript.mount(settled, after=old)
             old.remove()
 

@@ -11,7 +11,8 @@ Markdown needs more than cleaning its source: the parser decodes character refer
 (``&#27;`` is ESC, ``&#x9b;`` an 8-bit CSI) and percent-decodes nothing it shows, so a
 source free of controls can still produce them. :class:`SafeMarkdownIt` cleans what the
 parser made (every token's text, its children, and its attributes: a link's ``href`` and
-``title``, a fence's ``info``) before the renderer sees it.
+``title``, a fence's ``info``) before the renderer sees it; the chat draws markdown from
+its tokens only (:mod:`dsh.chat.mdview`, Textual's Markdown for ``/help``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rich.text import Text
 
 from dsh.core.termtext import visible
 
-__all__ = ["SafeMarkdownIt", "clean", "line", "markdown_parser", "rich_markdown", "text"]
+__all__ = ["SafeMarkdownIt", "clean", "line", "markdown_parser", "text"]
 
 
 def clean(value: Any) -> str:
@@ -64,17 +65,6 @@ def _scrub(tokens: Iterable[Token]) -> None:
                            for k, v in token.attrs.items()}
         if token.children:
             _scrub(token.children)
-
-
-def rich_markdown(source: str, *, code_theme: str = "monokai") -> Any:
-    """``source`` as rich's Markdown renderable (one widget's worth, where Textual's
-    Markdown makes a widget per block), its tokens cleaned like :class:`SafeMarkdownIt`'s.
-    Links are not made terminal hyperlinks."""
-    from rich.markdown import Markdown
-
-    rendered = Markdown(clean(source), code_theme=code_theme, hyperlinks=False)
-    _scrub(rendered.parsed)
-    return rendered
 
 
 def markdown_parser() -> MarkdownIt:

@@ -1,9 +1,8 @@
 """The pieces of the transcript: messages, reasoning, tool calls, diffs, errors, notices.
 
 Each is a Textual widget fed by the app from the session's events. Foreign text enters
-only through :mod:`dsh.chat.safety` (cleaned, never markup); the answer is markdown
-rendered by Textual's Markdown widget over :func:`dsh.chat.safety.markdown_parser`,
-streamed as deltas arrive.
+only through :mod:`dsh.chat.safety` (cleaned, never markup); the answer, markdown
+streamed as deltas arrive, is :mod:`dsh.chat.answer`'s.
 """
 
 from __future__ import annotations
@@ -16,17 +15,14 @@ from typing import Any
 from rich.text import Text
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Collapsible, Markdown, Static
+from textual.widget import Widget
+from textual.widgets import Collapsible, Static
 
-from dsh.chat.safety import clean, line, markdown_parser, rich_markdown, text
+from dsh.chat.safety import clean, line, text
 
 RESULT_SHOWN_CHARS = 8000
 """A tool result is shown up to this many characters when opened (the rest is said)."""
 DIFF_SHOWN_LINES = 400
-LIVE_ANSWERS = 3
-"""Answers kept as Textual markdown widgets; older ones become :class:`SettledAnswer`."""
-FRAME_S = 1 / 30
-"""How often a streaming answer is redrawn at most."""
 ARG_KEYS = ("command", "path", "file_path", "pattern", "url", "query", "cd", "task",
             "prompt", "description", "name", "id")
 """The argument that says most about a call, first found first."""
@@ -94,72 +90,6 @@ class UserMessage(Static):
             self._queued = False
             self._said.right_crop(len("  (queued)"))
             self.update(self._said)
-
-
-class Answer(Markdown):
-    """The model's answer, rendered as markdown while it streams.
-
-    Deltas are only collected as they arrive; the markdown is brought up to date at most
-    :data:`FRAME_S` apart (and when the answer settles), so drawing costs one parse of
-    the new tail and one layout per frame however many deltas came in it.
-    """
-
-    DEFAULT_CSS = "Answer { margin: 0 0 1 0; padding: 0; background: transparent; }"
-
-    def __init__(self, markdown: str = "") -> None:
-        super().__init__(markdown, parser_factory=markdown_parser)
-        self.text = markdown
-        self._shown = len(markdown)
-        self._stream: Any = None
-        self._timer: Any = None
-
-    def add(self, delta: str) -> None:
-        """Take a streamed piece (drawn with the next frame)."""
-        self.text += delta
-        if self._timer is None and self.is_mounted:
-            self._timer = self.set_interval(FRAME_S, self._flush)
-
-    async def _flush(self) -> None:
-        if self._shown >= len(self.text):
-            return
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self)
-        fresh, self._shown = self.text[self._shown:], len(self.text)
-        await self._stream.write(fresh)
-
-    async def settle(self, final: str | None = None) -> None:
-        """The answer is complete: draw what is left; re-render if ``final`` differs."""
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        await self._flush()
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        if final is not None and final != self.text:
-            self.text = final
-            self._shown = len(final)
-            await self.update(final)
-
-    async def reset(self) -> None:
-        """Drop what streamed (the runtime asks the model again)."""
-        await self.settle()
-        self.text = ""
-        self._shown = 0
-        await self.update("")
-
-
-class SettledAnswer(Static):
-    """An answer no longer streaming, drawn by rich's markdown renderer in one widget:
-    what the transcript keeps of earlier turns, so a long session costs a widget an
-    answer, not one a block (:data:`LIVE_ANSWERS` stay :class:`Answer`)."""
-
-    DEFAULT_CSS = "SettledAnswer { margin: 0 0 1 0; }"
-
-    def __init__(self, markdown: str, *, light: bool = False) -> None:
-        self.text = markdown
-        super().__init__(rich_markdown(markdown, code_theme="friendly" if light
-                                       else "monokai"))
 
 
 class Reasoning(Collapsible):
@@ -332,6 +262,17 @@ class ToolCall(Collapsible):
             took = time.monotonic() - self.started
             self.title = self._headline(f"✓ +{added} -{removed}  {took:.1f}s", "green")
         return view
+
+    def scroll_visible(self, *args: Any, **kwargs: Any) -> None:
+        """Opening a call (a click, or its diff shown) reveals it, unless the transcript
+        follows the output: then the end stays in view. Revealing would let go of the
+        end (Textual releases the anchor of a container scrolled for a widget), and what
+        comes next would be drawn out of sight."""
+        following = next((a for a in self.ancestors if isinstance(a, Widget)
+                          and a.is_anchored), None)
+        if following is not None and following.is_vertical_scroll_end:
+            return
+        super().scroll_visible(*args, **kwargs)
 
     def nest(self, widget: Any) -> None:
         """A sub-agent's or job's event, under this call."""
