@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from markdown_it.token import Token
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import BlockQuote, ListItem, Markdown, TableElement
@@ -131,6 +132,16 @@ class _Item(ListItem):
             yield Segment.line()
 
 
+def _unlink_autolinks(tokens: list[Token]) -> None:
+    """``<https://…>`` as its address once: rich would write a link's text and then its
+    address, the same twice."""
+    for token in tokens:
+        if token.children:
+            token.children = [child for child in token.children
+                              if not (child.type in ("link_open", "link_close")
+                                      and child.markup == "autolink")]
+
+
 class ChatMarkdown(Markdown):
     """``source`` drawn in ``look``; ``after``: the type of the block that ended the part
     before this one (None: this is the first)."""
@@ -142,9 +153,13 @@ class ChatMarkdown(Markdown):
         super().__init__("", code_theme=look.code_theme, hyperlinks=False)
         self.markup = source
         self.parsed = _PARSER.parse(source)
+        _unlink_autolinks(self.parsed)
         self.look = look
         first = next((t.type for t in self.parsed if t.level == 0), None)
-        self.lead = after not in (None, "hr") and first in LEAF_BLOCKS
+        # A heading opening an answer is set off from what came before it, as a heading
+        # is inside one (rich would start it on the first line).
+        self.lead = (after not in (None, "hr") and first in LEAF_BLOCKS) or (
+            after is None and first == "heading_open")
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         console.push_theme(self.look.theme)

@@ -68,6 +68,8 @@ def _scrub(tokens: Iterable[Token]) -> None:
 
 
 def markdown_parser() -> MarkdownIt:
-    """The parser the chat's Markdown widgets use: GitHub-like (tables, strikethrough),
-    cleaned (:class:`SafeMarkdownIt`). Raw HTML is shown as text, never interpreted."""
-    return SafeMarkdownIt("gfm-like", {"html": False})
+    """The parser the chat's markdown is read with: GitHub-like (tables, strikethrough),
+    cleaned (:class:`SafeMarkdownIt`). Raw HTML is shown as text, never interpreted. Bare
+    addresses are not made links: a file name such as ``setup.py`` or ``main.rs`` reads
+    as a domain, and a terminal finds a real URL in the text by itself."""
+    return SafeMarkdownIt("gfm-like", {"html": False, "linkify": False})
