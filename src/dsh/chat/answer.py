@@ -87,8 +87,8 @@ class Answer(Widget):
     def __init__(self, markdown: str = "") -> None:
         pieces = split(markdown)
         super().__init__(*(AnswerPart(text, after=after) for text, after in pieces))
-        self.text = markdown
-        self._shown = len(markdown)
+        self._drawn = markdown  # what the parts hold
+        self._pending: list[str] = []  # deltas since (joined once a frame, not each)
         # The live part's text, where its last block starts in it, and how many of its
         # blocks came before that one.
         self._live = pieces[-1][0]
@@ -101,9 +101,14 @@ class Answer(Widget):
         """The answer's parts, in order."""
         return [child for child in self.children if isinstance(child, AnswerPart)]
 
+    @property
+    def text(self) -> str:
+        """The answer so far."""
+        return self._drawn + "".join(self._pending)
+
     def add(self, delta: str) -> None:
         """Take a streamed piece (drawn with the next frame)."""
-        self.text += delta
+        self._pending.append(delta)
         if self._timer is None and self.is_mounted:
             self._timer = self.set_interval(FRAME_S, self._frame)
 
@@ -114,9 +119,11 @@ class Answer(Widget):
     async def _flush(self) -> None:
         """Bring the live part up to date with what arrived since the last frame."""
         async with self._lock:
-            if self._shown >= len(self.text):
+            if not self._pending:
                 return
-            fresh, self._shown = self.text[self._shown:], len(self.text)
+            fresh = "".join(self._pending)
+            self._pending.clear()
+            self._drawn += fresh
             keep, more = self._cut(fresh)
             if keep:
                 self.parts[-1].append(keep)
@@ -172,7 +179,7 @@ class Answer(Widget):
             pieces = split(markdown)
             await self.remove_children()
             await self.mount_all([AnswerPart(text, after=after) for text, after in pieces])
-            self.text, self._shown = markdown, len(markdown)
+            self._drawn, self._pending = markdown, []
             self._live = pieces[-1][0]
             self._tail_at, self._finished = _tail(self._live)
 

@@ -20,6 +20,8 @@ from textual.widgets import Collapsible, Static
 
 from dsh.chat.safety import clean, line, text
 
+FRAME_S = 1 / 30
+"""How often streamed reasoning is redrawn at most."""
 RESULT_SHOWN_CHARS = 8000
 """A tool result is shown up to this many characters when opened (the rest is said)."""
 DIFF_SHOWN_LINES = 400
@@ -103,20 +105,41 @@ class Reasoning(Collapsible):
 
     def __init__(self) -> None:
         self.body = Static(Text(""), classes="reasoning-body")
-        self.text = ""
+        self._said = ""
+        self._pending: list[str] = []
+        self._timer: Any = None
         super().__init__(self.body, title=Content("thinking…"), collapsed=True)
 
+    @property
+    def text(self) -> str:
+        """The reasoning so far."""
+        return self._said + "".join(self._pending)
+
     def add(self, delta: str) -> None:
-        """Append a streamed piece of reasoning; the folded line shows its last words."""
-        self.text += delta
-        self.body.update(text(self.text, "dim italic"))
-        last = " ".join(self.text.split())[-70:]
+        """Take a streamed piece of reasoning; the folded line shows its last words from
+        the next frame on (deltas are only collected: a long reasoning costs a redraw a
+        frame, not one a delta)."""
+        self._pending.append(delta)
+        if self._timer is None and self.is_mounted:
+            self._timer = self.set_interval(FRAME_S, self._flush)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        self._said += "".join(self._pending)
+        self._pending.clear()
+        self.body.update(text(self._said, "dim italic"))
+        last = " ".join(self._said[-400:].split())[-70:]
         self.title = Content.styled(f"thinking… {line(last)}", "italic")
 
     def done(self, seconds: float | None = None) -> None:
         """Reasoning finished."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._flush()
         took = f" for {seconds:.1f}s" if seconds is not None else ""
-        words = len(self.text.split())
+        words = len(self._said.split())
         self.title = Content.styled(f"thought{took} ({words} words)", "italic")
 
 
