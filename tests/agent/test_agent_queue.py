@@ -148,6 +148,32 @@ def test_cancel_leaves_queued_prompts_to_run(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_cancel_before_the_turn_starts_cancels_the_latest_prompt_only(tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "first ran"}, {"text": "third ran"}])
+
+    async def scenario() -> None:
+        async with Booted(rows(script)) as b:
+            await b.agent.new_session(session_id="s1")
+            await b.agent.prompt("s1", text("first"))
+            second = await b.agent.prompt("s1", text("second"))
+            # No turn has started yet: the cancel is the latest prompt's.
+            assert await b.agent.cancel("s1") is True
+            assert await b.agent.cancel("s1") is False  # already cancelled
+            await b.idle("s1")
+            await b.agent.prompt("s1", text("third"))
+            await b.idle("s1", 2)
+            kinds = [d["reason"]["kind"] for d in b.of("s1", "turn/end")]
+            assert kinds == ["completed", "cancelled", "completed"]
+            answers = [d["message"]["content"][0]["text"]
+                       for d in b.of("s1", "assistant/message")]
+            assert answers == ["first ran", "third ran"]
+            asked = [m["id"] for m in b.of("s1", "user/message")
+                     if m["source"]["kind"] == "user"]
+            assert second not in asked  # the model never saw the cancelled prompt
+
+    asyncio.run(scenario())
+
+
 def test_dispose_cancels_running_turns(tmp_path: Path) -> None:
     script = write_script(tmp_path, [SLOW])
 

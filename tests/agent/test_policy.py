@@ -19,9 +19,10 @@ from dsh.runtime.tools.working_directory import WorkingDirectory
 
 def call(tool: Any, can_ask: bool = False, **arguments: Any) -> ToolCall:
     """The call as the agent builds it: path arguments judged against the root (the cwd)."""
-    reached = confine.reach(Boundary.at(os.getcwd()), os.getcwd(), tool, arguments)
+    boundary = Boundary.at(os.getcwd())
+    reached = confine.reach(boundary, os.getcwd(), tool, arguments)
     return ToolCall("s", "c1", tool.name, arguments, os.getcwd(), tool, can_ask,
-                    outside=reached.outside)
+                    outside=reached.outside, root=boundary.root)
 
 
 @pytest.mark.parametrize(("mode", "tool", "args", "expected"), [
@@ -49,8 +50,10 @@ def test_a_symlink_out_of_the_workspace_is_outside() -> None:
     Path("out").symlink_to(Path.cwd().parent)
     decision, reason = decide("workspace", call(NoteTool(), path="out/x.txt"))
     assert decision is Decision.ASK
-    assert reason == ("'write_note' reaches outside the workspace root "
-                      f"({Path.cwd().parent / 'x.txt'})")
+    # The path reached, then the root it lies outside of: each named as what it is (the
+    # message used to put the path where the root belongs, "outside the root (PATH)").
+    assert reason == (f"'write_note' reaches {Path.cwd().parent.resolve() / 'x.txt'}, "
+                      f"outside the workspace root {Path.cwd().resolve()}")
 
 
 def test_unattended_asks_follow_the_config() -> None:

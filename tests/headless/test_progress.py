@@ -51,6 +51,8 @@ def test_long_values_are_clipped_and_quiet_events_skipped() -> None:
     assert progress.line({"type": "step/start", "data": {}}) is None
     assert progress.line({"type": "error", "data": {"message": "hook failed"}}) == \
         "! hook failed"
+    assert progress.line({"type": "warning", "data": {"message": "names collide"}}) == \
+        "! warning: names collide"
 
 
 def test_everything_from_elsewhere_is_shown_not_obeyed() -> None:

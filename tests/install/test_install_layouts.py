@@ -169,6 +169,19 @@ def test_the_sdk_and_the_frozen_runtime_need_nothing_else(
     assert answer.stdout.strip()
     info = json.loads(fresh.dsh("info", "--json").stdout)
     assert [c["id"] for c in info["data"]["carriers"] if c["current"]] == ["exe"]
+    # The python carrier is not here (dsh plugin refuses, below), and info says so; the
+    # doctor finds nothing wrong with an install of one carrier (strict included).
+    carriers = {c["id"]: c for c in info["data"]["carriers"]}
+    assert carriers["exe"]["available"] and not carriers["python"]["available"]
+    assert carriers["python"]["frozen"] is True
+    assert "  python: not available in the frozen runtime\n" in fresh.dsh("info").stdout
+    doctor = json.loads(fresh.dsh("doctor", "--json").stdout)
+    checks = {c["id"]: c for c in doctor["data"]["checks"]}
+    assert checks["carrier.python"] == {
+        "id": "carrier.python", "status": "ok",
+        "message": "not available in the frozen runtime, which runs dsh here; `dsh plugin` "
+                   "needs it (pip install 'dsh-harness[python]')"}
+    assert checks["carrier.exe"]["status"] == "ok"
 
     session = fresh.sdk_session()
     assert (session["carrier"], session["source"]) == ("exe", "dsh_runtime_bin")

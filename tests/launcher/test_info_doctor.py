@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 RunDsh = Callable[..., subprocess.CompletedProcess[str]]
 ENVELOPE = ["command", "data", "error", "ok", "profile", "schema_version"]
 
@@ -89,6 +91,30 @@ def test_doctor_json_on_a_fresh_home(run_dsh: RunDsh, dsh_home: Path, tmp_path: 
     again = run_dsh("doctor", "--json", env={"DSH_HOME": str(fresh)})
     assert again.stdout == proc.stdout
 
+
+
+def test_an_install_without_the_optional_frozen_runtime_passes_strict(
+        run_dsh: RunDsh, dsh_home: Path) -> None:
+    """The python carrier runs dsh here, so the frozen runtime missing is no fault:
+    ``doctor --strict`` used to fail every such install (``carrier.exe`` was a warning)."""
+    import importlib.util
+
+    if importlib.util.find_spec("dsh_runtime_bin") is not None:
+        pytest.skip("dsh-runtime-bin is installed here: both carriers are available")
+    proc = run_dsh("doctor", "--json")
+    checks = {c["id"]: c for c in check_doctor_document(proc, "sdk")["data"]["checks"]}
+    assert checks["carrier.exe"] == {
+        "id": "carrier.exe", "status": "ok",
+        "message": "dsh-runtime-bin not installed (optional: the python carrier runs dsh "
+                   "here; pip install 'dsh-harness[runtime]' adds the frozen runtime)"}
+    assert checks["carrier.python"] == {"id": "carrier.python", "status": "ok",
+                                        "message": "available"}
+    strict = run_dsh("doctor", "--strict")
+    others = [c for c in checks.values() if c["status"] != "ok"]
+    assert strict.returncode == (1 if others else 0), (strict.stdout, others)
+    assert "[ok  ] carrier.exe: dsh-runtime-bin not installed (optional" in strict.stdout
+    info = run_dsh("info")
+    assert "  exe: not installed\n  python: available (this process)\n" in info.stdout
 
 def test_doctor_reports_patch_warnings(run_dsh: RunDsh, tmp_path: Path) -> None:
     (tmp_path / "cwd" / "p.yml").write_text("- id: ghost\n  disabled: true\n", encoding="utf-8")

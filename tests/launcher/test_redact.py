@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
-from dsh.core.redact import redact
+from dsh.core.redact import EnvValue, redact, shown, withheld
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -30,3 +33,15 @@ def test_credentials_in_urls_are_masked(text: str, expected: str) -> None:
 ])
 def test_other_text_is_untouched(text: str) -> None:
     assert redact(text) == text
+
+
+def test_an_env_value_is_its_value_but_diagnostics_name_its_variable() -> None:
+    value = EnvValue("sk-not-a-route", "ROUTE")
+    assert value == "sk-not-a-route" and isinstance(value, str)
+    assert "sk-not" not in repr(value) and "ROUTE" in repr(value)
+    assert shown(value) == "the value of !env ROUTE"
+    assert shown("scripted") == "'scripted'"
+    assert withheld("unknown route 'sk-not-a-route'", value, None) == (
+        "unknown route '<!env ROUTE>'")
+    for twin in (copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+        assert type(twin) is EnvValue and twin == value and twin.name == "ROUTE"

@@ -6,7 +6,8 @@ that environment's ``dsh`` only: ``dsh plugin new`` writes a setuptools plugin a
 hatchling one, ``dsh plugin add`` installs both into a new profile (each built in
 isolation, fetching its own backend), ``dsh doctor`` finds every check ok, a headless
 session whose scripted model calls both new tools answers, the scaffold's own test
-passes, and ``remove`` takes both away.
+passes, and ``remove`` takes both away. And the worked example of ``docs/plugins.md`` runs
+command by command as the guide writes it, each printing what the guide shows.
 
 One virtualenv serves the module (building it is most of the time).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -145,3 +147,59 @@ def test_the_scaffolds_own_test_passes(fresh: Fresh) -> None:
 
 def _text(message: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in message["content"])
+
+
+GUIDE = REPO / "docs" / "plugins.md"
+
+
+def guide_steps() -> list[tuple[str, list[str]]]:
+    """The worked example's commands (``$ ...`` lines of its ``console`` blocks, in order),
+    each with the output lines the guide shows under it."""
+    text = GUIDE.read_text(encoding="utf-8")
+    example = text.split("## The worked example", 1)[1].split("\n## ", 1)[0]
+    steps: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", example, flags=re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            elif steps:
+                steps[-1][1].append(line)
+    return steps
+
+
+def shown(expected: list[str], lines: list[str], home: Path) -> str | None:
+    """Where the output ``lines`` miss the guide's ``expected`` ones (None: they do not):
+    each must match a line, in order; ``...`` stands for anything (a whole line of it for
+    any lines), and ``~/.dsh`` for the home."""
+    at = 0
+    for want in expected:
+        if want.strip() == "...":
+            continue
+        pattern = re.escape(want.replace("~/.dsh", str(home))).replace(r"\.\.\.", ".*")
+        while at < len(lines) and not re.fullmatch(pattern, lines[at]):
+            at += 1
+        if at == len(lines):
+            return want
+        at += 1
+    return None
+
+
+def test_the_plugin_guide_runs_as_written(fresh: Fresh) -> None:
+    """The guide's offline run used to need two files shown only inside the scaffold's
+    test; the scaffold ships them now (``offline/``), and every command the guide shows
+    runs here as written (``bash -c``, from one folder), printing what the guide says."""
+    steps = guide_steps()
+    commands = [command for command, _ in steps]
+    assert commands[0] == "dsh plugin new word-count"
+    assert any("--patch word-count/offline/scripted.yml" in c for c in commands), commands
+    where = fresh.work / "guide"
+    where.mkdir()
+    for command, expected in steps:
+        if not expected:
+            continue  # a run with a real model: it needs a key, and the guide shows nothing
+        done = fresh.run("bash", "-c", command, cwd=where, timeout=INSTALL_TIMEOUT)
+        assert done.returncode == 0, f"$ {command}\n{done.stdout}\n{done.stderr}"
+        lines = done.stderr.splitlines() + done.stdout.splitlines()
+        missing = shown(expected, lines, fresh.home)
+        assert missing is None, f"$ {command}\nthe guide shows {missing!r}; it printed:\n" + (
+            "\n".join(lines))

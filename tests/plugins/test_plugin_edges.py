@@ -308,3 +308,100 @@ def test_commands_run_one_at_a_time_and_leave_no_lock(run_dsh: RunDsh, added: Pa
     synced = run_dsh("plugin", "--profile", "p", "sync")
     assert synced.returncode == 0, synced.stderr
     assert not list((added / "profiles").glob(".*"))
+
+
+# -- a row config its own plugin refuses ----------------------------------------------------
+
+STRICT = '''\
+from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin
+
+
+class Greeter(Plugin):
+    manifest = Manifest(id="greeter", version="1.0", capabilities=frozenset({Capability.TOOL}),
+                        config_schema={"type": "object",
+                                       "properties": {"greeting": {"type": "string"}},
+                                       "additionalProperties": False})
+'''
+
+
+def test_add_refuses_a_bundle_whose_row_config_breaks_its_schema(run_dsh: RunDsh,
+                                                                  added: Path) -> None:
+    """It used to install, and then the profile could not start."""
+    package(Path.cwd() / "strict", "strict", bundle="strict", module_text=STRICT,
+            patch="- id: tools\n  insert:\n    - {id: greet, name: \"strict:Greeter\", "
+                  "config: {greeting: 5}}\n")
+    before = tree_state(added)
+    line = one_error(run_dsh("plugin", "--profile", "p", "add", "./strict"), 2)
+    assert line == ("dsh: error: profile 'p' would not start: row 'tools:greet' "
+                    "config.greeting: expected string (plugin 'strict:Greeter')")
+    assert tree_state(added) == before
+    # The same bundle with a config that fits goes in, and the profile starts.
+    (Path.cwd() / "strict" / "strict" / "patch.yml").write_text(
+        "- id: tools\n  insert:\n    - {id: greet, name: \"strict:Greeter\", "
+        "config: {greeting: hello}}\n")
+    assert run_dsh("plugin", "--profile", "p", "add", "./strict").returncode == 0
+    assert run_dsh("--profile", "p", "-h").returncode == 0
+
+
+def test_the_doctor_fails_a_row_config_that_breaks_its_schema(run_dsh: RunDsh,
+                                                               added: Path) -> None:
+    """A patch giving a row a config its plugin refuses: the doctor said all was well,
+    then the profile could not start."""
+    (added / "patch.yml").write_text("- {id: agent, merge: {config: {max_steps: many}}}\n")
+    started = run_dsh("--profile", "p", "-h")
+    assert started.returncode == 2
+    assert "row 'agent' config.max_steps: expected integer" in started.stderr
+    done = run_dsh("doctor", "--profile", "p", "--json")
+    assert done.returncode == 1, done.stderr
+    checks = {c["id"]: c for c in json.loads(done.stdout)["data"]["checks"]}
+    assert checks["config.agent"] == {
+        "id": "config.agent", "status": "fail",
+        "message": "row 'agent' config.max_steps: expected integer: the profile cannot start"}
+    assert "config.rows" not in checks
+    (added / "patch.yml").unlink()
+    done = run_dsh("doctor", "--profile", "p", "--json")
+    checks = {c["id"]: c for c in json.loads(done.stdout)["data"]["checks"]}
+    assert checks["config.rows"]["status"] == "ok" and "config.agent" not in checks
+
+
+def test_order_refuses_to_leave_out_an_installed_plugins_bundle(run_dsh: RunDsh,
+                                                                 added: Path) -> None:
+    """A partial list used to drop the plugin's bundle silently, and the next command
+    brought it back."""
+    before = tree_state(added)
+    line = one_error(run_dsh("plugin", "--profile", "p", "order", "dsh-base", "dsh-sdk-app"), 2)
+    assert line == (
+        "dsh: error: order leaves out 'dsh-hello' (of dsh-hello-plugin 0.1.0), installed in "
+        "profile 'p': name every installed plugin's bundle (the order now: dsh-base "
+        "dsh-sdk-app dsh-hello), or remove the plugin with "
+        "`dsh plugin --profile p remove dsh-hello-plugin`")
+    assert tree_state(added) == before
+    # A full list reorders (a shipped bundle may be left out).
+    assert run_dsh("plugin", "--profile", "p", "order", "dsh-hello", "dsh-base").returncode == 0
+    listed = json.loads(run_dsh("plugin", "--profile", "p", "list", "--json").stdout)
+    assert listed["data"]["bundles"] == ["dsh-hello", "dsh-base"]
+
+
+def test_profile_and_home_after_the_subcommand_are_taken(run_dsh: RunDsh, dsh_home: Path,
+                                                         tmp_path: Path) -> None:
+    """``dsh plugin add --profile P`` was refused with no hint (``No such option``),
+    though ``dsh doctor`` takes ``--profile`` there."""
+    shutil.copytree(FIXTURE, Path.cwd() / "hello")
+    done = run_dsh("plugin", "add", "--from", "sdk", "./hello", "--profile", "p")
+    assert done.returncode == 0, done.stderr
+    listed = run_dsh("plugin", "list", "--json", "--profile", "p")
+    assert listed.returncode == 0, listed.stderr
+    assert "dsh-hello" in json.loads(listed.stdout)["data"]["bundles"]
+    # The same profile on both sides is fine; two different ones are refused.
+    assert run_dsh("plugin", "--profile", "p", "list", "--profile", "p").returncode == 0
+    line = one_error(run_dsh("plugin", "--profile", "p", "list", "--profile", "q"), 2)
+    assert line == ("dsh: error: dsh plugin: --profile given twice ('p' before the command, "
+                    "'q' after it)")
+    # --home after the command too: another home has no profile p.
+    other = tmp_path / "other-home"
+    line = one_error(run_dsh("plugin", "list", "--profile", "p", "--home", str(other)), 2)
+    assert line.startswith("dsh: error: unknown profile 'p' (no ") and str(other) in line
+    # `new` takes no profile, wherever it is given.
+    line = one_error(run_dsh("plugin", "new", "thing", "--profile", "p"), 2)
+    assert line == ("dsh: error: dsh plugin new writes a package and takes no --profile; "
+                    "add it to a profile afterwards: dsh plugin --profile p add ./thing")

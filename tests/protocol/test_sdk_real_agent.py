@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from runtimeproc import OFFLINE_PATCH, RuntimeProcess
 
+from dsh.core import jsonrpc
+
 pytestmark = [
     pytest.mark.skipif(not OFFLINE_PATCH.exists(), reason=f"missing {OFFLINE_PATCH}"),
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
@@ -77,5 +79,40 @@ def test_eof_mid_turn_exits_zero(tmp_path: Path) -> None:
     try:
         proc.close_stdin()
         assert proc.wait(8) == 0
+    finally:
+        proc.finish()
+
+
+def test_cancel_right_behind_its_prompt_cancels_that_turn(tmp_path: Path) -> None:
+    """A client that sends ``session/cancel`` at once after ``session/prompt`` (one write:
+    the runtime reads both before the turn starts) cancels that prompt's turn."""
+    script = tmp_path / "fast.yml"
+    script.write_text('- {text: "the first answer"}\n- {text: "the second answer"}\n')
+    patch = tmp_path / "fast-patch.yml"
+    patch.write_text(SLOW_PATCH % script)
+    proc = RuntimeProcess("sdk", [OFFLINE_PATCH, patch], cwd=Path.cwd())
+    try:
+        proc.initialize(Path.cwd(), provider="scripted", model="scripted")
+        blocks = [{"type": "text", "text": "go"}]
+        proc.send_raw(jsonrpc.encode(jsonrpc.request(
+            101, "session/prompt", {"sessionId": "quick", "contentBlocks": blocks}))
+            + jsonrpc.encode(jsonrpc.request(102, "session/cancel", {"sessionId": "quick"})))
+        frames = proc.until("session.status", lambda f: f["params"]["status"] == "idle")
+        answers = {f["id"]: f for f in frames if "id" in f and "method" not in f}
+        assert answers[102]["result"] == {"cancelled": True}
+        assert "messageId" in answers[101]["result"]
+        assert event_types(frames).count("assistant/message") == 0
+        ends = [f["params"]["event"]["data"] for f in frames if f.get("method") ==
+                "session.event" and f["params"]["event"]["type"] == "turn/end"]
+        assert ends == [{"turn": 1, "reason": {"kind": "cancelled"}}]
+        # The next prompt runs, and is the model's first request.
+        proc.call("session/prompt", {"sessionId": "quick", "contentBlocks": blocks})
+        frames = proc.until("session.status", lambda f: f["params"]["status"] == "idle")
+        said = [f["params"]["event"]["data"]["message"]["content"][0]["text"] for f in frames
+                if f.get("method") == "session.event"
+                and f["params"]["event"]["type"] == "assistant/message"]
+        assert said == ["the first answer"]
+        proc.close_stdin()
+        assert proc.wait() == 0
     finally:
         proc.finish()

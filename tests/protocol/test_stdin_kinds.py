@@ -4,7 +4,9 @@
 pipe, a regular file, ``/dev/null``, a closed descriptor, a terminal) the application
 answers what it was sent and exits 0 at EOF, with no traceback and no hang. The loop's
 pipe transports serve only pipes, sockets and terminals (epoll refuses ``/dev/null`` and
-regular files), which is what these pin.
+regular files), which is what these pin. At a terminal (a person, driven here through a
+real pseudo-terminal with pexpect) they first say in one stderr line what they speak and
+what to use instead, and serve all the same; anywhere else they say nothing.
 """
 
 from __future__ import annotations
@@ -85,6 +87,37 @@ def test_a_pipe_is_answered_then_eof(profile: str) -> None:
                           capture_output=True, timeout=GUARD)
     check_clean(done)
     check_answer(profile, done.stdout)
+    assert done.stderr == b""  # a program's pipe gets no word meant for a person
+
+
+HINTS = {
+    "sdk": "dsh --profile sdk speaks JSON-RPC on stdin, for programs (the Python SDK, "
+           "dsh.sdk); ",
+    "acp": "dsh --profile acp is an ACP agent speaking JSON-RPC on stdin, for editors "
+           "(programs use the Python SDK, dsh.sdk); ",
+}
+
+
+@pytest.mark.parametrize("profile", ["sdk", "acp"])
+def test_a_person_at_a_terminal_is_told_what_it_speaks_and_it_still_serves(
+        profile: str) -> None:
+    """It used to print nothing and wait. Now one stderr line, before anything is typed,
+    says what it speaks and what a person wants instead; a request typed anyway is still
+    answered, and Ctrl-D ends it with 0."""
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "dsh", "--profile", profile],
+                          timeout=GUARD, env=dict(os.environ), dimensions=(24, 400))
+    try:
+        child.expect_exact(HINTS[profile] + 'to run a task type `dsh --profile headless '
+                           '"TASK"`, for a page in the browser `dsh web`; Ctrl-D quits\r\n')
+        assert child.before == b""  # the hint is the first thing on the terminal
+        child.sendline(json.dumps(REQUESTS[profile]))
+        child.expect(rb'\{"jsonrpc":\s*"2.0",\s*"id":\s*1,\s*"result"')
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, (child.exitstatus, child.signalstatus)
 
 
 @pytest.mark.parametrize("profile", ["sdk", "acp"])

@@ -90,7 +90,7 @@ def test_no_server_picks_a_status_for_an_error_of_the_tree() -> None:
     statuses = sorted(set(re.findall(r'ProblemError\((\d+), "([a-z-]+)"', routes)))
     assert statuses == [("400", "bad-request"), ("400", "invalid-params"),
                         ("400", "malformed-json"), ("404", "unknown-approval"),
-                        ("413", "too-large")]
+                        ("408", "timeout"), ("413", "too-large")]
     assert "unknown-session" not in routes
 
 

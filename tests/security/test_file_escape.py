@@ -32,7 +32,7 @@ from sdksession import session, text_of
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks")
 
 DENIED = "denied by guardrail"
-OUTSIDE = "reaches outside the workspace root"
+OUTSIDE = ", outside the workspace root "
 SECRET = "TOP-SECRET-OUTSIDE\n"
 
 

@@ -29,6 +29,9 @@ from typing import Any
 import pytest
 from seckit import OFFLINE_PATCH, Canaries, FullLogRuntime, assert_clean, home_files, plant
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
+from webkit import WebProcess
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell commands")
 
 # References to the canaries' names in config: a tag must stay a reference in every dump.
@@ -277,3 +280,58 @@ def test_a_refused_key_is_not_in_the_error(
     assert proc.returncode != 0, output
     assert b"HTTP 401" in output and b"DEEPSEEK_API_KEY" in output, output
     assert_clean(f"headless with a {refusing.mode} refusing server", output, canaries.all())
+
+
+# -- a route name read with !env --------------------------------------------------------
+
+ENV_ROUTE = """\
+- {id: agent, merge: {config: {default_route: !env PROJECT_DB_PASSWORD}}}
+"""
+
+
+def test_a_route_name_from_env_is_named_by_its_variable_never_quoted_or_stored(
+        tmp_path: Path, dsh_home: Path, monkeypatch: pytest.MonkeyPatch,
+        planted: tuple[Canaries, dict[str, str]]) -> None:
+    """A ``default_route`` read with ``!env`` that names no route (here a secret put in
+    the wrong variable) is refused naming the variable: in the SDK's ``initialize``
+    error, in the turn a web prompt ends with (and the session it is stored in), in
+    ``dsh doctor --live``, and in the runtimes' logs."""
+    canaries, env = planted
+    (tmp_path / "env-route.yml").write_text(ENV_ROUTE)
+    patches = [write_patch(tmp_path, [{"text": "unused"}]), tmp_path / "env-route.yml"]
+    cwd = Path.cwd()
+    named = "!env PROJECT_DB_PASSWORD"
+
+    proc = FullLogRuntime("sdk", [OFFLINE_PATCH, *patches], cwd=cwd, env=env)
+    try:
+        refused = proc.call("initialize", {"cwd": str(cwd)}, timeout=30)
+        assert refused["error"]["data"]["code"] == "unknown-route", refused
+        assert named in refused["error"]["message"], refused
+        proc.close_stdin()
+        assert proc.wait() == 0
+    finally:
+        proc.finish()
+    assert_clean("the SDK runtime's stdout and stderr", proc.captured(), canaries.all())
+
+    args = [f"--patch={p}" for p in (OFFLINE_PATCH, *patches)]
+    doctor = run_dsh("doctor", "--live", "--json", *args, env=env)
+    assert_clean("dsh doctor --live", doctor.stdout + doctor.stderr, canaries.all())
+    checks = {c["id"]: c for c in json.loads(doctor.stdout)["data"]["checks"]}
+    route = checks["route.env.PROJECT_DB_PASSWORD"]
+    assert route["status"] == "fail" and named in route["message"], route
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with WebProcess([OFFLINE_PATCH, *patches], cwd=cwd) as web, web.client() as client:
+        # A prompt that would create a session whose route cannot be used is refused at
+        # once, and leaves no session behind.
+        refused = client.post("/api/sessions/s1/prompt",
+                              json={"contentBlocks": [{"type": "text", "text": "go"}]})
+        listing = client.get("/api/sessions").text
+    assert refused.status_code == 400, refused.text
+    assert named in refused.json()["error"]["message"], refused.text
+    assert '"s1"' not in listing, listing
+    assert_clean("the web API", refused.text + listing, canaries.all())
+    assert_clean("the web server's stderr", "".join(web.stderr), canaries.all())
+    for name, data in home_files(dsh_home):
+        assert_clean(f"$DSH_HOME/{name}", data, canaries.all())

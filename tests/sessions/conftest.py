@@ -1,4 +1,4 @@
-"""The sessions suite drives real runtimes with the protocol suite's process helper, and
+"""The sessions suite drives real runtimes with the protocol and web suites' process helpers, and
 ``sessions-postgres`` against a real PostgreSQL (``tests/fixtures/pgcluster.py``)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-_PROTOCOL = str(Path(__file__).resolve().parents[1] / "protocol")
-if _PROTOCOL not in sys.path:
-    sys.path.insert(0, _PROTOCOL)
+for _suite in ("protocol", "web"):
+    _path = str(Path(__file__).resolve().parents[1] / _suite)
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 
 # -- PostgreSQL: one throwaway cluster for the session, a fresh schema for each test ------

@@ -4,8 +4,9 @@ and a second store on the same file acting as a runtime on another host, later i
 
 A runtime that stalled past the expiry must stop running a session another runtime took:
 its heartbeat finds the loss and the agent cancels the turn (a fenced write would find it
-too), nothing more of the session is stored or sent, and its next use of the session
-answers busy naming the new holder.
+too), nothing more of the session is stored, its clients are told (an ``error`` and the
+turn's ``turn/end``, code ``lease-lost``, and ``session/moved``, none of them in the log),
+and its next use of the session answers busy naming the new holder.
 """
 
 from __future__ import annotations
@@ -60,12 +61,25 @@ def test_a_session_taken_over_mid_turn_stops_here_and_answers_busy(tmp_path: Pat
                 taken = other.acquire("s1")
                 assert taken is not None and taken.holder.pid == os.getpid()
                 # its next heartbeat (the sessions row's task) tells the runtime, which
-                # cancels the turn at once: its turn/end is neither stored nor sent
+                # cancels the turn at once and tells its clients, outside the log: an
+                # error naming the new holder, the turn's end (lease-lost), the move;
+                # nothing of the cancelled turn itself is stored or sent
                 assert b.kernel.context.service("sessions").heartbeat() == ["s1"]
                 await b.idle("s1")
-                assert len(b.events("s1")) == sent
+                told = b.events("s1")[sent:]
+                holder = {"host": "host-b", "pid": 4242}
+                assert [(e["type"], "seq" in e) for e in told] == [
+                    ("error", False), ("turn/end", False), ("session/moved", False)]
+                assert told[0]["data"]["code"] == "lease-lost"
+                assert told[0]["data"]["holder"] == holder
+                assert "taken over by another runtime (pid 4242 on host host-b)" in \
+                    told[0]["data"]["message"]
+                assert told[1]["data"] == {"turn": 1, "reason": {"kind": "error", "error": {
+                    "message": told[0]["data"]["message"], "code": "lease-lost"}}}
+                assert told[2]["data"] == {"holder": holder}
+                assert b.statuses("s1")[-1] == "idle"
                 stored = other.load("s1")
-                assert stored is not None and stored.events == b.events("s1")
+                assert stored is not None and stored.events == b.events("s1")[:sent]
                 with pytest.raises(SessionHeldError) as caught:
                     await b.agent.prompt("s1", text("again"))
                 assert caught.value.holder == {"host": "host-b", "pid": 4242}

@@ -501,3 +501,69 @@ def test_an_import_brings_the_summaries_along(backend: Backend, clock: Clock,
     [entry] = target.summaries()
     for key in ("title", "turns", "usage", "costUsd", "workspace", "createdAt"):
         assert entry[key] == expected[0][key], key
+
+
+def open_turn_log() -> list[dict[str, Any]]:
+    """A log a runtime was killed inside: turn 1, step 1, a tool call with no result."""
+    message = events.assistant_message([events.tool_call_block("c1", "bash", "{}")],
+                                       provider="scripted", model="scripted")
+    return [events.event(events.TURN_START, 0, events.turn_data(1), {}),
+            events.event(events.STEP_START, 1, events.step_data(1, 1), {}),
+            events.event(events.ASSISTANT_MESSAGE, 2, events.placed(1, 1, message),
+                         events.APPEND),
+            events.event(events.TOOL_CALL, 3, events.tool_call(1, 1, "c1", "bash", "{}"), {})]
+
+
+def test_a_turn_a_dead_holder_left_open_is_closed_for_every_reader(backend: Backend,
+                                                                   clock: Clock) -> None:
+    """``close_abandoned``: nothing while the holder lives (its turn may be running);
+    once it is known dead (its pid gone on this host, or its lease expired on any), the
+    reader closes the turn in the store, under the lease, as a restore would, once."""
+    from dsh.runtime.agent import recovery
+
+    holder = runtime(backend, clock, pid=100)
+    for session_id in ("far", "near", "done"):
+        holder.acquire(session_id)
+        holder.save(SessionRecord(session_id, "/w", events=open_turn_log()))
+    holder.append("done", events.event(events.TURN_END, 4, events.turn_end(1, "completed"),
+                                       {}))
+    holder.release("done")
+
+    def log(store: Any, session_id: str) -> list[dict[str, Any]]:
+        return store.history_page(session_id, start_seq=0, limit=100, max_bytes=1 << 20).events
+
+    far = runtime(backend, clock, host="host-b", pid=300)
+    near = runtime(backend, clock, pid=200)
+    assert not far.close_abandoned("far") and not near.close_abandoned("near")
+    assert [e["type"] for e in log(far, "far")] == [
+        "turn/start", "step/start", "assistant/message", "tool/call"]
+    assert not near.close_abandoned("done")  # nobody holds it, and no turn is open
+    assert near.lease("done") is None
+
+    heir = runtime(backend, clock, pid=200, dead=frozenset({100}))
+    assert heir.close_abandoned("near")  # the pid is gone on this host: at once
+    assert not far.close_abandoned("far")  # host-b cannot see it: it waits for the expiry
+    clock.now += EXPIRY_MS + 1
+    assert far.close_abandoned("far")
+    for reader, session_id in ((heir, "near"), (far, "far")):
+        found = log(reader, session_id)
+        assert [e["seq"] for e in found] == list(range(7))
+        tail = found[4:]
+        assert [e["type"] for e in tail] == ["tool/result", "step/end", "turn/end"]
+        assert tail[0]["sourceEventSeqs"] == [3]
+        assert tail[0]["data"]["message"]["toolCallId"] == "c1"
+        assert tail[0]["data"]["error"] == {"name": "ToolNotRunError", "code": "NOT_RUN"}
+        assert tail[1]["data"] == {"turn": 1, "step": 1}
+        assert tail[2]["data"] == {"turn": 1, "reason": {"kind": "error", "error": {
+            "message": "the runtime stopped during this turn", "code": "interrupted"}}}
+        assert reader.lease(session_id) is None  # taken for the close, given back
+        assert not reader.close_abandoned(session_id)  # closed once
+        assert near.history_page(session_id, start_seq=0, limit=100,
+                                 max_bytes=1 << 20).events == found  # every reader alike
+        # the old holder, had it lived on, stores nothing more; a restore adds nothing
+        with pytest.raises(SessionHeldError):
+            holder.append(session_id, event(7, "late"))
+        restorer = runtime(backend, clock, pid=400, dead=frozenset({100}))
+        restorer.acquire(session_id)
+        assert recovery.closing(restorer.load(session_id).events) == []
+        restorer.release(session_id)

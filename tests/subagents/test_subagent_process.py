@@ -9,6 +9,7 @@ to turn a hang into a failure.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import sys
@@ -179,3 +180,35 @@ def test_a_child_that_cannot_start_is_a_tool_error(tmp_path: Path, dsh_home: Pat
     assert results[0]["message"]["isError"] is True
     assert "did not start" in results[0]["message"]["content"][0]["text"]
     assert result.final_text == "parent done"
+
+
+def test_a_child_route_from_env_is_named_not_quoted(tmp_path: Path, dsh_home: Path) -> None:
+    """The tool row's ``provider`` read with ``!env`` (here naming no route, a value that
+    may be a secret): the child refuses it, and the parent's tool error, session log and
+    log name the variable instead of quoting the child's message."""
+    patch = setup(tmp_path, CHILD_SCRIPT)
+    with patch.open("a") as f:
+        f.write("- {id: 'tools:subagent', merge: {config: {provider: !env CHILD_ROUTE}}}\n")
+    value = f"canary-route-{os.urandom(8).hex()}"
+    env = {"CHILD_ROUTE": value, "DSH_LOG_LEVEL": "debug"}
+    stderr: list[str] = []
+    config = dataclasses.replace(parent_config(dsh_home, patch, env), stderr=stderr.append)
+
+    async def scenario() -> tuple[Any, list[Any]]:
+        async with AsyncDshClient(config) as client:
+            session = await client.new_session()
+            result = await asyncio.wait_for(session.run("go"), GUARD)
+            history = [e async for e in client.history(session.id)]
+            return result, history
+
+    result, history = asyncio.run(scenario())
+    text = next(e.data for e in result.events if e.type == "tool/result")[
+        "message"]["content"][0]["text"]
+    assert "did not start" in text and "<!env CHILD_ROUTE>" in text, text
+    assert value not in text
+    assert value not in repr(history)
+    assert value not in "\n".join(stderr)
+    with sqlite3.connect(dsh_home / "sessions.db") as conn:
+        stored = [r[0] for r in conn.execute("SELECT body FROM events")]
+    conn.close()
+    assert stored and not [row for row in stored if value in str(row)]

@@ -7,8 +7,10 @@ sessions, prompt with an SSE stream, history, cancel, tools, effective config, a
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,34 @@ def test_bad_inputs_get_401_403_413_400(tmp_path: Path) -> None:
         # The server is still fine after all that.
         assert client.get("/api/sessions").status_code == 200
         assert web.extra_stdout() == []
+
+
+def test_deeply_nested_json_is_a_400_with_a_bounded_depth(tmp_path: Path) -> None:
+    """Nesting used to reach the parser's recursion limit: a 500, or past it a reset
+    connection. Deeper than 64 levels is now a 400 before parsing; brackets inside
+    strings do not count, and 64 levels still parse (then fail as parameters)."""
+    patch = write_patch(tmp_path, CHAT_SCRIPT)
+    with WebProcess([patch], cwd=Path.cwd()) as web, web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        url = f"/api/sessions/{session}/prompt"
+        for depth in (65, 990, 5_000, 200_000):
+            body = '{"contentBlocks": ' + "[" * depth + "]" * depth + "}"
+            response = client.post(url, content=body)
+            assert response.status_code == 400, (depth, response.text)
+            assert response.json()["error"] == {
+                "code": "malformed-json",
+                "message": "the JSON body nests deeper than 64 levels"}
+        body = '{"contentBlocks": ' + "[" * 63 + "]" * 63 + "}"
+        response = client.post(url, content=body)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "invalid-params"
+        text = "[{" * 10_000
+        response = client.post(url, json={"contentBlocks": [{"type": "text", "text": text}]})
+        assert response.status_code == 202, response.text
+        assert client.post(f"/api/sessions/{session}/cancel",
+                           content="[" * 100 + "]" * 100).status_code == 400
+        assert client.get("/api/status").status_code == 200
+    assert not [line for line in web.stderr if "Traceback" in line], "".join(web.stderr)
 
 
 def test_session_prompt_stream_history_and_cancel(tmp_path: Path) -> None:
@@ -343,3 +373,64 @@ def test_the_boundary_example_says_what_the_user_decided(tmp_path: Path,
             assert "refused" not in answer
         else:
             assert "It was refused:" in answer and "You allowed it" not in answer
+def test_half_open_connections_are_closed_and_streams_are_not(tmp_path: Path) -> None:
+    """Connections that never finish a request head (nothing sent, half a head, a head
+    trickled a byte at a time) are closed after the shipped ``request_timeout_s`` (10 s);
+    a body that stops coming is a 408 that closes its connection; an event stream and a
+    keep-alive client that keeps asking are left alone."""
+    patch = write_patch(tmp_path, "- text: \"Hello.\"\n")
+    with WebProcess([patch], cwd=Path.cwd()) as web, web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        head = (f"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n"
+                f"Authorization: Bearer {web.token}\r\n").encode()
+        silent, partial, trickled = [], [], []
+        for _ in range(100):
+            silent.append(socket.create_connection(("127.0.0.1", web.port)))
+            sock = socket.create_connection(("127.0.0.1", web.port))
+            sock.sendall(head)  # no blank line: the head never ends
+            partial.append(sock)
+            trickled.append(socket.create_connection(("127.0.0.1", web.port)))
+        body = socket.create_connection(("127.0.0.1", web.port))
+        body.sendall(f"POST /api/sessions/{session}/prompt HTTP/1.1\r\n"
+                     f"Host: 127.0.0.1:{web.port}\r\nAuthorization: Bearer {web.token}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode())
+        with client.stream("GET", f"/api/sessions/{session}/events") as stream:
+            lines = stream.iter_lines()
+            open_ = {id(s): s for s in [*silent, *partial, *trickled]}
+            deadline = time.monotonic() + 40  # turns "never closed" into a failure
+            sent = 0
+            while open_ and time.monotonic() < deadline:
+                for sock in trickled:  # one more header byte each, while they are open
+                    if id(sock) in open_:
+                        try:
+                            sock.sendall(b"X-Slow: y\r\n"[sent % 11:sent % 11 + 1])
+                        except OSError:
+                            del open_[id(sock)]
+                sent += 1
+                ready, _, _ = select.select(list(open_.values()), [], [], 0.3)
+                for sock in ready:
+                    try:
+                        data = sock.recv(1024)
+                    except ConnectionResetError:
+                        data = b""
+                    assert data == b"", data  # closed, not answered
+                    del open_[id(sock)]
+                assert client.get("/api/status").status_code == 200  # keep-alive, busy
+            assert not open_, f"{len(open_)} half-open connections still open"
+            body.settimeout(5)
+            answer = b""
+            while chunk := body.recv(4096):  # to the end: the server closes it
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408 "), answer
+            assert b'"code": "timeout"' in answer and b"connection: close" in answer.lower()
+            # The stream was open all along: it still carries the session's events.
+            prompt(client, session, "hi")
+            names = []
+            for line in lines:
+                if line.startswith("event: "):
+                    names.append(line[7:])
+                if line.startswith("data: ") and '"turn/end"' in line:
+                    break
+            assert "session.event" in names
+        for sock in [*silent, *partial, *trickled, body]:
+            sock.close()

@@ -147,15 +147,39 @@ def plugin(ctx: click.Context, profile_name: str | None, home: str | None) -> No
         raise UsageError("dsh plugin needs the python carrier (it installs with pip): run "
                          "it with the `dsh` launcher, not the frozen dsh-runtime")
     inv: Invocation = ctx.obj
-    ctx.obj = _PluginArgs(resolve_home(home or inv.home), profile_name)
+    ctx.obj = _PluginArgs(resolve_home(home or inv.home), profile_name,
+                          home_given=bool(home or inv.home))
+
+
+def _target_options(fn: Any) -> Any:
+    """``--profile`` and ``--home`` after a ``plugin`` subcommand as well as before it."""
+    fn = click.option("--home", "sub_home", default=None, help="The dsh home.")(fn)
+    return click.option("--profile", "sub_profile", default=None, metavar="NAME",
+                        help="The profile (here or before the command).")(fn)
 
 
 class _PluginArgs:
     """The ``plugin`` group's options, handed to its commands."""
 
-    def __init__(self, home: Path, profile: str | None) -> None:
+    def __init__(self, home: Path, profile: str | None, *, home_given: bool = False) -> None:
         self.home = home
         self.profile = profile
+        self._home_given = home_given  # by --home (either place), not the default
+
+    def also(self, profile: str | None, home: str | None) -> _PluginArgs:
+        """With ``--profile``/``--home`` given after the subcommand too (``dsh plugin add
+        --profile P``, as ``dsh doctor`` takes them); given on both sides, they must agree."""
+        if profile is not None and self.profile is not None and profile != self.profile:
+            raise UsageError(f"dsh plugin: --profile given twice ({self.profile!r} before "
+                             f"the command, {profile!r} after it)")
+        where = self.home
+        if home is not None:
+            where = resolve_home(home)
+            if self._home_given and where != self.home:
+                raise UsageError(f"dsh plugin: --home given twice ({self.home} before the "
+                                 f"command, {where} after it)")
+        return _PluginArgs(where, profile if profile is not None else self.profile,
+                           home_given=self._home_given or home is not None)
 
     def manager(self, command: str) -> Any:
         """The profile's plugin manager; a command without ``--profile`` is bad input."""
@@ -179,38 +203,48 @@ def _show_bundles(profile: Any) -> None:
               help="The shipped template a new profile starts from (default: headless).")
 @click.option("--no-bundle", "plain", is_flag=True,
               help="Accept a package without a dsh.bundles entry point (a plain library).")
+@_target_options
 @click.pass_obj
 def plugin_add(args: _PluginArgs, specs: tuple[str, ...], template: str | None,
-               plain: bool) -> None:
-    manager = args.manager("add")
+               plain: bool, sub_profile: str | None, sub_home: str | None) -> None:
+    manager = args.also(sub_profile, sub_home).manager("add")
     _show_bundles(manager.add(list(specs), Path.cwd(), template=template, plain=plain))
 
 
 @plugin.command("remove",
                 help="Remove requirements (by requirement text, path or distribution name).")
 @click.argument("names", nargs=-1, required=True)
+@_target_options
 @click.pass_obj
-def plugin_remove(args: _PluginArgs, names: tuple[str, ...]) -> None:
-    _show_bundles(args.manager("remove").remove(list(names), Path.cwd()))
+def plugin_remove(args: _PluginArgs, names: tuple[str, ...], sub_profile: str | None,
+                  sub_home: str | None) -> None:
+    manager = args.also(sub_profile, sub_home).manager("remove")
+    _show_bundles(manager.remove(list(names), Path.cwd()))
 
 
 @plugin.command("sync", help="Reinstall exactly the requirements recorded in profile.toml.")
+@_target_options
 @click.pass_obj
-def plugin_sync(args: _PluginArgs) -> None:
-    _show_bundles(args.manager("sync").sync())
+def plugin_sync(args: _PluginArgs, sub_profile: str | None, sub_home: str | None) -> None:
+    _show_bundles(args.also(sub_profile, sub_home).manager("sync").sync())
 
 
 @plugin.command("order", help="Rewrite the profile's bundle order.")
 @click.argument("bundles", nargs=-1, required=True)
+@_target_options
 @click.pass_obj
-def plugin_order(args: _PluginArgs, bundles: tuple[str, ...]) -> None:
-    _show_bundles(args.manager("order").order(list(bundles)))
+def plugin_order(args: _PluginArgs, bundles: tuple[str, ...], sub_profile: str | None,
+                 sub_home: str | None) -> None:
+    _show_bundles(args.also(sub_profile, sub_home).manager("order").order(list(bundles)))
 
 
 @plugin.command("list", help="Requirements, installed versions and bundles (writes nothing).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_target_options
 @click.pass_obj
-def plugin_list(args: _PluginArgs, as_json: bool) -> None:
+def plugin_list(args: _PluginArgs, as_json: bool, sub_profile: str | None,
+                sub_home: str | None) -> None:
+    args = args.also(sub_profile, sub_home)
     try:
         manager = args.manager("list")
         data = manager.describe()
@@ -238,10 +272,13 @@ def plugin_list(args: _PluginArgs, as_json: bool) -> None:
               help="The folder to create NAME in.")
 @click.option("--backend", type=click.Choice(["setuptools", "hatchling"]),
               default="setuptools", show_default=True, help="The package's build backend.")
+@_target_options
 @click.pass_obj
-def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
+def plugin_new(args: _PluginArgs, name: str, where: str, backend: str,
+               sub_profile: str | None, sub_home: str | None) -> None:
     from dsh.cli import scaffold
 
+    args = args.also(sub_profile, sub_home)
     if args.profile is not None:
         raise UsageError("dsh plugin new writes a package and takes no --profile; add it to "
                          f"a profile afterwards: dsh plugin --profile {args.profile} add "
@@ -250,7 +287,7 @@ def plugin_new(args: _PluginArgs, name: str, where: str, backend: str) -> None:
     shown = str(folder) if Path(where).is_absolute() else os.path.join(
         ".", os.path.relpath(folder))
     sys.stdout.write(f"created {shown}/ (plugin {name}, {backend})\n"
-                     f"next: cd {shown} && pip install -e '.[test]' && python -m pytest\n"
+                     f"next: pip install -e '{shown}[test]' && python -m pytest -q {shown}\n"
                      f"      dsh plugin --profile mine add {shown}\n")
 
 

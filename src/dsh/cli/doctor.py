@@ -115,7 +115,8 @@ class Doctor:
         self.add("profile.resolvable", "ok",
                  f"profile {self.profile!r} ({resolved.profile.patch_reload})")
         for name, path in resolved.files.bundles:
-            self.add(f"bundle.{name}", "ok", f"found at {display_path(path, self.home)}")
+            self.add(f"bundle.{name}", "ok",
+                     f"found at {display_path(path, self.home, self.cwd)}")
         for layer in resolved.tree.layers:
             label = layer.source if layer.kind == "bundle" else display_path(
                 Path(layer.source), self.home, self.cwd)
@@ -196,19 +197,36 @@ class Doctor:
 
     def check_rows(self, resolved: Any, env: Any, plugins: dict[str, Any], *,
                    live: bool) -> None:
-        """Each enabled row's own checks, asked of its plugin (``diagnose``) with the
-        row's config as the runtime would get it (tags resolved); ``--live`` lets a
-        plugin reach what it depends on (a route's server, MCP servers, a database)."""
+        """``config.<row id>`` (failing) for each enabled row whose config its plugin's
+        schema refuses, as the runtime checks it at start (the profile does not start),
+        else ``config.rows`` (ok); then the row's
+        own checks, asked of its plugin (``diagnose``) with the row's config as the
+        runtime would get it (tags resolved); ``--live`` lets a plugin reach what it
+        depends on (a route's server, MCP servers, a database). With a ``.env`` that does
+        not load (``env.files`` fails) the configs are not judged: its values are
+        unknown."""
         from dsh.runtime.kernel.plugin import Checkup
+        from dsh.runtime.kernel.schema import validate
 
         rows = resolved.tree.flat_rows(env or {}, self.home)
         checkup = Checkup(home=str(self.home), cwd=str(self.cwd), profile=self.profile,
                           env=env or {}, live=live, rows=rows, provider=self.provider,
                           all_routes=self.all_routes)
+        judged = refused = 0
         for row in rows:
             plugin_class = plugins.get(row["id"])
             if row["disabled"] or plugin_class is None:
                 continue
+            if env is not None:
+                judged += 1
+                try:
+                    validate(plugin_class.manifest.config_schema or {}, row["config"],
+                             row_id=row["id"])
+                except DshError as exc:
+                    refused += 1
+                    self.add(f"config.{row['id']}", "fail", self.scrub(
+                        f"{exc}: the profile cannot start"))
+                    continue
             try:
                 found = plugin_class.diagnose(row["id"], row["config"], checkup)
             except Exception as exc:  # a plugin's fault: reported, the others still run
@@ -217,6 +235,9 @@ class Doctor:
                 continue
             for item in found:
                 self.add(item.check, item.status, self.scrub(item.message))
+        if judged and not refused:
+            self.add("config.rows", "ok", f"the config of each enabled row ({judged}) fits "
+                     "its plugin's schema")
 
     def check_live(self) -> None:
         from dsh.core import process
@@ -242,15 +263,22 @@ class Doctor:
             self.add("runtime.boot", "fail", self.scrub(f"exit {proc.returncode}: {tail}"))
 
     def check_carriers(self) -> None:
+        """``carrier.<id>``: each way to run dsh. The one running this is available by
+        definition, so the other missing is not a fault (ok, saying what it would add):
+        an installation needs one carrier, and ``dsh`` refuses to start with neither."""
         for carrier in carriers.describe():
-            status = "ok" if carrier["available"] else "warn"
+            status = "ok"
             if carrier["available"]:
                 message = "available"
+            elif carrier.get("frozen"):
+                message = ("not available in the frozen runtime, which runs dsh here; "
+                           f"`dsh plugin` needs it ({python_hint()})")
             elif carrier["id"] == "python":
                 message = (f"the python runtime's packages are not installed "
                            f"({', '.join(carrier.get('missing', []))}; {python_hint()})")
             else:
-                message = f"{RUNTIME_DIST} not installed ({runtime_hint()})"
+                message = (f"{RUNTIME_DIST} not installed (optional: the python carrier runs "
+                           f"dsh here; {runtime_hint()} adds the frozen runtime)")
             if carrier["id"] == "python" and not os.access(sys.executable, os.X_OK):
                 status, message = "fail", "the Python interpreter is not executable"
             if carrier["id"] == "exe" and carrier["current"]:

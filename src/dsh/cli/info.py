@@ -65,6 +65,8 @@ def render(data: dict[str, Any]) -> str:
                          f"[{row['patchReload']}]{' (shipped)' if row['shipped'] else ''}")
     lines.append("carriers:")
     for carrier in data["carriers"]:
-        state = "available" if carrier["available"] else "not installed"
-        lines.append(f"  {carrier['id']}: {state}")
+        state = "available" if carrier["available"] else \
+            "not available in the frozen runtime" if carrier.get("frozen") else "not installed"
+        current = " (this process)" if carrier["current"] else ""
+        lines.append(f"  {carrier['id']}: {state}{current}")
     return "\n".join(lines) + "\n"

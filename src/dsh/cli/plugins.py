@@ -45,6 +45,7 @@ from dsh.config import shipped
 from dsh.config.bundles import BUNDLE_FILE
 from dsh.config.bundles import GROUP as BUNDLE_GROUP
 from dsh.config.profiles import (
+    PATCH_FILE,
     PLUGIN_DIR,
     PROFILE_FILE,
     Profile,
@@ -260,7 +261,7 @@ class PluginManager:
             self.check_writable()
             requirements = list(state.profile.requirements)
             requirements += [s for s in dict.fromkeys(wanted) if s not in requirements]
-            profile = self._apply(state, requirements, added=wanted, plain=plain)
+            profile = self._apply(state, requirements, added=wanted, plain=plain, cwd=cwd)
         if not state.exists:
             _note(f"created profile {self.name!r} from {state.origin} "
                   f"({self.file})")
@@ -289,7 +290,10 @@ class PluginManager:
             return self._apply(state, list(state.profile.requirements))
 
     def order(self, bundles: list[str]) -> Profile:
-        """Rewrite the bundle order; every name must resolve and appear once."""
+        """Rewrite the bundle order; every name must resolve and appear once, and every
+        bundle of an installed plugin must be there: ``order`` orders, and a plugin's
+        bundle left out would come back with the next ``add``, ``remove`` or ``sync``
+        (``remove`` is how a plugin goes). Shipped bundles may be left out."""
         from dsh.config.bundles import find_bundle
 
         if not bundles:
@@ -301,6 +305,16 @@ class PluginManager:
             self.check_writable()
             for name in bundles:
                 find_bundle(name, plugin_dir=state.profile.plugin_dir, profile_file=self.file)
+            left_out = [(b, d) for d in installed(state.profile.plugin_dir)
+                        for b in d.bundles if not _shipped(b) and b not in bundles]
+            if left_out:
+                names = ", ".join(f"{b!r} (of {d.name} {d.version})" for b, d in left_out)
+                dists = " ".join(dict.fromkeys(d.name for _, d in left_out))
+                raise UsageError(
+                    f"order leaves out {names}, installed in profile {self.name!r}: name "
+                    f"every installed plugin's bundle (the order now: "
+                    f"{' '.join(state.profile.bundles)}), or remove the plugin with "
+                    f"`dsh plugin --profile {self.name} remove {dists}`")
             text = _render(state.text, state.profile.requirements, bundles)
             if state.exists:
                 self._write(text)
@@ -327,9 +341,12 @@ class PluginManager:
     # -- the transaction ---------------------------------------------------------------
 
     def _apply(self, state: State, requirements: list[str], *,
-               added: Sequence[str] = (), plain: bool = False) -> Profile:
-        """Install ``requirements`` fresh, check what ``added`` brought, then put the
-        plugin directory and ``profile.toml`` in place (or the whole new profile)."""
+               added: Sequence[str] = (), plain: bool = False,
+               cwd: Path | None = None) -> Profile:
+        """Install ``requirements`` fresh, check what ``added`` brought (and, when it
+        brought something, that every row of the profile it makes has a config its
+        plugin accepts), then put the plugin directory and ``profile.toml`` in place (or
+        the whole new profile)."""
         self._clear_leftovers()
         if self.path.is_dir():
             staging = Path(tempfile.mkdtemp(prefix=".plugins.", dir=self.path))
@@ -349,6 +366,8 @@ class PluginManager:
                     self._check(spec, dist, target, plain)
             old = {b for d in installed(self.plugin_dir) for b in d.bundles}
             bundles = self._bundles(state.profile.bundles, old, requirements, dists)
+            if added:
+                self._check_configs(bundles, target, cwd or Path.cwd())
             text = _render(state.text, requirements, bundles)
             if self.path.is_dir():
                 self._swap(staging)
@@ -421,6 +440,51 @@ class PluginManager:
                 except DshError as exc:
                     error = type(exc)(f"{where}: {exc}")
                     raise error from exc
+        finally:
+            if added:
+                remove_plugin_dir(target)
+
+    def _check_configs(self, bundles: list[str], target: Path, cwd: Path) -> None:
+        """Every enabled row of the profile as ``add`` leaves it (``bundles`` with the
+        plugins in ``target``, the profile's and the home's patches) must have a config
+        its plugin's schema accepts, as the runtime checks it at start (tags resolved
+        against this launch's environment): else the profile would not start. A row
+        whose plugin does not load here is left to the runtime (``dsh doctor`` names
+        it); a ``.env`` that does not load leaves the check undone, said in a note."""
+        from dsh.config.bundles import find_bundle
+        from dsh.config.compose import compose
+        from dsh.config.envsnapshot import snapshot
+        from dsh.config.patchfile import parse_layer, read_layer_text
+        from dsh.runtime.kernel.loader import add_plugin_dir, remove_plugin_dir, resolve
+        from dsh.runtime.kernel.schema import validate
+
+        files = [("bundle", name, find_bundle(name, plugin_dir=target, profile_file=self.file))
+                 for name in bundles]
+        files += [(kind, str(path), path) for kind, path in (
+            ("profile", self.path / PATCH_FILE), ("home", self.home / PATCH_FILE))
+            if path.is_file()]
+        tree = compose([parse_layer(read_layer_text(path), path=path, kind=kind, source=source)
+                        for kind, source, path in files])
+        try:
+            env = snapshot(self.home, cwd, routing=tree.routing_names())
+        except DshError as exc:
+            _note(f"note: row configs not checked: {exc}")
+            return
+        added = add_plugin_dir(target)
+        try:
+            for row in tree.flat_rows(env, self.home):
+                if row["disabled"]:
+                    continue
+                try:
+                    plugin = resolve(row["id"], row["name"])
+                except DshError:
+                    continue
+                try:
+                    validate(plugin.manifest.config_schema or {}, row["config"],
+                             row_id=row["id"])
+                except ConfigError as exc:
+                    raise ConfigError(f"profile {self.name!r} would not start: {exc} "
+                                      f"(plugin {row['name']!r})") from None
         finally:
             if added:
                 remove_plugin_dir(target)

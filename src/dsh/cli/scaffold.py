@@ -3,9 +3,12 @@
 The package has one tool (``count_words``-style: it counts a text's words, lines and
 characters, so it needs no key, file or network), the plugin class registering it, the
 bundle (``patch.yml``) that inserts the plugin's row into a profile's ``tools`` group, the
-``dsh.bundles`` entry point naming that bundle, a README with the steps, and a test that
-runs the tool through a real session of a scripted model (``dsh.sdk``). It installs with
-``dsh plugin --profile P add ./NAME`` as it is; ``docs/plugins.md`` walks through it.
+``dsh.bundles`` entry point naming that bundle, a README with the steps, a scripted model
+for offline runs (``offline/script.yml``, and ``offline/scripted.yml``, the patch that
+makes a profile use it), and a test that runs the tool through a real session of that
+model (``dsh.sdk``), so the test and a person's offline run use the same two files. It
+installs with ``dsh plugin --profile P add ./NAME`` as it is; ``docs/plugins.md`` walks
+through it.
 
 The folder is written beside its place and renamed in, so a failure (or a folder of that
 name already there) leaves nothing behind.
@@ -160,6 +163,22 @@ PATCH = """\
       config: {max_chars: 100000}
 """
 
+SCRIPT = """\
+# A scripted model for offline runs: each item is one answer, in order (key-free, the
+# same whatever the prompt). The first calls the tool, the second is the final answer.
+- text: "Let me count."
+  tool_calls: [{name: __TOOL__, arguments: {text: "to be or not to be"}}]
+- text: "Six words."
+"""
+
+SCRIPTED = """\
+# Run a profile with this plugin offline, its model answering from script.yml:
+#   dsh --profile mine --patch offline/scripted.yml "How many words are in 'to be or not to be'?"
+- insert:
+    - {id: llm-scripted, name: llm-scripted, config: {script: !path script.yml}}
+- {id: agent, merge: {config: {default_route: scripted}}}
+"""
+
 TEST = '''\
 """The __TOOL__ tool, alone and through a real dsh session whose model is scripted."""
 
@@ -173,16 +192,8 @@ from dsh.sdk import ClientConfig, DshClient
 from dsh.runtime.tools.base import ToolContext
 
 BUNDLE = Path(__PACKAGE__.__file__).parent / "patch.yml"
-SCRIPT = """\\
-- text: "Let me count."
-  tool_calls: [{name: __TOOL__, arguments: {text: "one two three"}}]
-- text: "Three words."
-"""
-SCRIPTED = """\\
-- insert:
-    - {id: llm-scripted, name: llm-scripted, config: {script: !path script.yml}}
-- {id: agent, merge: {config: {default_route: scripted}}}
-"""
+# The scripted model of an offline run (offline/script.yml) and the patch using it.
+SCRIPTED = Path(__file__).resolve().parents[1] / "offline" / "scripted.yml"
 
 
 def test_the_tool_counts() -> None:
@@ -195,18 +206,15 @@ def test_the_tool_counts() -> None:
 
 
 def test_a_session_calls_the_tool(tmp_path: Path) -> None:
-    (tmp_path / "script.yml").write_text(SCRIPT)
-    (tmp_path / "scripted.yml").write_text(SCRIPTED)
     config = ClientConfig(profile="sdk", dsh_home=tmp_path / "home", cwd=tmp_path,
-                          patches=(BUNDLE, tmp_path / "scripted.yml"),
-                          initialize_timeout=60)
+                          patches=(BUNDLE, SCRIPTED), initialize_timeout=60)
     with DshClient(config) as client:
-        result = client.new_session().run("How many words in 'one two three'?")
+        result = client.new_session().run("How many words are in 'to be or not to be'?")
     assert result.stop_reason == "completed", result
     outputs = ["".join(block.get("text", "") for block in event.data["message"]["content"])
                for event in result.events if event.type == "tool/result"]
-    assert outputs == ["3 words, 1 lines, 13 characters"]
-    assert result.final_text == "Three words."
+    assert outputs == ["6 words, 1 lines, 18 characters"]
+    assert result.final_text == "Six words."
 '''
 
 README = """\
@@ -219,12 +227,15 @@ Made by `dsh plugin new __NAME__`; change the tool in `__PACKAGE__/__init__.py`.
 pip install -e '.[test]' && python -m pytest           # the tool, in a scripted session
 dsh plugin --profile mine add .                         # a profile with this plugin
 dsh doctor --profile mine                               # every row loads
-dsh --profile mine "How many words in 'to be or not to be'?"
+dsh --profile mine "How many words in 'to be or not to be'?"                # a real model
+dsh --profile mine --patch offline/scripted.yml "How many words in 'to be or not to be'?"
 ```
 
 - `__PACKAGE__/__init__.py`: the tool and the plugin class (`__CLASS__`) registering it.
 - `__PACKAGE__/patch.yml`: the bundle, inserting the plugin's row (`tools:__ROW__`).
 - `pyproject.toml`: the `dsh.bundles` entry point `__BUNDLE__` naming the bundle.
+- `offline/`: a scripted model (`script.yml`) and the patch that runs a profile on it
+  (`scripted.yml`), for runs with no key; the test uses them too.
 - `tests/`: the tool alone, then through a real session whose model is scripted.
 
 dsh's `docs/plugins.md` describes the whole plugin contract.
@@ -275,6 +286,8 @@ def create(name: str, where: Path, *, backend: str = "setuptools") -> Path:
         "README.md": README,
         f"{names.package}/__init__.py": INIT,
         f"{names.package}/patch.yml": PATCH,
+        "offline/script.yml": SCRIPT,
+        "offline/scripted.yml": SCRIPTED,
         f"tests/test_{names.package}.py": TEST,
     }
     try:

@@ -9,7 +9,9 @@ it (:func:`dsh.cli.sessionio.profile_store`), so the same commands read a home's
   shows that runtime (``pid N``).
 * ``show ID``: the log, a page at a time (:mod:`dsh.cli.transcript`), so a session of
   100,000 events is shown in the memory of one page. Reading needs no lease: a session
-  another runtime is running can be shown as far as it is stored.
+  another runtime is running can be shown as far as it is stored. A turn a dead runtime
+  left open is closed first (``interrupted``), in the store, as any reader does
+  (``close_abandoned``).
 * ``rm ID...``: asks first (``--yes`` skips; without a terminal to ask on, ``--yes`` is
   needed), then removes each session under its lease: one a live runtime holds is
   refused naming it, and nothing of it is removed.
@@ -120,6 +122,8 @@ def show_session(home: Path, profile: str, patches: list[str], cwd: Path, sessio
     """Print one session: ``form`` is ``json``, ``markdown``, ``plain`` or ``rich``."""
     with profile_store(home, profile, patches, cwd) as (store, _label):
         entry = _entry(store, session_id)
+        if store.close_abandoned(session_id):
+            entry = _entry(store, session_id)
         held = _live_holders(store, [session_id]).get(session_id)
         log = _log(store, session_id)
         if form == "json":

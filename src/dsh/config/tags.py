@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsh.core.redact import EnvValue
+
 KNOWN_TAGS = ("!env", "!home", "!path")
 
 # The references stay dataclasses, unlike the launcher's other records: they sit among
@@ -63,13 +65,16 @@ Tag = EnvRef | HomeRef | PathRef
 
 
 def resolve(value: Any, env: Mapping[str, str], home: Path) -> Any:
-    """A copy of ``value`` with every tag replaced by its value for this launch."""
+    """A copy of ``value`` with every tag replaced by its value for this launch; a value
+    read from the environment is an :class:`~dsh.core.redact.EnvValue` (potentially a
+    secret: diagnostics name its variable, never quote it), a ``!env`` default is not."""
     if isinstance(value, dict):
         return {k: resolve(v, env, home) for k, v in value.items()}
     if isinstance(value, list):
         return [resolve(v, env, home) for v in value]
     if isinstance(value, EnvRef):
-        return env.get(value.name, value.default)
+        found = env.get(value.name)
+        return value.default if found is None else EnvValue(found, value.name)
     if isinstance(value, HomeRef):
         return str(home / value.sub)
     if isinstance(value, PathRef):

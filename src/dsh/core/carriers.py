@@ -99,12 +99,20 @@ def launch_choice() -> Handover | None:
 
 
 def describe() -> list[dict[str, Any]]:
-    """The carriers, whether each is available and which one runs this process."""
+    """The carriers, whether each is available and which one runs this process.
+
+    In the frozen runtime the python carrier is not available: the process has no Python
+    interpreter to run ``python -m dsh`` or pip with (``dsh plugin`` refuses there), even
+    though it lacks none of the carrier's modules (:func:`python_missing` is empty, so
+    it runs what it is asked in-process). ``frozen: true`` says why.
+    """
     frozen = running_frozen()
     missing = python_missing()
     python: dict[str, Any] = {
-        "id": "python", "available": not missing, "current": not frozen,
+        "id": "python", "available": not missing and not frozen, "current": not frozen,
         "version": f"{sys.version_info.major}.{sys.version_info.minor}"}
     if missing:
         python["missing"] = list(missing)
+    if frozen:
+        python["frozen"] = True
     return [{"id": "exe", "available": exe_available(), "current": frozen}, python]

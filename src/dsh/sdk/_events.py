@@ -45,6 +45,9 @@ class SessionMoved:
     this client talks to then says so: ``holder`` is ``{host, pid}`` of the runtime
     holding the session now, or ``None`` when that one already gave it back. The next
     prompt from this client takes the session back (busy while the other one runs it).
+    A session taken over while it worked here (this runtime stalled past the lease
+    expiry) moves the same way, after an ``error`` event and the running turn's
+    ``turn/end`` (``error``), both with code ``lease-lost``: the run ends with them.
     """
 
     session_id: str

@@ -48,6 +48,10 @@ SESSION_MOVED = "session/moved"
 SESSION_SETTINGS = "session/settings"
 USER_SHELL = "user/shell"
 
+LEASE_LOST = "lease-lost"
+"""The ``code`` of the ``error`` and ``turn/end`` a runtime sends when another took over
+the lease of a session it was working on."""
+
 APPEND = {"surfaceOp": "append"}
 """The extra event member of events that add a message to the visible conversation."""
 
@@ -278,9 +282,30 @@ def hook_error(message: str, hook: str, lifecycle_event: str) -> dict[str, Any]:
             "source": {"kind": "hook", "hook": hook, "event": lifecycle_event}}
 
 
+def unlogged(type: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """An event about this runtime's hold on a session rather than part of its log: no
+    ``seq``, never stored (the log may be another runtime's by now)."""
+    return {"type": type, "time": now_ms(), "data": dict(data)}
+
+
 def moved(holder: Mapping[str, Any] | None) -> dict[str, Any]:
     """A ``session/moved`` event: this runtime no longer has the session, another runtime
     leased or wrote it (``holder``: ``{host, pid}`` of the one leasing it now, or None
     when it already gave it back). It is not part of the log: no ``seq``, never stored."""
-    return {"type": SESSION_MOVED, "time": now_ms(),
-            "data": {"holder": None if holder is None else dict(holder)}}
+    return unlogged(SESSION_MOVED, {"holder": None if holder is None else dict(holder)})
+
+
+def lease_lost(message: str, holder: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``error`` event of a session whose lease another runtime took from this one
+    while it had work here (``code: lease-lost``, ``holder`` as in :func:`moved`); not
+    part of the log, like :func:`moved`."""
+    return unlogged(ERROR, {"message": message, "code": LEASE_LOST,
+                            "holder": None if holder is None else dict(holder)})
+
+
+def turn_lost(turn: int, message: str) -> dict[str, Any]:
+    """The ``turn/end`` (``error``, code ``lease-lost``) this runtime sends for its running
+    turn of a session another runtime took over; not part of the log: the log's own end
+    of the turn is the new holder's to write (a restore closes it as interrupted)."""
+    return unlogged(TURN_END, turn_end(turn, "error", {"message": message,
+                                                       "code": LEASE_LOST}))

@@ -2,7 +2,8 @@
 
 Each event is appended to the session store before any client sees it, so what a client
 received survives a crash. A store that refuses the event because another runtime holds
-the session lets the session go (nothing more of it is stored or sent); one whose
+the session lets the session go (nothing more of it is stored or sent, its clients are
+told it was lost: :mod:`.leasing`); one whose
 database is away keeps the event in its spool and ends the running turn
 (:mod:`.leasing`). Saving a whole record (after a turn, at close) never raises: the next
 save that succeeds writes every event still missing.
@@ -49,9 +50,13 @@ class Journal:
             session_id = params["sessionId"]
             try:
                 self.store.append(session_id, params["event"])
-            except (SessionHeldError, DuplicateEventError) as exc:
+            except SessionHeldError as exc:
                 # Another runtime runs this session now: neither store nor send its events.
-                self._holdings.let_go(session_id, str(exc))
+                self._holdings.let_go(session_id, str(exc), exc.holder)
+                return
+            except DuplicateEventError as exc:  # another runtime wrote at this seq
+                self._holdings.let_go(session_id, str(exc),
+                                      self._holdings.holder_of(session_id))
                 return
             except StoreUnavailableError as exc:
                 # Kept on this host (the store's spool) and stored once the database is
@@ -75,6 +80,8 @@ class Journal:
         raised, it would end the session's runner, dropping its queued prompts, or stop
         ``close`` before the other sessions are saved; the next save that succeeds writes
         every event still missing."""
+        if not self.store.holds(record.session_id):
+            return  # let go (another runtime took it): the log is that one's now
         try:
             self.store.save(record)
         except (SessionHeldError, StoreUnavailableError) as exc:

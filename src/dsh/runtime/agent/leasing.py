@@ -23,15 +23,20 @@ runtime, not part of the session's log).
 A held session whose lease is found lost (a heartbeat's ``on_lost``, a fenced write
 refused, or a check before work that writes) is *let go*: its queue is dropped, its turn
 cancelled, ``session_end`` fired in the background, and it is forgotten, so a later use
-restores it through the store, which answers busy naming the new holder (or, if that one
-died meanwhile, takes the lease back and reloads the log, which may have grown there).
+restores it through the store, which answers busy naming the new holder (or, once that
+one gave it back or died, takes the lease back and reloads the log, which may have grown
+there). Its clients are told, outside the log (nothing more of the session is stored
+here, since the log is the new holder's): an ``error`` with code ``lease-lost`` naming
+the new holder when the session had work here, the running turn's ``turn/end`` (error,
+``lease-lost``), and ``session/moved`` as for a parked session. What the running turn
+emits after that is neither stored nor sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from dsh.core.errors import SessionHeldError
@@ -65,8 +70,7 @@ class Holdings:
         self._parked: dict[str, None] = {}  # parked session ids, oldest first
         self._background: set[asyncio.Task[Any]] = set()
         self._closed = False
-        self._unwatch = (store.on_lost(lambda session_id: self.let_go(session_id, STALLED)),
-                         store.on_moved(self._moved))
+        self._unwatch = (store.on_lost(self._lost), store.on_moved(self._moved))
 
     # -- which sessions are this runtime's ------------------------------------------------
 
@@ -86,7 +90,7 @@ class Holdings:
         if session.parked is not None:
             return None if confirm else session
         if not self._store.holds(session_id):
-            self.let_go(session_id, TAKEN)
+            self.let_go(session_id, TAKEN, self.holder_of(session_id))
             return None
         if confirm:
             try:
@@ -95,7 +99,7 @@ class Holdings:
                 logger.warning("could not read the lease of session %s: %s", session_id, exc)
                 return session
             if lease is None or lease.holder.holder_id != self._store.holder.holder_id:
-                self.let_go(session_id, TAKEN)
+                self.let_go(session_id, TAKEN, None if lease is None else lease.holder.public())
                 return None
         return session
 
@@ -164,7 +168,7 @@ class Holdings:
             version = store.version(session_id)
         except SessionHeldError as exc:
             if exc.lost:
-                self.let_go(session_id, str(exc))
+                self.let_go(session_id, str(exc), exc.holder)
             return
         except Exception as exc:  # the store is away: keep the lease, try again later
             logger.warning("session %s keeps its lease for now: %s", session_id, exc)
@@ -203,8 +207,15 @@ class Holdings:
 
     # -- losing leases --------------------------------------------------------------------
 
-    def let_go(self, session_id: str, why: str) -> None:
-        """Drop a live session another runtime now runs (see the module docstring)."""
+    def _lost(self, session_id: str) -> None:
+        """A heartbeat found the lease of ``session_id`` taken while this runtime stalled."""
+        self.let_go(session_id, STALLED, self.holder_of(session_id))
+
+    def let_go(self, session_id: str, why: str,
+               holder: Mapping[str, Any] | None = None) -> None:
+        """Drop a live session another runtime now runs (``holder``: ``{host, pid}`` of
+        that one, None when unknown or when it gave the session back already), and tell
+        its clients (see the module docstring)."""
         session = self._sessions.pop(session_id, None)
         if session is None:
             return
@@ -218,13 +229,35 @@ class Holdings:
             return
         logger.warning("session %s: %s; this runtime no longer runs it", session_id, why)
         self.release(session_id)  # nothing to delete, but the store forgets what it knew
+        had_work, turn = session.has_work(), session.turn
+        message = (f"{SessionHeldError(session_id, holder, lost=True).message}; this "
+                   "runtime stopped its work on it and takes it back only once it is free")
         session.inbox.clear()
         session.cancel_requested = True
-        if session.turn is not None:
-            session.turn.cancelled.set()
+        if turn is not None:
+            session.failure = {"message": message, "code": events.LEASE_LOST}
+            turn.cancelled.set()
         if session.turn_task is not None:
             session.turn_task.cancel()
+        told: list[dict[str, Any]] = []
+        if had_work:
+            told.append(events.lease_lost(message, holder))
+        if turn is not None:
+            told.append(events.turn_lost(session.record.turns, message))
+        told.append(events.moved(holder))
+        for event in told:
+            self._tell("session.event", {"sessionId": session_id, "event": event})
         self._end_later(session)
+
+    def holder_of(self, session_id: str) -> dict[str, Any] | None:
+        """``{host, pid}`` of whoever leases ``session_id`` now (None: nobody, or the
+        store cannot say)."""
+        try:
+            lease = self._store.lease(session_id)
+        except Exception as exc:
+            logger.warning("could not read the lease of session %s: %s", session_id, exc)
+            return None
+        return None if lease is None else lease.holder.public()
 
     def store_away(self, session_id: str, error: Exception) -> None:
         """The store could not take an event (its database is away; the event was kept on

@@ -46,6 +46,7 @@ from dsh.runtime.providers.base import (
     ToolSpec,
 )
 from dsh.runtime.tools.base import Tool, ToolContext, ToolResult
+from dsh.runtime.tools.clientside import ClientSide
 from dsh.runtime.tools.confine import Boundary
 
 logger = logging.getLogger("dsh.agent")
@@ -115,6 +116,10 @@ class Host(Protocol):
 
     def boundary(self, session: Session) -> Boundary:
         """What the session's tools may reach now (root, granted roots, protected)."""
+        ...
+
+    def client_side(self, session_id: str) -> ClientSide | None:
+        """What the session's client does for its tools (its files, its terminal)."""
         ...
 
     async def contexts(self, session: Session, turn: int) -> list[tuple[str, str]]:
@@ -314,7 +319,8 @@ class Turn:
         context = ToolContext(s.id, self.host.env, self.cancelled, lambda: s.cwd, s.change_cwd,
                               emit=s.emit, history=lambda: copy.deepcopy(s.messages),
                               images_supported=self._images,
-                              boundary=self.host.boundary(s), keep=s.keep)
+                              boundary=self.host.boundary(s), keep=s.keep,
+                              call_id=call_id, client=self.host.client_side(s.id))
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
                                approver=self.host.approver, context=context, grant=s.grant,

@@ -15,6 +15,7 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core.errors import DshError
+from dsh.core.redact import EnvValue, shown
 from dsh.runtime.agent.service import Agent
 from dsh.runtime.agent.settings import AgentConfig
 from dsh.runtime.kernel.loader import resolve
@@ -143,8 +144,11 @@ class AgentCore(Plugin):
             why = "the route asked for (--provider)" if checkup.provider else \
                 "the agent row's default_route"
             known = ", ".join(sorted(routes)) or "none"
-            found = [Diagnosis(f"route.{in_use}", "fail", f"no enabled row publishes route "
-                               f"'{in_use}', {why} (routes: {known})")]
+            # A route from a patch's !env names no route: maybe a secret, never shown.
+            check = f"route.env.{in_use.name}" if isinstance(in_use, EnvValue) \
+                else f"route.{in_use}"
+            found = [Diagnosis(check, "fail", f"no enabled row publishes route "
+                               f"{shown(in_use)}, {why} (routes: {known})")]
         else:
             found = []
         for route in sorted(routes) if checkup.all_routes else [in_use]:

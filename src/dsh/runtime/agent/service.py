@@ -7,7 +7,8 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
 * ``prompt`` answers a ``messageId`` at once and queues the message on the session (created
   on first use); one background runner per session takes queued prompts one turn at a
   time, so prompts run in order, and ``session.status idle`` is sent when the inbox drains.
-* ``cancel`` cancels the running turn only; queued prompts still run.
+* ``cancel`` cancels the running turn; when none runs, the most recent prompt whose turn
+  has not started (a cancel right behind its prompt). Other queued prompts still run.
 * The agent speaks no protocol: it raises :mod:`dsh.core.errors` (an unknown session is
   ``SessionNotFoundError``, a running one ``SessionBusyError``, a bad route, model or
   effort ``InvalidArgumentError``), and the servers turn them into answers through one
@@ -24,9 +25,11 @@ call :class:`Agent` and forward what its listeners receive. The contract is writ
   back a short while after its work ends (:mod:`.leasing`), so another runtime (a
   terminal, the web page, another host) can continue it; the next prompt here takes it
   back. Another runtime's session is ``SessionHeldError`` (busy, naming its holder); a
-  session whose lease this runtime lost is let go at once: its turn is cancelled, and
-  nothing more of it is stored or sent; a released one that another runtime continued
-  is dropped here and its clients told ``session/moved``.
+  session whose lease this runtime lost is let go at once: its turn is cancelled,
+  nothing more of it is stored, and its clients are told (``error`` and ``turn/end``
+  with code ``lease-lost``, then ``session/moved``, outside the log); a released one
+  that another runtime continued is dropped here and its clients told
+  ``session/moved``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from dsh.runtime.agent.toolrun import Approver
 from dsh.runtime.agent.turns import TurnRunner
 from dsh.runtime.kernel.hooks import HookError
 from dsh.runtime.kernel.plugin import RuntimeContext
+from dsh.runtime.tools.clientside import ClientSide
 
 CLOSE_BOUND = 2.0
 """Seconds ``close`` waits for cancelled turns, and again for ``session_end`` hooks."""
@@ -113,6 +117,12 @@ class Agent:
         """Who decides a guardrail's ``ask``; None leaves it to the policy (never hangs)."""
         self._turns.approver = fn
 
+    def set_client_side(self, lookup: Callable[[str], ClientSide | None] | None) -> None:
+        """Who does file and terminal work for a session's tools: ``lookup(session_id)``
+        gives the session's client's offer (:mod:`dsh.runtime.tools.clientside`), or None
+        for dsh's own; installed by a protocol server whose client advertised it."""
+        self._turns.client_sides = lookup
+
     def announce(self, method: str, params: Mapping[str, Any]) -> None:
         """Deliver a notification that is not one of this runtime's session events to
         every listener, as the servers forward them: ``subagent.*``, and the events of
@@ -120,13 +130,19 @@ class Agent:
         sub-agent's events belong to its own runtime's log."""
         self._journal.deliver(method, params)
 
-    def emit(self, session_id: str, type: str, data: Mapping[str, Any]) -> bool:
+    def emit(self, session_id: str, type: str, data: Mapping[str, Any], *,
+             in_turn: bool = False) -> bool:
         """Log event ``type`` on a live session, as a plugin reporting outside a tool call
         (an MCP server that died, a mode a client set); False when no such session runs
         here (or it is parked: its lease was given back, so this runtime writes nothing
-        to its log until it takes it back)."""
+        to its log until it takes it back).
+
+        ``in_turn``: only while the session runs a turn (False otherwise), for a report a
+        client's run must collect: the caller keeps it for the next turn instead of
+        logging it between runs, where no run's result would hold it."""
         session = self._sessions.find(session_id)
-        if session is None or session.parked is not None or self._closed:
+        if session is None or session.parked is not None or self._closed or (
+                in_turn and session.turn is None):
             return False
         session.emit(type, data)
         return True
@@ -162,19 +178,25 @@ class Agent:
         an InvalidArgumentError naming the problem and nothing is created or written.
         """
         self._check_open()
-        session = None
-        if self._sessions.known(session_id):
-            session = await self._sessions.confirmed(session_id)
-        if session is None:
-            self._turns.check_ready()
-            session = await self._sessions.create(session_id, cwd)
-        return self._turns.enqueue(session, content_blocks)
+        with self._turns.arriving(session_id) as arrival:
+            session = None
+            if self._sessions.known(session_id):
+                session = await self._sessions.confirmed(session_id)
+            if session is None:
+                self._turns.check_ready()
+                session = await self._sessions.create(session_id, cwd)
+            return self._turns.enqueue(session, content_blocks, cancelled=arrival.cancelled)
 
     async def cancel(self, session_id: str) -> bool:
         """Cancel the running turn (``turn/end`` says ``cancelled``) or the user's shell
-        command (:meth:`shell`); False when neither runs, a stored session's included (it
-        runs nothing here); unknown is SessionNotFoundError."""
+        command (:meth:`shell`); when neither runs, the most recent prompt whose turn has
+        not started, even one still on its way (its turn ends ``cancelled`` as it starts;
+        other queued prompts still run). False when there is nothing to cancel, a stored
+        session's included (it runs nothing here); unknown is SessionNotFoundError."""
         session = self._sessions.live(session_id)
+        if ((session is None or session.turn is None)
+                and self._turns.cancel_waiting(session_id, session)):
+            return True
         if session is None:
             if self._sessions.known(session_id):
                 return False
@@ -342,6 +364,11 @@ class Agent:
         """A live session's events so far, in ``seq`` order."""
         return list(self._sessions.get(session_id).record.events)
 
+    def log(self, session_id: str) -> Sequence[Mapping[str, Any]]:
+        """A live session's event log itself, in ``seq`` order: not a copy, so many
+        readers (event streams) share it as it grows; read it, never change it."""
+        return self._sessions.get(session_id).record.events
+
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage:
         """A page of the session's log from ``start_seq`` (see
@@ -350,15 +377,21 @@ class Agent:
 
         A session held here is read from memory, which holds even an event whose append
         failed; any other (parked, stored, or running in another runtime) from the
-        store, which needs no lease to read.
+        store, which needs no lease to read. A page that reaches the end of a log a dead
+        runtime left inside a turn has that turn closed first (``interrupted``, in the
+        store: :meth:`~.store.SessionStore.close_abandoned`).
         """
         session = self._sessions.live(session_id)
         if session is not None and session.parked is None:
             return page_of(session.record.events, start_seq, limit, max_bytes)
-        page = self._journal.store.history_page(session_id, start_seq=start_seq, limit=limit,
-                                                max_bytes=max_bytes)
+        store = self._journal.store
+        page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                  max_bytes=max_bytes)
         if page is None:
             raise SessionNotFoundError(session_id)
+        if page.next_seq is None and store.close_abandoned(session_id):
+            page = store.history_page(session_id, start_seq=start_seq, limit=limit,
+                                      max_bytes=max_bytes) or page
         return page
 
     async def close(self) -> None:

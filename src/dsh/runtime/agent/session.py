@@ -116,6 +116,7 @@ class Session:
         self.turn: RunningTurn | None = None  # from turn/start until turn/end
         self.turn_task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
+        self.cancelled_prompts: set[str] = set()  # queued prompts cancelled before their turn
         self.failure: Mapping[str, str] | None = None  # ends the running turn with an error
         self.kept = 0  # background work holding the session here (jobs, sub-agents)
         self.parked: tuple[int, int] | None = None

@@ -32,6 +32,11 @@ seconds while the runtime lives. The rules every store keeps:
   copy and tells clients ``session/moved``).
 * Reading (``load``, ``summaries``, ``history_page``, ``lease``, ``version``) needs no
   lease.
+* A log a killed runtime left inside a turn is closed by the next runtime that restores
+  the session (:mod:`.recovery`), and, for a reader that only reads it,
+  ``close_abandoned`` closes it in the store once its holder is known dead, under the
+  lease it takes and gives back for that: every reader then sees the turn ended as
+  ``interrupted``, with the events a restore would have appended.
 """
 
 from __future__ import annotations
@@ -216,6 +221,12 @@ class SessionStore(Protocol):
         when the session is unknown."""
         ...
 
+    def close_abandoned(self, session_id: str) -> bool:
+        """End the turn a dead holder left the stored log inside (``turn/end``
+        ``interrupted``, as a restore would), under the lease taken for it; True when
+        this call did. Nothing while a live runtime holds the session."""
+        ...
+
 
 class MemorySessionStore:
     """Records kept in this process; copies in and out, as a real store would serialize.
@@ -327,6 +338,10 @@ class MemorySessionStore:
         if newest_first:
             found.sort(key=lambda e: (e["updatedAt"], e["sessionId"]), reverse=True)
         return found if limit is None else found[:limit]
+
+    def close_abandoned(self, session_id: str) -> bool:
+        """Nothing: a session kept in memory dies with its only runtime."""
+        return False
 
     def history_page(self, session_id: str, *, start_seq: int, limit: int,
                      max_bytes: int) -> HistoryPage | None:

@@ -126,11 +126,12 @@ async def execute(
         return _refused(f"Error: {confine.protected_error(value, holder)}",
                         "ToolDeniedError", "PROTECTED")
     call = ToolCall(context.session_id, call_id, name, args, context.cwd, tool,
-                    can_ask=approver is not None, outside=reached.outside, policy=policy)
+                    can_ask=approver is not None, outside=reached.outside,
+                    root=boundary.root, policy=policy)
     verdict = await guardrails.check(call)
     if verdict.decision is Decision.ALLOW and call.outside and not len(guardrails):
-        verdict = Verdict(Decision.ASK, f"'{name}' reaches outside the workspace root "
-                                        f"({', '.join(call.outside)})")
+        verdict = Verdict(Decision.ASK, confine.outside_reason(name, call.outside,
+                                                               boundary.root))
     if verdict.decision is Decision.DENY:
         return _refused(f"Error: denied by {verdict.reason}", "ToolDeniedError", "DENIED")
     remembered = memory.recall(name) if memory is not None else None

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dsh.core.errors import InvalidArgumentError, PluginError, SessionBusyError
+from dsh.core.redact import shown
 from dsh.runtime.agent import events
 from dsh.runtime.agent.compactor import Compactor
 from dsh.runtime.agent.journal import Journal
@@ -32,9 +33,20 @@ from dsh.runtime.kernel.plugin import ContextRequest, RuntimeContext
 from dsh.runtime.providers.base import EFFORTS, Provider
 from dsh.runtime.tools import confine
 from dsh.runtime.tools.base import Tool
+from dsh.runtime.tools.clientside import ClientSide
 from dsh.runtime.tools.confine import Boundary
 
 logger = logging.getLogger("dsh.agent")
+
+
+class Arrival:
+    """A prompt accepted for a session but not yet in its inbox (the session is being
+    created or restored); ``cancelled`` when a cancel came for it meanwhile."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
 
 
 class TurnRunner:
@@ -52,19 +64,58 @@ class TurnRunner:
         self._compactor = compactor
         self._closed = closed
         self.approver: Approver | None = None
+        self._arriving: dict[str, list[Arrival]] = {}  # session id -> prompts in order
+        self.client_sides: Callable[[str], ClientSide | None] | None = None
         self._choice: dict[str, Any] = {"provider": None, "model": None,
                                         "reasoning_effort": None, "max_tokens": None}
 
     # -- the queue ------------------------------------------------------------------------
 
-    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]]) -> str:
-        """Queue a prompt and return its messageId; the session's runner takes it.
+    @contextlib.contextmanager
+    def arriving(self, session_id: str) -> Iterator[Arrival]:
+        """Mark a prompt for ``session_id`` as on its way until it is queued (or fails),
+        so a cancel sent right behind it finds it (:meth:`cancel_waiting`)."""
+        arrival = Arrival()
+        self._arriving.setdefault(session_id, []).append(arrival)
+        try:
+            yield arrival
+        finally:
+            arrivals = self._arriving[session_id]
+            arrivals.remove(arrival)
+            if not arrivals:
+                del self._arriving[session_id]
+
+    def cancel_waiting(self, session_id: str, session: Session | None) -> bool:
+        """Cancel the most recent prompt whose turn has not started (one on its way, else
+        the last one queued) when no turn runs; False when there is none, or it is
+        already cancelled. Its turn then ends ``cancelled`` as it starts; the other
+        queued prompts still run."""
+        arrivals = self._arriving.get(session_id)
+        if arrivals:
+            if arrivals[-1].cancelled:
+                return False
+            arrivals[-1].cancelled = True
+            return True
+        if session is None or session.turn is not None or not session.inbox:
+            return False
+        latest = session.inbox[-1]["id"]
+        if latest in session.cancelled_prompts:
+            return False
+        session.cancelled_prompts.add(latest)
+        return True
+
+    def enqueue(self, session: Session, content_blocks: Sequence[Mapping[str, Any]], *,
+                cancelled: bool = False) -> str:
+        """Queue a prompt and return its messageId; the session's runner takes it
+        (``cancelled``: a cancel came while it was on its way, so its turn ends at once).
 
         A full inbox (``max_queued`` prompts waiting) is SessionBusyError (retryable).
         """
         if session.waiting() >= self._config().max_queued:
             raise SessionBusyError("session busy: queue full")
         message = events.user_message(content_blocks, events.new_id())
+        if cancelled:
+            session.cancelled_prompts.add(message["id"])
         start = len(session.inbox)
         session.inbox.append(message)
         session.emit(events.INBOX_SPLICED, events.inbox_received(start, message))
@@ -91,6 +142,9 @@ class TurnRunner:
         record.turns += 1
         turn = Turn(session, record.turns, prompt, self)
         session.turn = turn
+        if prompt["id"] in session.cancelled_prompts:  # cancelled while it waited
+            session.cancelled_prompts.discard(prompt["id"])
+            session.cancel_requested = True
         session.emit(events.TURN_START, events.turn_data(turn.number))
         session.emit(events.INBOX_SPLICED, events.inbox_taken(1))
         await self.fire(session, "before_turn", turn=turn.number,
@@ -224,7 +278,9 @@ class TurnRunner:
             chosen = self._rt.service("llm:" + route)
         except PluginError:
             routes = ", ".join(self._routes()) or "none"
-            raise InvalidArgumentError(f"unknown provider route '{route}' (registered: "
+            # A route from a patch's !env is named by its variable, never quoted: the
+            # message goes to clients, logs and the session's stored turn/end.
+            raise InvalidArgumentError(f"unknown provider route {shown(route)} (registered: "
                                        f"{routes})", code="unknown-route") from None
         name = model or chosen.default_model
         refuse = getattr(chosen, "model_refusal", None)
@@ -313,6 +369,11 @@ class TurnRunner:
         """What ``session``'s tools may reach now (its root, granted roots, protected)."""
         return session.boundary(confine.protected_dirs(self._rt.home,
                                                        self._config().protected_paths))
+
+    def client_side(self, session_id: str) -> ClientSide | None:
+        """What ``session_id``'s client does for its tools (none unless a server said)."""
+        lookup = self.client_sides
+        return None if lookup is None else lookup(session_id)
 
     @property
     def guardrails(self) -> GuardrailChain:

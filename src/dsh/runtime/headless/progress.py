@@ -121,4 +121,6 @@ class Progress:
                     f"{paint(_diff_counts(data), 'dim')}")
         if kind == "error":
             return paint(f"! {_clip(str(data.get('message', 'error')))}", "red")
+        if kind == "warning":
+            return paint(f"! warning: {_clip(str(data.get('message', 'warning')))}", "yellow")
         return None

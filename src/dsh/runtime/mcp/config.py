@@ -9,6 +9,11 @@ Two sources, one :class:`ServerSpec`:
   env: [{name, value}]}``, http ``{type: "http", name, url, headers: [{name, value}]}``
   with literal values (the client owns them).
 
+Each server also carries its limits (:data:`DEFAULTS`: timeouts, the result cap, its tool
+budget) and what happens when it dies (:data:`RESTARTS`): set on the row for all of its
+servers, overridden per server; a client's servers get the row's, never their own. The
+session-wide budget (:data:`TOTALS`) is the row's alone.
+
 Server names are ``[a-z0-9_-]`` (a client's name is folded to that), because they become
 part of tool names ``mcp__<server>__<tool>``. Nothing here does I/O or imports ``mcp``.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -29,12 +34,31 @@ TOOL_NAME_MAX = 64
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
-DEFAULTS = {"startup_timeout_s": 8.0, "call_timeout_s": 60.0, "max_result_chars": 50_000}
+DEFAULTS = {"startup_timeout_s": 8.0, "call_timeout_s": 60.0, "max_result_chars": 50_000,
+            "max_tools": 128, "max_schema_bytes": 256 * 1024}
 """Row-level defaults; each server may override them. ``startup_timeout_s`` stays under
-agent-core's ``hook_budget_s`` (10 s), which bounds how long a turn waits for a server."""
+agent-core's ``hook_budget_s`` (10 s), which bounds how long a turn waits for a server.
+``max_tools`` and ``max_schema_bytes`` bound what one server puts in every model request
+(its tools, and their names, descriptions and schemas as JSON): a server listing
+thousands would otherwise fill the context window before the conversation starts."""
+_INTEGERS = frozenset({"max_result_chars", "max_tools", "max_schema_bytes"})
+
+RESTARTS: Mapping[str, Any] = MappingProxyType(
+    {"restart": "never", "max_restarts": 3, "restart_backoff_s": 1.0})
+"""What happens when a server dies or fails to start (row-level defaults, per-server
+overrides): ``restart: next-turn`` starts it again when the next turn starts; a second
+failure in a row waits ``restart_backoff_s`` before its restart, each further one twice as
+long (doubling up to :data:`MAX_BACKOFF_S`, or the base if larger); after
+``max_restarts`` failed restarts in a row the server is removed for the session."""
+RESTART_MODES = ("never", "next-turn")
+MAX_BACKOFF_S = 300.0
+
+TOTALS: Mapping[str, int] = MappingProxyType(
+    {"max_total_tools": 256, "max_total_schema_bytes": 512 * 1024})
+"""The budget of all of a session's servers together (row only)."""
 
 _SERVER_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "headers",
-                          *DEFAULTS})
+                          *DEFAULTS, *RESTARTS})
 
 
 class ServerSpec(NamedTuple):
@@ -56,6 +80,11 @@ class ServerSpec(NamedTuple):
     startup_timeout_s: float = DEFAULTS["startup_timeout_s"]
     call_timeout_s: float = DEFAULTS["call_timeout_s"]
     max_result_chars: int = int(DEFAULTS["max_result_chars"])
+    max_tools: int = int(DEFAULTS["max_tools"])
+    max_schema_bytes: int = int(DEFAULTS["max_schema_bytes"])
+    restart: str = RESTARTS["restart"]
+    max_restarts: int = RESTARTS["max_restarts"]
+    restart_backoff_s: float = RESTARTS["restart_backoff_s"]
 
     @property
     def transport(self) -> str:
@@ -91,6 +120,19 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
                            "default": DEFAULTS["call_timeout_s"]},
         "max_result_chars": {"type": "integer", "minimum": 100,
                              "default": DEFAULTS["max_result_chars"]},
+        "max_tools": {"type": "integer", "minimum": 1, "default": DEFAULTS["max_tools"]},
+        "max_schema_bytes": {"type": "integer", "minimum": 1,
+                             "default": DEFAULTS["max_schema_bytes"]},
+        "restart": {"type": "string", "enum": list(RESTART_MODES),
+                    "default": RESTARTS["restart"]},
+        "max_restarts": {"type": "integer", "minimum": 0,
+                         "default": RESTARTS["max_restarts"]},
+        "restart_backoff_s": {"type": "number", "minimum": 0,
+                              "default": RESTARTS["restart_backoff_s"]},
+        "max_total_tools": {"type": "integer", "minimum": 1,
+                            "default": TOTALS["max_total_tools"]},
+        "max_total_schema_bytes": {"type": "integer", "minimum": 1,
+                                   "default": TOTALS["max_total_schema_bytes"]},
     },
 }
 """The row's ``config``; each server's own shape is checked by :func:`from_row`."""
@@ -120,13 +162,11 @@ def _from_row_entry(raw: Mapping[str, Any], config: Mapping[str, Any], where: st
         raise fail(".name", "expected a name of 1-32 characters a-z, 0-9, '_' or '-'")
     if ("command" in raw) == ("url" in raw):
         raise fail("", "give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
-    limits = {}
-    for key, default in DEFAULTS.items():
-        value = raw.get(key, config.get(key, default))
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise fail(f".{key}", "expected a positive number")
-        limits[key] = value
-    limits["max_result_chars"] = int(limits["max_result_chars"])
+    try:
+        limits = _limits(raw, config)
+    except ValueError as exc:
+        key, problem = exc.args
+        raise fail(f".{key}", problem) from None
     if "command" in raw:
         command, args = raw["command"], raw.get("args", [])
         if not isinstance(command, str) or not command:
@@ -162,8 +202,7 @@ def from_client(raw: Any, defaults: Mapping[str, Any]) -> tuple[ServerSpec, ...]
     """
     if not isinstance(raw, list):
         raise ValueError('"mcpServers" must be an array')
-    limits = {k: defaults.get(k, v) for k, v in DEFAULTS.items()}
-    limits["max_result_chars"] = int(limits["max_result_chars"])
+    limits = _limits({}, defaults)
     specs: list[ServerSpec] = []
     for index, entry in enumerate(raw):
         where = f"mcpServers[{index}]"
@@ -196,6 +235,31 @@ def from_client(raw: Any, defaults: Mapping[str, Any]) -> tuple[ServerSpec, ...]
     return tuple(specs)
 
 
+def _limits(raw: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """A server's limits and restart policy: its own value, else the row's, else the
+    default; ValueError ``(key, problem)`` for a malformed one."""
+    def pick(key: str, default: Any) -> Any:
+        return raw.get(key, config.get(key, default))
+
+    limits: dict[str, Any] = {}
+    for key, default in DEFAULTS.items():
+        value = pick(key, default)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(key, "expected a positive number")
+        limits[key] = int(value) if key in _INTEGERS else value
+    restart = pick("restart", RESTARTS["restart"])
+    if restart not in RESTART_MODES:
+        raise ValueError("restart", f"expected one of {', '.join(RESTART_MODES)}")
+    count = pick("max_restarts", RESTARTS["max_restarts"])
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError("max_restarts", "expected a whole number, 0 or more")
+    backoff = pick("restart_backoff_s", RESTARTS["restart_backoff_s"])
+    if not isinstance(backoff, (int, float)) or isinstance(backoff, bool) or backoff < 0:
+        raise ValueError("restart_backoff_s", "expected a number of seconds, 0 or more")
+    return {**limits, "restart": restart, "max_restarts": count,
+            "restart_backoff_s": float(backoff)}
+
+
 def _pairs(raw: Any, where: str) -> dict[str, str]:
     """``[{name, value}]`` → mapping (ACP's env and headers)."""
     if not isinstance(raw, list):
@@ -215,7 +279,7 @@ def client_name(name: str) -> str:
     return slug[:32]
 
 
-def tool_name(server: str, tool: str, taken: set[str]) -> str:
+def tool_name(server: str, tool: str, taken: Container[str]) -> str:
     """``mcp__<server>__<tool>`` in the model's charset, at most 64 characters, not in ``taken``.
 
     Characters outside ``[a-zA-Z0-9_-]`` become ``_``; a name that had to be cut, or that

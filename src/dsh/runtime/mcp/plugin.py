@@ -5,16 +5,20 @@ Each session gets its own connection to every server (the row's, plus any a clie
 
 * ``session_start`` (hook) starts the session's connections in the background and returns
   at once; hooks are bounded by a 2 s budget, far less than a server may need to start.
-* A problem (a server that failed to start or died, a tool skipped for an invalid
-  schema) is one ``error`` event on the session, ``source: {kind: mcp, server}``, sent
-  the moment it happens through the agent; the session goes on without those tools.
+* ``tools_for`` (the tool source) answers a mapping made when a server's tools last
+  changed (:mod:`.offer`: the session's budget, names made unique): cheap and never
+  blocking. A server that goes away takes its tools at once, so even the next model
+  request of the same turn no longer offers them.
+* A problem (a server that failed to start or died, a tool skipped for an invalid schema,
+  tools left out of a budget) is one ``error`` event on the session, a name collision one
+  ``warning``, each with ``source: {kind: mcp, server}`` (and ``setting`` when a setting
+  decided it). It is said inside a turn, so a client's run collects it: at once while a
+  turn runs, otherwise when the next turn starts.
 * The ``mcp`` context section, asked at the start of every turn (bounded by agent-core's
-  ``hook_budget_s``), waits for the session's servers still starting, so the first turn
-  already has their tools. It never adds text to the conversation; a problem found
-  before the agent knew the session is reported from here instead (by raising, which the
-  agent turns into an ``error`` event).
-* ``tools_for`` (the tool source) answers from what the ready connections hold: cheap and
-  never blocking. A failed server's tools are gone from the next model request on.
+  ``hook_budget_s``), restarts the servers whose restart is due (``restart: next-turn``,
+  backed off, at most ``max_restarts`` failures in a row, then removed for the session,
+  which is said), waits for the session's servers still starting, so the turn already has
+  their tools, and says what was held. It never adds text to the conversation.
 * ``session_end`` stops the session's servers; ``dispose`` stops every server and waits
   for them (bounded), so no server process outlives the runtime.
 
@@ -25,6 +29,7 @@ The published service ``mcp`` adds a client's servers to a session
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -40,7 +45,14 @@ from dsh.runtime.kernel.plugin import (
     Plugin,
     Registrar,
 )
-from dsh.runtime.mcp.config import CONFIG_SCHEMA, ServerSpec, from_client, from_row
+from dsh.runtime.mcp.config import (
+    CONFIG_SCHEMA,
+    MAX_BACKOFF_S,
+    TOTALS,
+    ServerSpec,
+    from_client,
+    from_row,
+)
 
 if TYPE_CHECKING:
     # Imported where a connection is made: a tree without servers never needs it.
@@ -53,19 +65,65 @@ _NO_TOOLS: Mapping[str, Any] = MappingProxyType({})
 
 
 class McpServerError(PluginError):
-    """What the ``mcp`` context section raises to report server failures as one event."""
+    """What the ``mcp`` context section raises when it cannot say problems as events."""
+
+
+class _Server:
+    """One server of one session: its connection now, and its failures in a row."""
+
+    __slots__ = ("connection", "due", "failures", "removed", "spec")
+
+    def __init__(self, spec: ServerSpec, connection: Connection) -> None:
+        self.spec = spec
+        self.connection = connection
+        self.failures = 0
+        self.due = 0.0
+        self.removed = False
+
+    def failed(self, now: float) -> str:
+        """Count a failure of the connection; what happens next, for the report."""
+        spec = self.spec
+        if self.connection.healthy:
+            self.failures = 0
+        self.failures += 1
+        if spec.restart == "never":
+            return "its tools are removed"
+        if self.failures > spec.max_restarts:
+            self.removed = True
+            times = "once" if self.failures == 1 else f"{self.failures} times in a row"
+            return (f"its tools are removed for the rest of the session: it failed {times} "
+                    f"and is not restarted again (max_restarts = {spec.max_restarts})")
+        base = spec.restart_backoff_s
+        delay = 0.0 if self.failures == 1 else min(base * 2 ** (self.failures - 2),
+                                                   max(base, MAX_BACKOFF_S))
+        self.due = now + delay
+        attempt = f"restart {self.failures} of {spec.max_restarts}"
+        if not delay:
+            return f"its tools are removed; it restarts when the next turn starts ({attempt})"
+        return (f"its tools are removed; backing off, it restarts when a turn starts "
+                f"{delay:g} s from now or later ({attempt}, restart_backoff_s = "
+                f"{spec.restart_backoff_s:g})")
+
+    def restart_due(self, now: float) -> bool:
+        """Whether the next turn's start should start it again."""
+        from dsh.runtime.mcp.connection import State
+
+        return (self.spec.restart == "next-turn" and not self.removed
+                and self.connection.state is State.FAILED and now >= self.due)
 
 
 class _Session:
-    """One session's connections and the problems not yet reported to it."""
+    """One session's servers, what they offer, and what waits to be said in a turn."""
 
-    __slots__ = ("cwd", "reports", "servers", "session_id")
+    __slots__ = ("cwd", "held", "offered", "said", "servers", "session_id")
 
     def __init__(self, session_id: str, cwd: str) -> None:
         self.session_id = session_id
         self.cwd = cwd
-        self.servers: dict[str, Connection] = {}
-        self.reports: list[str] = []
+        self.servers: dict[str, _Server] = {}
+        self.offered: Mapping[str, Any] = _NO_TOOLS
+        self.said: set[str] = set()  # the session-wide notices already said
+        self.held: list[tuple[str, dict[str, Any]]] = []  # (event type, data)
 
 
 class McpServers(Plugin):
@@ -170,40 +228,40 @@ class McpServers(Plugin):
     def servers(self, session_id: str) -> dict[str, str]:
         """Each server of the session and its state (``starting``, ``ready``, ...)."""
         record = self._sessions.get(session_id)
-        return {} if record is None else {n: c.state.value for n, c in record.servers.items()}
+        return {} if record is None else {n: s.connection.state.value
+                                          for n, s in record.servers.items()}
 
     # -- extension points --------------------------------------------------------------
 
     def tools_for(self, session_id: str) -> Mapping[str, Any]:
-        """The ready servers' tools for the session (answers from memory, never waits)."""
+        """The session's offered tools (made when they last changed; never waits)."""
         record = self._sessions.get(session_id)
-        if record is None:
-            return _NO_TOOLS
-        from dsh.runtime.mcp.connection import State
-
-        tools: dict[str, Any] = {}
-        for connection in record.servers.values():
-            if connection.state is State.READY:
-                tools.update(connection.tools)
-        return tools
+        return _NO_TOOLS if record is None else record.offered
 
     def _turn_check(self, request: ContextRequest) -> Any:
-        """None when nothing is pending; otherwise the wait-and-report coroutine."""
+        """None when nothing is to do; otherwise the restart-wait-and-say coroutine."""
         record = self._sessions.get(request.session_id)
         if record is None:
             return None
         from dsh.runtime.mcp.connection import State
 
-        starting = [c for c in record.servers.values() if c.state is State.STARTING]
-        if not starting and not record.reports:
+        now = time.monotonic()
+        for server in record.servers.values():
+            if server.restart_due(now):
+                server.connection = self._start(record, server.spec)
+        starting = [s.connection for s in record.servers.values()
+                    if s.connection.state is State.STARTING]
+        if not starting and not record.held:
             return None
         return self._settle(record, starting)
 
     async def _settle(self, record: _Session, starting: list[Connection]) -> None:
         await asyncio.gather(*(c.wait_settled() for c in starting))
-        if record.reports:
-            reports, record.reports = record.reports, []
-            raise McpServerError("; ".join(reports))
+        held, record.held = record.held, []
+        unsaid = [data["message"] for kind, data in held
+                  if not self._emit(record.session_id, kind, data)]
+        if unsaid:
+            raise McpServerError("; ".join(unsaid))
 
     async def _session_start(self, event: Any) -> None:
         if not self._specs or event.session_id is None:
@@ -222,32 +280,64 @@ class McpServers(Plugin):
     # -- internals ---------------------------------------------------------------------
 
     def _connect(self, record: _Session, specs: list[ServerSpec]) -> None:
+        for spec in specs:
+            record.servers[spec.name] = _Server(spec, self._start(record, spec))
+
+    def _start(self, record: _Session, spec: ServerSpec) -> Connection:
+        """A started connection of ``spec`` reporting to ``record``."""
         from dsh.runtime.mcp.connection import Connection, State
 
-        def report(connection: Connection, message: str) -> None:
-            if connection.state is State.FAILED:
-                message += "; its tools are removed"
-            data = {"message": message, "source": {"kind": "mcp", "server": connection.name}}
-            if not self._emit(record.session_id, data):
-                record.reports.append(message)
+        def report(connection: Connection, message: str, kind: str = "error",
+                   setting: str | None = None) -> None:
+            server = record.servers.get(connection.name)
+            if (connection.state is State.FAILED and server is not None
+                    and server.connection is connection):
+                message = f"{message}; {server.failed(time.monotonic())}"
+            self._say(record, kind, connection.name, message, setting)
 
-        for spec in specs:
-            connection = Connection(spec, self._env, record.cwd, report)
-            record.servers[spec.name] = connection
-            connection.start()
+        connection = Connection(spec, self._env, record.cwd, report,
+                                changed=lambda _: self._refresh(record))
+        connection.start()
+        return connection
 
-    def _emit(self, session_id: str, data: Mapping[str, Any]) -> bool:
-        """Report on the session now, through the agent; False when it cannot (yet)."""
+    def _refresh(self, record: _Session) -> None:
+        """Make the session's offer again from its ready servers; say what is new."""
+        from dsh.runtime.mcp.connection import State
+        from dsh.runtime.mcp.offer import offer
+
+        made = offer(((name, s.connection.tools) for name, s in record.servers.items()
+                      if s.connection.state is State.READY),
+                     max_tools=int(self.config.get("max_total_tools",
+                                                   TOTALS["max_total_tools"])),
+                     max_bytes=int(self.config.get("max_total_schema_bytes",
+                                                   TOTALS["max_total_schema_bytes"])))
+        record.offered = MappingProxyType(dict(made.tools))
+        for notice in made.notices:
+            if notice.message not in record.said:
+                record.said.add(notice.message)
+                self._say(record, notice.kind, notice.server, notice.message, notice.setting)
+
+    def _say(self, record: _Session, kind: str, server: str, message: str,
+             setting: str | None) -> None:
+        """One event on the session now if a turn runs, else when the next one starts."""
+        data: dict[str, Any] = {"message": message, "source": {"kind": "mcp", "server": server}}
+        if setting is not None:
+            data["setting"] = setting
+        if not self._emit(record.session_id, kind, data):
+            record.held.append((kind, data))
+
+    def _emit(self, session_id: str, kind: str, data: Mapping[str, Any]) -> bool:
+        """Say it on the session's running turn, through the agent; False when none runs."""
         try:
             agent = self._service("agent") if self._service is not None else None
         except PluginError:
             return False
-        return bool(agent is not None and agent.emit(session_id, "error", data))
+        return bool(agent is not None and agent.emit(session_id, kind, data, in_turn=True))
 
     def _stop(self, record: _Session) -> None:
-        for connection in record.servers.values():
-            connection.stop()
-            self._closing.add(connection)
+        for server in record.servers.values():
+            server.connection.stop()
+            self._closing.add(server.connection)
 
 
 def attach_servers(service: Callable[[str], Any], raw: Any) -> Callable[[str, str], None] | None:

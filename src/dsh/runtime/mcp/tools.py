@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -84,7 +85,11 @@ Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class McpTool:
-    """A server's tool under its dsh name; ``call`` goes through ``caller``."""
+    """A server's tool under its dsh name; ``call`` goes through ``caller``.
+
+    ``schema_bytes`` is what it adds to every model request (its name, description and
+    parameters as JSON), the measure of the servers' byte budgets.
+    """
 
     def __init__(self, name: str, remote: Mapping[str, Any], params: dict[str, Any],
                  server: str, caller: Caller, max_chars: int,
@@ -99,9 +104,18 @@ class McpTool:
         about = remote.get("description") or remote.get("title")
         self.description = title + (about if isinstance(about, str) else self.remote_name)
         self.parameters = params
+        self.schema_bytes = len(json.dumps(
+            {"name": name, "description": self.description, "parameters": params},
+            ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         self._caller = caller
         self._max_chars = max_chars
         self._describe = describe_failure
+
+    def renamed(self, name: str) -> McpTool:
+        """The same tool offered under ``name`` (a collision with another server's)."""
+        twin = copy.copy(self)
+        twin.name = name
+        return twin
 
     async def call(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Call the server's tool; every failure is a result the model reads."""

@@ -26,10 +26,18 @@ Where ACP and the agent differ in shape:
 * Events are forwarded only for sessions this connection created or loaded, so a
   session being restored does not leak half its log before ``session/load`` replays it.
 
-dsh runs its own tools: the client's ``fs/*`` and ``terminal/*`` methods are never
-called, whatever the client advertises. MCP servers given to ``session/new`` or
-``session/load`` (stdio and http) are connected for that session by the ``mcp-servers``
-row (:mod:`dsh.runtime.mcp`); without that row they are -32602.
+* A client that advertises ``fs.readTextFile``, ``fs.writeTextFile`` or ``terminal`` in
+  ``initialize`` does that work for its sessions' tools (:mod:`.acp_client`): file reads
+  and writes go through ``fs/*`` after dsh's own path checks, so an unsaved buffer is
+  what the model reads; ``bash`` runs in the client's terminal as ``dsh sandbox ... --
+  bash -c COMMAND`` (the shell policy's launcher, never the raw command), embedded in
+  the tool call. Without them, dsh does it all itself.
+* A permission answer that is not ``{outcome: {outcome: "selected", optionId: <one of
+  the options offered>}}`` denies the call (and is logged), whatever its shape.
+
+MCP servers given to ``session/new`` or ``session/load`` (stdio and http) are connected
+for that session by the ``mcp-servers`` row (:mod:`dsh.runtime.mcp`); without that row
+they are -32602.
 """
 
 from __future__ import annotations
@@ -37,12 +45,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsh._version import __version__
 from dsh.core import jsonrpc
-from dsh.core.errors import DshError, JsonRpcError, PluginError, SessionBusyError, UsageError
+from dsh.core.errors import (
+    DshError,
+    JsonRpcError,
+    PluginError,
+    ProtocolError,
+    SessionBusyError,
+    UsageError,
+)
 from dsh.core.jsonrpc import Params
 from dsh.core.peer import Handler, Peer
 from dsh.runtime.agent.toolrun import Approval
@@ -56,9 +71,12 @@ from dsh.runtime.kernel.plugin import (
 )
 from dsh.runtime.providers.base import EFFORTS
 from dsh.runtime.servers import validation
+from dsh.runtime.servers.acp_client import AcpClientSide, Capabilities, terminal_content
 from dsh.runtime.servers.acp_mapping import (
     UpdateMapper,
+    clipped,
     prompt_blocks,
+    selected_option,
     stop_reason,
     text_content,
     tool_call_update,
@@ -75,6 +93,7 @@ def _str(params: Mapping[str, Any], name: str) -> str:
 PROTOCOL_VERSION = 1
 AGENT_NAME = "dsh"
 DEFAULT_PERMISSION_TIMEOUT_S = 600.0
+DEFAULT_CLIENT_TIMEOUT_S = 30.0
 
 log = logging.getLogger("dsh.acp")
 
@@ -104,10 +123,15 @@ agent -> client
   session/update {sessionId, update}       (message chunks, tool calls, usage, title)
   session/request_permission {sessionId, toolCall, options} for guarded tool calls
       (config `permission_timeout_s`, default 600; no answer in time denies)
+  fs/read_text_file, fs/write_text_file   when the client advertised clientCapabilities.fs:
+      the file tools read (unsaved buffers included) and write through the client
+  terminal/create, /wait_for_exit, /output, /kill, /release   when it advertised terminal:
+      bash runs there as `dsh sandbox ... -- bash -c COMMAND` (the shell policy's launcher)
+      (config `client_timeout_s`, default 30, bounds each of these requests)
 
 Prompts take text, resource links and embedded resources; not images or audio. MCP
-servers (stdio, http) are connected per session. The client's fs/* and terminal/* methods are
-never used. stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
+servers (stdio, http) are connected per session. stdin EOF or SIGTERM: clean exit 0;
+SIGINT: 130; a second signal exits at once.
 """
 
 AGENT_CAPABILITIES = {
@@ -188,6 +212,9 @@ class AcpServer(Plugin):
             "properties": {
                 "max_frame_bytes": {"type": "integer", "minimum": 1024},
                 "permission_timeout_s": {"type": "number", "minimum": 0},
+                "client_timeout_s": {"type": "number", "minimum": 0.1,
+                                     "description": "Bound of each fs/* and terminal/* "
+                                                    "request to the client (default 30)."},
             },
             "additionalProperties": False,
         },
@@ -202,6 +229,8 @@ class AcpServer(Plugin):
         """Serve one client on the reserved stdio until EOF or a signal."""
         if argv:
             raise UsageError(f"the ACP agent takes no arguments (got {argv[0]!r})")
+        from dsh.runtime.servers.terminal import FOR_PEOPLE  # said only at a terminal
+
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
         peer = server_peer()
         timeout = float(self.config.get("permission_timeout_s", DEFAULT_PERMISSION_TIMEOUT_S))
@@ -213,11 +242,15 @@ class AcpServer(Plugin):
                 return None
 
         protocol = AcpProtocol(peer, rt.service("agent"), timeout, modes=modes,
-                               services=rt.service)
+                               services=rt.service,
+                               client_timeout=float(self.config.get(
+                                   "client_timeout_s", DEFAULT_CLIENT_TIMEOUT_S)))
         peer.methods(protocol.table())
         peer.on_notification("session/cancel", protocol.cancel)
         try:
-            await serve_stdio(peer, max_frame)
+            await serve_stdio(peer, max_frame, hint=(
+                f"dsh --profile {rt.profile} is an ACP agent speaking JSON-RPC on stdin, for "
+                f"editors (programs use the Python SDK, dsh.sdk); {FOR_PEOPLE}"))
         finally:
             protocol.close()
         return 0
@@ -239,6 +272,8 @@ class _Attached:
     mapper: UpdateMapper
     mcp_servers: list[Any]
     prompt: _Prompt | None = None
+    client: AcpClientSide | None = None  # what the client does for the tools, if anything
+    terminals: dict[str, str] = field(default_factory=dict)  # call id -> terminal id
 
 
 class AcpProtocol:
@@ -246,8 +281,11 @@ class AcpProtocol:
 
     def __init__(self, peer: Peer, agent: Any, permission_timeout: float, *,
                  modes: Callable[[], Any] = lambda: None,
-                 services: Callable[[str], Any] | None = None) -> None:
+                 services: Callable[[str], Any] | None = None,
+                 client_timeout: float = DEFAULT_CLIENT_TIMEOUT_S) -> None:
         self._peer = peer
+        self._client_timeout = client_timeout
+        self._caps = Capabilities()
         self._services = services  # for the mcp-servers row's service, when mcpServers come
         self._agent = agent
         self._modes = modes  # the session-modes service of the running tree, or None
@@ -288,6 +326,7 @@ class AcpProtocol:
             self._unsubscribe()
             self._unsubscribe = None
             self._agent.set_approver(None)
+            self._agent.set_client_side(None)
         for task in self._tasks:
             task.cancel()
 
@@ -310,6 +349,9 @@ class AcpProtocol:
         self._initialized = True
         self._unsubscribe = self._agent.add_listener(self._on_agent)
         self._agent.set_approver(self._ask_client)
+        self._caps = Capabilities.of(p.get("clientCapabilities"))
+        if self._caps.any:
+            self._agent.set_client_side(self._client_side)
         return {
             # ACP: echo a supported version, otherwise answer the latest one supported.
             "protocolVersion": PROTOCOL_VERSION,
@@ -424,7 +466,44 @@ class AcpProtocol:
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],
                 mapper: UpdateMapper | None = None) -> None:
-        self._sessions[session_id] = _Attached(mapper or UpdateMapper(cwd), servers)
+        client = None
+        if self._caps.any:
+            client = AcpClientSide(session_id, self._caps, self._ask_json,
+                                   lambda call, terminal: self._embed(session_id, call, terminal),
+                                   self._client_timeout)
+        self._sessions[session_id] = _Attached(mapper or UpdateMapper(cwd), servers,
+                                               client=client)
+
+    def _client_side(self, session_id: str) -> AcpClientSide | None:
+        """The client's offer to ``session_id``'s tools: only sessions of this connection."""
+        attached = self._sessions.get(session_id)
+        return None if attached is None else attached.client
+
+    async def _ask_json(self, method: str, params: dict[str, Any],
+                        timeout: float | None) -> Mapping[str, Any]:
+        """One request to the client through the connection's peer; its object answer.
+
+        Raises what the peer raises (an error answer, the connection gone) and
+        TimeoutError when no answer came in ``timeout``; an answer that is not an object
+        is a ProtocolError, except ``null``, which the reference clients send for the
+        methods whose answer carries nothing (``fs/write_text_file``, ``terminal/kill``,
+        ``terminal/release``): an empty object."""
+        answer = await self._peer.request(method, params, timeout=timeout)
+        if answer is None:
+            return {}
+        if not isinstance(answer, dict):
+            raise ProtocolError(f"{method} answered {type(answer).__name__}, not an object")
+        return answer
+
+    def _embed(self, session_id: str, call_id: str, terminal_id: str) -> None:
+        """Show a call's terminal in the client, and keep it shown with its result."""
+        attached = self._sessions.get(session_id)
+        if attached is None:
+            return
+        attached.terminals[call_id] = terminal_id
+        self._update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                                  "status": "in_progress",
+                                  "content": [terminal_content(terminal_id)]})
 
     def _mcp(self, servers: list[Any]) -> Callable[[str, str], None] | None:
         """Check ``mcpServers`` before the session exists; connect them once it does."""
@@ -501,6 +580,10 @@ class AcpProtocol:
         if kind == "tool/call":
             attached.mapper.cwd = self._agent.get_cwd(session_id)
         for update in attached.mapper.live(event):
+            terminal = attached.terminals.pop(update.get("toolCallId"), None) \
+                if kind == "tool/result" else None
+            if terminal is not None:  # the result's text beside the terminal, which stays
+                update["content"] = [terminal_content(terminal), *update.get("content", ())]
             self._update(session_id, update)
         pending = attached.prompt
         if pending is None:
@@ -548,11 +631,12 @@ class AcpProtocol:
         except DshError as exc:  # RequestTimeoutError included
             log.info("permission for %s in session %s denied: %s", name, session_id, exc)
             return Approval("deny")
-        outcome = answer.get("outcome") if isinstance(answer, dict) else None
-        option = outcome.get("optionId") if isinstance(outcome, dict) and \
-            outcome.get("outcome") == "selected" else None
-        return _DECISIONS.get(option, Approval("deny")) if isinstance(option, str) else \
-            Approval("deny")
+        option = selected_option(answer, _DECISIONS)
+        if option is None:
+            log.info("permission for %s in session %s denied: the answer %s is not a "
+                     "selected option", name, session_id, clipped(answer))
+            return Approval("deny")
+        return _DECISIONS[option]
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run agent work started from a synchronous callback; failures are logged."""
@@ -564,3 +648,4 @@ class AcpProtocol:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("cancelling failed: %s", task.exception())
+

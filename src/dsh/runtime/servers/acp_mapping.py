@@ -277,6 +277,26 @@ def _chunk(kind: str, text: Any) -> dict[str, Any]:
     return {"sessionUpdate": kind, "content": text_content(str(text or ""))}
 
 
+# -- permission answers --------------------------------------------------------------------
+
+
+def selected_option(answer: Any, offered: Mapping[str, Any]) -> str | None:
+    """The option id of a well-formed ``session/request_permission`` answer selecting one
+    of ``offered``; None for any other shape (cancelled, missing, an unknown id, a field
+    of the wrong type), which the server takes as a denial."""
+    outcome = answer.get("outcome") if isinstance(answer, Mapping) else None
+    if not isinstance(outcome, Mapping) or outcome.get("outcome") != "selected":
+        return None
+    option = outcome.get("optionId")
+    return option if isinstance(option, str) and option in offered else None
+
+
+def clipped(value: Any, limit: int = 200) -> str:
+    """A client's answer, shortened for a log line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 # -- turn ends -----------------------------------------------------------------------------
 
 STOP_REASONS: Mapping[str, str] = {

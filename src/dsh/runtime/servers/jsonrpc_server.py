@@ -46,11 +46,19 @@ def server_peer(*, max_in_flight: int = 1024, drain_timeout: float = DRAIN_TIMEO
                 max_in_flight=max_in_flight, drain_timeout=drain_timeout, log=log)
 
 
-async def serve_stdio(peer: Peer, max_frame_bytes: int) -> None:
-    """Serve ``peer`` on the reserved stdio until EOF, output loss or ``peer.stop()``."""
+async def serve_stdio(peer: Peer, max_frame_bytes: int, *, hint: str | None = None) -> None:
+    """Serve ``peer`` on the reserved stdio until EOF, output loss or ``peer.stop()``.
+
+    ``hint``: the line said on stderr when stdin is a terminal, for a person who started
+    this server by hand (:func:`dsh.runtime.servers.terminal.hint_at_terminal`).
+    """
     from dsh.runtime.transports.stdio import StdioTransport, app_stdio
 
     fds = app_stdio()
+    if hint is not None:
+        from dsh.runtime.servers.terminal import hint_at_terminal
+
+        hint_at_terminal(fds.read_fd, hint)
     transport = StdioTransport(fds.read_fd, fds.write_fd, max_frame_bytes=max_frame_bytes)
     await transport.start(peer)
     await peer.serve()

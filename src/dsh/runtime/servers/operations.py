@@ -11,7 +11,7 @@ through the one table, :mod:`dsh.runtime.servers.errors`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core.errors import InvalidArgumentError, PluginError
@@ -151,10 +151,11 @@ class Operations:
         or the ones updated last, newest first."""
         return self.agent.list_sessions(**validation.listing_filter(narrow or {}))
 
-    def live_events(self, session_id: str) -> list[dict[str, Any]]:
-        """Every event of a session live in this runtime (SessionNotFoundError otherwise):
-        what an event stream replays before it goes live, one event per frame."""
-        return self.agent.history(session_id)
+    def live_events(self, session_id: str) -> Sequence[Mapping[str, Any]]:
+        """The log of a session live in this runtime (SessionNotFoundError otherwise),
+        itself, not a copy (read it, never change it): what an event stream replays,
+        page by page as it grows, before it goes live."""
+        return self.agent.log(session_id)
 
     def history(self, session_id: str, window: Mapping[str, Any], *,
                 max_frame_bytes: int | None = None) -> dict[str, Any]:

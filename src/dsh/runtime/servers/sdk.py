@@ -139,6 +139,8 @@ class SdkServer(Plugin):
         """Serve one client on the reserved stdio until EOF, ``shutdown`` or a signal."""
         if argv:
             raise UsageError(f"the SDK runtime takes no arguments (got {argv[0]!r})")
+        from dsh.runtime.servers.terminal import FOR_PEOPLE  # said only at a terminal
+
         view = RuntimeView.of(rt)
         max_frame = int(self.config.get("max_frame_bytes", jsonrpc.DEFAULT_MAX_FRAME_BYTES))
         peer = server_peer()
@@ -148,7 +150,9 @@ class SdkServer(Plugin):
                                services=rt.service, max_frame_bytes=max_frame)
         peer.methods(protocol.table())
         try:
-            await serve_stdio(peer, max_frame)
+            await serve_stdio(peer, max_frame, hint=(
+                f"dsh --profile {rt.profile} speaks JSON-RPC on stdin, for programs (the "
+                f"Python SDK, dsh.sdk); {FOR_PEOPLE}"))
         finally:
             protocol.close()
         return 0

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from dsh.core.errors import PluginError
-from dsh.runtime.sessions import summaries
+from dsh.core.errors import EXIT_USAGE, PluginError
+from dsh.runtime.sessions import schemashape, summaries
 
 VERSION = 4
 
@@ -121,24 +121,25 @@ _STEPS = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Bring the database at ``path`` to :data:`VERSION`; a newer file is refused.
+    """Bring the database at ``path`` to :data:`VERSION`, or refuse it as it is.
 
     Runs in one immediate transaction, so two runtimes opening a fresh home at once
     create the schema once. An older file gets the missing steps of :data:`_STEPS`, so a
     home made by an earlier dsh keeps its sessions and gains the new tables (and, from
     before version 4, its sessions' summaries).
+
+    Before any step, the file is checked against what its version says
+    (:func:`check`): a newer version, another program's file, or one missing a table or
+    column is refused (``PluginError``, exit 2) with nothing changed.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
-        if found > VERSION:
-            raise PluginError(f"{path} has schema version {found}, newer than this dsh "
-                              f"supports ({VERSION})", hint="upgrade dsh or use another home")
+        check(conn, path, found)
         for version, script in _STEPS:
             if found < version:
-                for statement in script.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _statements(script):
+                    conn.execute(statement)
         if 0 < found < 4:
             _fill_summaries(conn)
         if found < VERSION:
@@ -147,6 +148,50 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def check(conn: sqlite3.Connection, path: str, found: int) -> None:
+    """Refuse a file that is not a ``sessions.db`` at version ``found``: newer than this
+    dsh, tables but no dsh version (another program's), or a table or column its version
+    has missing. One line naming the file and what is wrong, exit 2."""
+    away = "move the file away (dsh then creates a new one)"
+    if found > VERSION:
+        raise PluginError(f"{path} has schema version {found}, newer than this dsh "
+                          f"supports ({VERSION})", hint="upgrade dsh or use another home",
+                          exit_code=EXIT_USAGE)
+    present = tables_of(conn)
+    if found == 0:
+        if present:
+            raise PluginError(f"{path} is not a dsh sessions database: it has no dsh schema "
+                              f"version and holds tables dsh did not create "
+                              f"({', '.join(sorted(present))})",
+                              hint=f"use another home, or {away}", exit_code=EXIT_USAGE)
+        return
+    wrong = schemashape.problems(expected(found), present)
+    if wrong:
+        raise PluginError(f"{path} is damaged: schema version {found}, but "
+                          f"{'; '.join(wrong)}", hint=f"restore it from a backup, or {away}",
+                          exit_code=EXIT_USAGE)
+
+
+def expected(version: int) -> schemashape.Shape:
+    """The tables and columns a file at ``version`` has."""
+    return schemashape.shape(tuple(statement for step, script in _STEPS if step <= version
+                                   for statement in _statements(script)))
+
+
+def tables_of(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The file's tables (SQLite's own left out) and their columns, in one query."""
+    found: dict[str, set[str]] = {}
+    for table, column in conn.execute(
+            "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+            "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"):
+        found.setdefault(table, set()).add(column)
+    return found
+
+
+def _statements(script: str) -> list[str]:
+    return [statement for statement in script.split(";") if statement.strip()]
 
 
 def _fill_summaries(conn: sqlite3.Connection) -> None:

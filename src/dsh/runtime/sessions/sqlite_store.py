@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh.core.errors import EXIT_USAGE, DuplicateEventError, PluginError
-from dsh.runtime.agent import summary
+from dsh.runtime.agent import events, summary
 from dsh.runtime.agent.session import SessionRecord
 from dsh.runtime.agent.store import HistoryPage, Lease, LeaseHolder, Version
 from dsh.runtime.sessions import records, schema, summaries, workspaces
@@ -52,6 +52,9 @@ OPEN, CLOSED, INTERRUPTED = "open", "closed", "interrupted"
 
 _UPDATE_SUMMARY = summaries.update_sql("sessions", greatest="max", mark="?")
 _LEASE = "SELECT holder_id, host, pid, acquired_at, heartbeat_at, session_id FROM session_leases"
+_LAST_TURN_MARK = (f"SELECT seq, type FROM events WHERE session_id = ? AND type IN "
+                   f"('{events.TURN_START}', '{events.TURN_END}') ORDER BY seq DESC LIMIT 1")
+"""The last ``turn/start`` or ``turn/end`` of a log (read back from its end on the key)."""
 _MANY = 500
 """Session ids per ``IN (...)`` list: well under SQLite's bound parameters."""
 
@@ -101,9 +104,11 @@ class SqliteSessionStore(Tracking):
                               exit_code=EXIT_USAGE) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # checked (and migrated) first: a file refused is left as it was, its
+            # journal mode included
+            schema.migrate(self._conn, str(self.path))
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
-            schema.migrate(self._conn, str(self.path))
         except sqlite3.Error as exc:
             self._conn.close()
             raise PluginError(f"cannot use {self.path}: {exc}", exit_code=EXIT_USAGE) from exc
@@ -464,6 +469,14 @@ class SqliteSessionStore(Tracking):
         top = self._conn.execute("SELECT max(seq) FROM events WHERE session_id = ?",
                                  (session_id,)).fetchone()[0]
         return None if top is None else int(top)
+
+    def _turn_tail(self, session_id: str) -> list[dict[str, Any]] | None:
+        mark = self._conn.execute(_LAST_TURN_MARK, (session_id,)).fetchone()
+        if mark is None or mark[1] != events.TURN_START:
+            return None
+        return records.decode([body for (body,) in self._conn.execute(
+            "SELECT body FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
+            (session_id, mark[0]))])
 
     @staticmethod
     def _row(session_id: str, event: dict[str, Any]) -> tuple[Any, ...]:

@@ -13,7 +13,10 @@ of methods, each one statement (or one short transaction) of its dialect:
 * ``_read_lease(session_id)``, ``_drop(session_id)`` (this holder's lease, if it has it),
   ``_beat(now)`` (refresh every lease of this holder; the ids it still has),
   ``_leases(ids)`` (the stored leases of those sessions), ``_versions(ids)`` (their
-  :data:`~dsh.runtime.agent.store.Version`) and ``_stored_top(session_id)``.
+  :data:`~dsh.runtime.agent.store.Version`), ``_stored_top(session_id)`` and
+  ``_turn_tail(session_id)`` (the log from its last ``turn/start``, when no ``turn/end``
+  follows it: two statements, the first reading back from the log's end to its last
+  turn mark); and ``append_many`` (a leased batch in one transaction).
 
 On that port this class decides:
 
@@ -29,6 +32,12 @@ On that port this class decides:
   version it was left at; each heartbeat reads the watched sessions' leases and versions
   (two statements, however many) and tells every ``on_moved`` listener of one another
   holder leases or wrote, once.
+* **Turns left open.** A runtime killed mid-turn leaves its log inside the turn; the
+  next runtime to restore the session closes it (:mod:`dsh.runtime.agent.recovery`), but
+  a reader (a history page, ``dsh sessions show``) would see it open for good.
+  :meth:`close_abandoned` closes it in the store, once its holder is known dead (the
+  lease as ``acquire`` judges it: gone from this host, or expired), under the lease it
+  takes for that, with the events a restore would append; then gives the lease back.
 * **Seqs written.** ``_next`` is the first seq not yet written (asked of the database
   once per session, through ``_stored_top``); ``_missing`` the seqs below it whose append
   failed. ``save`` writes both (:meth:`_pending`), so one failed append never leaves a
@@ -39,8 +48,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from dsh.core.errors import SessionHeldError
+from dsh.runtime.agent import recovery
 from dsh.runtime.agent.store import (
     DEFAULT_IDLE_RELEASE_S,
     Lease,
@@ -102,6 +113,15 @@ class Tracking:
 
     def _stored_top(self, session_id: str) -> int | None:
         """The highest stored seq of ``session_id`` (None for an empty log)."""
+        raise NotImplementedError
+
+    def _turn_tail(self, session_id: str) -> list[dict[str, Any]] | None:
+        """The stored events from the log's last ``turn/start`` on, when no ``turn/end``
+        follows it; None when the log ends outside a turn."""
+        raise NotImplementedError
+
+    def append_many(self, session_id: str, batch: list[dict[str, Any]]) -> None:
+        """Write ``batch`` of a leased session in one transaction."""
         raise NotImplementedError
 
     # -- leases ---------------------------------------------------------------------------
@@ -170,6 +190,54 @@ class Tracking:
         """Whether this holder's lease on ``session_id`` is unbroken, as far as it knows
         (a loss shows at the next heartbeat or fenced write)."""
         return session_id in self._held
+
+    def close_abandoned(self, session_id: str) -> bool:
+        """End the turn a dead holder left ``session_id``'s log inside (see "Turns left
+        open" above); True when this call closed one.
+
+        Nothing is done while a live runtime leases the session (its turn may be
+        running), nor for a log that ends outside a turn. Otherwise the lease is taken as
+        ``acquire`` takes it (of readers racing, one wins; the others, busy, leave it to
+        the winner), the tail read again under it, the closing events appended in one
+        transaction, and the lease given back. A store that cannot write (read-only,
+        unreachable) leaves the log as it is: a warning, never an error for the reader.
+        """
+        try:
+            lease = self._read_lease(session_id)
+            if lease is not None and (lease.holder.holder_id == self.holder.holder_id
+                                      or not self._stale(lease)):
+                return False
+            if self._turn_tail(session_id) is None:
+                return False
+            self.acquire(session_id)
+        except SessionHeldError:
+            return False
+        except Exception as exc:
+            logger.warning("could not close the interrupted turn of session %s: %s",
+                           session_id, exc)
+            return False
+        try:
+            tail = self._turn_tail(session_id)
+            if tail is None:
+                return False
+            self.append_many(session_id, recovery.closing_events(tail))
+        except Exception as exc:
+            logger.warning("could not close the interrupted turn of session %s: %s",
+                           session_id, exc)
+            return False
+        finally:
+            try:
+                self.release(session_id)
+            except Exception as exc:
+                logger.warning("could not release the lease of session %s: %s", session_id,
+                               exc)
+        logger.info("session %s: closed the turn its dead runtime left open", session_id)
+        return True
+
+    def _stale(self, lease: Lease) -> bool:
+        """Whether another holder's ``lease`` may be taken over now (``acquire``'s test)."""
+        return stale(lease, host=self.holder.host, now_ms=self._clock(),
+                     expiry_ms=self.lease_expiry_ms, alive=self._alive)
 
     # -- sessions released but kept in memory ---------------------------------------------
 

@@ -61,6 +61,7 @@ from typing import Any, TypeVar
 
 from dsh._version import __version__
 from dsh.core.errors import DshError
+from dsh.core.redact import withheld
 from dsh.runtime.kernel.hooks import HookEvent
 from dsh.runtime.kernel.plugin import (
     Capability,
@@ -263,10 +264,13 @@ class SubagentPlugin(Plugin):
             await self.registry.close(child)
             if not isinstance(exc, Exception):
                 raise
-            logger.warning("sub-agent of session %s did not start", ctx.session_id,
-                           exc_info=True)
-            child.error = f"did not start: {exc}"
-            return ToolResult(f"Error: the sub-agent did not start: {exc}", is_error=True)
+            # The child may quote the provider route it was given: one from a patch's
+            # !env is named by its variable instead (it may be a secret).
+            problem = withheld(str(exc), self.config.get("provider"))
+            logger.warning("sub-agent of session %s did not start: %s", ctx.session_id,
+                           problem)
+            child.error = f"did not start: {problem}"
+            return ToolResult(f"Error: the sub-agent did not start: {problem}", is_error=True)
         rt.service("agent").announce(STARTED, _note(child))
         try:
             target = await unless_cancelled(child.prompt(args["prompt"], bound=self.bound()),

@@ -29,6 +29,7 @@ from dsh.runtime.kernel.schema import validate
 if TYPE_CHECKING:
     import asyncio
 
+    from dsh.runtime.tools.clientside import ClientSide
     from dsh.runtime.tools.confine import Boundary
 
 __all__ = ["ArgumentError", "Image", "Tool", "ToolCall", "ToolContext", "ToolResult",
@@ -86,6 +87,9 @@ class ToolContext(NamedTuple):
     its cwd). ``keep()`` holds the session in this runtime (its lease kept, so no other
     runtime continues it meanwhile) while work the call started lives on after it (a
     background job, a sub-agent); call the function it returns when that work ends.
+    ``call_id`` is the running call's id; ``client`` what the session's client
+    offers to do for the tools (its files, its terminal: :mod:`dsh.runtime.tools.clientside`),
+    None when it offers nothing.
     """
 
     session_id: str
@@ -98,6 +102,8 @@ class ToolContext(NamedTuple):
     images_supported: bool = False
     boundary: Boundary | None = None
     keep: Callable[[], Callable[[], None]] = _keep_nothing
+    call_id: str = ""
+    client: ClientSide | None = None
 
     @property
     def cwd(self) -> str:
@@ -133,8 +139,9 @@ class ToolCall(NamedTuple):
     never answers approvals is never left hanging. ``outside`` are the real paths the
     call's path arguments reach outside the workspace root and the granted roots: the
     call runs only if it is approved (or a guardrail allows it), and then reaches exactly
-    those. ``policy`` is the policy mode a client chose for the session (``session/policy/
-    set``), None when the policy row's own mode applies.
+    those. ``root`` is the workspace root (real path) they were judged against.
+    ``policy`` is the policy mode a client chose for the session (``session/policy/set``),
+    None when the policy row's own mode applies.
     """
 
     session_id: str
@@ -145,6 +152,7 @@ class ToolCall(NamedTuple):
     tool: Tool
     can_ask: bool
     outside: tuple[str, ...] = ()
+    root: str = ""
     policy: str | None = None
 
 

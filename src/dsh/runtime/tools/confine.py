@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError, InvalidArgumentError
@@ -311,6 +311,14 @@ def of(ctx: Any) -> Boundary:
     """The running call's boundary (a context without one: rooted at its cwd)."""
     boundary = getattr(ctx, "boundary", None)
     return boundary if boundary is not None else Boundary.at(ctx.cwd)
+
+
+def outside_reason(name: str, outside: Sequence[str], root: str) -> str:
+    """Why a call reaching ``outside`` is asked about: the paths it reaches, then the root
+    they lie outside of, each named for what it is (``'working_directory' reaches /src,
+    outside the workspace root /src/app``)."""
+    where = f"the workspace root {root}" if root else "the workspace root"
+    return f"'{name}' reaches {', '.join(outside)}, outside {where}"
 
 
 def shown(cwd: str, real: str) -> str:

@@ -6,7 +6,10 @@ through the call's boundary (:mod:`dsh.runtime.tools.confine`) and is opened ben
 workspace root (or what the call was approved to reach) by :mod:`.safeopen`, so nothing
 else is read or written, symlinks and symlinks swapped mid-call included, and the dsh
 home never. Only regular files are read: a FIFO, socket or device is refused at once.
-File I/O runs in a worker thread, so a slow disk never stalls the session's loop.
+File I/O runs in a worker thread, so a slow disk never stalls the session's loop. When the
+session's client offers its files (an ACP editor's ``fs/read_text_file``), ``read_file``
+reads through it after the same checks, so an unsaved buffer is what the model reads
+(:mod:`dsh.runtime.tools.clientside`).
 Outputs are bounded by the row's config (``max_lines``, ``max_output_chars``,
 ``max_line_chars``, ``max_entries``) and say so when cut, so the model knows to ask for the
 rest rather than assume it saw everything; a file is streamed in chunks, so even one huge
@@ -17,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from dsh._version import __version__
+from dsh.core.errors import DshError
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.clientside import ClientSide, client_path
 from dsh.runtime.tools.fs_write import EditFile, WriteFile
 
 _PATH = {"type": "string", "description": "Path relative to the working directory."}
@@ -69,6 +75,9 @@ class ReadFile:
         limit = min(args.get("limit", config["max_lines"]), config["max_lines"])
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
+            if ctx.client is not None and ctx.client.reads:
+                return await _read_through(ctx.client, ctx.cwd, target, path, first, limit,
+                                           config)
             return await asyncio.to_thread(_read, target, path, first, limit, config)
         except IsADirectoryError:
             return ToolResult(f"cannot read {path}: it is a directory; use list_directory",
@@ -86,6 +95,23 @@ def _read(target: confine.Target, path: str, first: int, limit: int,
             return ToolResult(f"cannot read {path}: binary file", is_error=True)
         f.seek(0)
         return ToolResult(numbered(f, first, limit, config))
+
+
+async def _read_through(client: ClientSide, cwd: str, target: confine.Target, path: str,
+                        first: int, limit: int, config: Mapping[str, Any]) -> ToolResult:
+    """The file as the session's client has it (an editor's unsaved buffer included),
+    numbered as a file dsh reads itself; the path was judged like any other."""
+    if os.path.isdir(target.real):
+        raise IsADirectoryError(target.real)
+    try:
+        text = await client.read_text_file(client_path(cwd, path, target.real))
+    except DshError as exc:
+        return ToolResult(f"cannot read {path}: the client did not give it: {exc}",
+                          is_error=True)
+    if "\x00" in text[:BINARY_PROBE]:
+        return ToolResult(f"cannot read {path}: binary file", is_error=True)
+    data = io.BytesIO(text.encode("utf-8", "replace"))
+    return ToolResult(numbered(data, first, limit, config))
 
 
 def numbered(f: BinaryIO, first: int, limit: int, config: Mapping[str, Any]) -> str:

@@ -13,6 +13,12 @@ are edited or overwritten. The I/O runs in a worker thread.
 Each result carries the change as a unified diff (:mod:`dsh.runtime.tools.filediff`),
 which the agent hands clients as the ``tool/result`` event's ``data.diff``; the model
 reads only the one-line summary.
+
+When the session's client offers its files (an ACP editor advertising ``fs``), both go
+through it after the same checks: ``write_file`` as ``fs/write_text_file``, ``edit_file``
+reading the text the client has (an unsaved buffer) and writing the result back through
+it, each as far as the client offers (:mod:`dsh.runtime.tools.clientside`); the diff is
+from the text the client had. Atomicity is then the client's.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from dsh.core.errors import DshError
 from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import ToolContext, ToolResult
+from dsh.runtime.tools.clientside import client_path
 from dsh.runtime.tools.filediff import MAX_DIFF_INPUT_CHARS, file_diff, omitted
 
 _REFUSED = (confine.PathError, safeopen.BeneathError, OSError)
@@ -83,6 +91,49 @@ def _read_text(target: confine.Target) -> str:
         return f.read().decode("utf-8")
 
 
+async def _load(ctx: ToolContext, path: str, target: confine.Target) -> str:
+    """The file's text: the client's (an unsaved buffer) when it offers reads."""
+    client = ctx.client
+    if client is None or not client.reads:
+        return await asyncio.to_thread(_read_text, target)
+    if os.path.isdir(target.real):
+        raise IsADirectoryError(target.real)
+    return await client.read_text_file(client_path(ctx.cwd, path, target.real))
+
+
+async def _store(ctx: ToolContext, path: str, target: confine.Target, text: str,
+                 data: bytes) -> bool:
+    """Write ``text`` (``data`` encoded): through the client when it offers writes, else
+    atomically here. Whether the file existed before."""
+    client = ctx.client
+    if client is None or not client.writes:
+        return await asyncio.to_thread(_write, target, data)
+    if os.path.isdir(target.real):
+        raise IsADirectoryError(target.real)
+    existed = os.path.lexists(target.real)
+    await client.write_text_file(client_path(ctx.cwd, path, target.real), text)
+    return existed
+
+
+async def _write_through(ctx: ToolContext, path: str, target: confine.Target, text: str,
+                         data: bytes, shown: str) -> tuple[bool, dict[str, Any]]:
+    """:func:`_write_with_diff` through the client: the diff from the text it had (an
+    unsaved buffer), else from the disk."""
+    before: object = _NOT_TEXT
+    if ctx.client is not None and ctx.client.reads and os.path.lexists(target.real):
+        try:
+            before = await _load(ctx, path, target)
+        except DshError:
+            before = _NOT_TEXT
+    if before is _NOT_TEXT:
+        before = await asyncio.to_thread(_previous, target)
+    existed = await _store(ctx, path, target, text, data)
+    if before is _NOT_TEXT:
+        return existed, omitted(shown, "update", "the old content is not UTF-8 text, or "
+                                                 "too large to diff")
+    return existed, file_diff(shown, before if isinstance(before, str) else None, text)
+
+
 class WriteFile:
     """Creates or overwrites a whole file."""
 
@@ -114,12 +165,19 @@ class WriteFile:
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
             shown = confine.shown(ctx.cwd, target.real)
-            existed, diff = await asyncio.to_thread(_write_with_diff, target, data,
-                                                    args["content"], shown)
+            if ctx.client is not None and ctx.client.writes:
+                existed, diff = await _write_through(ctx, path, target, args["content"],
+                                                     data, shown)
+            else:
+                existed, diff = await asyncio.to_thread(_write_with_diff, target, data,
+                                                        args["content"], shown)
         except IsADirectoryError:
             return ToolResult(f"cannot write {path}: {path} is a directory", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot write {path}: the client did not write it: {exc}",
+                              is_error=True)
         verb = "Overwrote" if existed else "Created"
         return ToolResult(f"{verb} {shown} ({len(data)} bytes).", diff=diff)
 
@@ -160,13 +218,16 @@ class EditFile:
                               is_error=True)
         try:
             target = confine.of(ctx).target(ctx.cwd, path)
-            text = await asyncio.to_thread(_read_text, target)
+            text = await _load(ctx, path, target)
         except IsADirectoryError:
             return ToolResult(f"cannot edit {path}: {path} is a directory", is_error=True)
         except UnicodeDecodeError:
             return ToolResult(f"cannot edit {path}: not a UTF-8 text file", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "read"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot edit {path}: the client did not give it: {exc}",
+                              is_error=True)
         count = text.count(old)
         if count == 0:
             return ToolResult(f"old_string not found in {path}; read the file and copy the "
@@ -178,11 +239,14 @@ class EditFile:
         edited = text.replace(old, new)
         shown = confine.shown(ctx.cwd, target.real)
         try:
-            await asyncio.to_thread(_write, target, _encoded(edited))
+            await _store(ctx, path, target, edited, _encoded(edited))
         except ValueError as exc:
             return ToolResult(f"cannot edit {path}: {exc}", is_error=True)
         except _REFUSED as exc:
             return ToolResult(confine.refusal_text(path, exc, "write"), is_error=True)
+        except DshError as exc:
+            return ToolResult(f"cannot edit {path}: the client did not write it: {exc}",
+                              is_error=True)
         diff = await asyncio.to_thread(file_diff, shown, text, edited)
         noun = "occurrence" if count == 1 else "occurrences"
         return ToolResult(f"Edited {shown}: replaced {count} {noun}.", diff=diff)

@@ -34,6 +34,7 @@ from typing import Any
 from dsh._version import __version__
 from dsh.runtime.kernel.guardrails import Decision
 from dsh.runtime.kernel.plugin import Capability, Manifest, Plugin, Registrar
+from dsh.runtime.tools import confine
 from dsh.runtime.tools.base import ToolCall
 
 MODES = ("workspace", "allow-all", "ask", "deny-mutating")
@@ -44,8 +45,7 @@ def decide(mode: str, call: ToolCall) -> tuple[Decision, str]:
     if mode == "deny-mutating" and call.tool.mutating:
         return Decision.DENY, f"'{call.name}' changes files and the policy denies that"
     if call.outside:
-        return Decision.ASK, (f"'{call.name}' reaches outside the workspace root "
-                              f"({', '.join(call.outside)})")
+        return Decision.ASK, confine.outside_reason(call.name, call.outside, call.root)
     if mode == "allow-all" or not call.tool.mutating:
         return Decision.ALLOW, ""
     if mode == "ask":

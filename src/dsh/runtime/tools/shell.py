@@ -26,6 +26,9 @@ it (the working directory when absent) against the session's workspace root, so 
 workspace policy it runs unasked inside the root, as the original ran ``bash`` without
 asking, and a ``workdir`` outside it is asked about. The sandbox makes the root (and the
 granted roots) writable, whatever the working directory.
+When the session's client offers a terminal (an ACP editor), a foreground command runs
+there instead, as ``dsh sandbox ... -- bash -c COMMAND``, the shell policy's own launcher,
+never as the raw command (:mod:`dsh.runtime.tools.terminal`).
 Every command starts through :mod:`dsh.core.process` (its own group, tied to the runtime, with
 the row's resource ``limits``: :mod:`dsh.core.limits`), the one place processes are started
 and stopped.
@@ -58,7 +61,7 @@ from dsh.runtime.kernel.plugin import (
     Registrar,
     RuntimeContext,
 )
-from dsh.runtime.tools import confine
+from dsh.runtime.tools import confine, terminal
 from dsh.runtime.tools.base import ToolContext, ToolResult
 from dsh.runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh.runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
@@ -185,6 +188,14 @@ class Bash:
         if not os.path.isdir(cwd):
             return ToolResult(f"workdir is not a directory: {workdir} "
                               f"(resolves to {cwd})", is_error=True)
+        client = ctx.client
+        if client is not None and client.terminal and not args.get("run_in_background"):
+            routed = terminal.route(self._plugin.launch, self._plugin.row_id,
+                                    shell_argv(config["shell"] or "", args["command"]), cwd,
+                                    boundary.root)
+            if routed is not None:
+                return await terminal.run(client, routed, call_id=ctx.call_id, config=config,
+                                          timeout=timeout)
         env = self._plugin.environment(ctx.env)
         try:
             argv = command_argv(config, args["command"], cwd, workspace=boundary.root,
@@ -374,6 +385,12 @@ class ShellTools(Plugin):
         declared = self._rt.secret_env if self._rt is not None else frozenset()
         return EnvPolicy.from_config(self.config.get("env"),
                                      row_id=self.row_id).build(env, declared)
+
+    @property
+    def launch(self) -> Any:
+        """How the runtime was launched (profile, patches, home), which a command in a
+        client's terminal repeats (:mod:`dsh.runtime.tools.terminal`); None in process."""
+        return getattr(self._rt, "launch", None)
 
     @property
     def limits(self) -> Limits:

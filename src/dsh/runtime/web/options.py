@@ -19,6 +19,7 @@ from dsh.runtime.servers import cmdline
 LOOPBACK = "127.0.0.1"
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_APPROVAL_TIMEOUT_S = 300.0
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
 
 _COMMAND = cmdline.command("dsh web", [click.Option(["--host"]), click.Option(["--port"]),
                                        click.Argument(["extra"], nargs=-1)])
@@ -33,6 +34,9 @@ class WebOptions:
     explicit_host: bool
     max_body_bytes: int
     approval_timeout_s: float
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    """A request's head must arrive within it (from the connection's start, or the end of
+    the previous response), and its body within it of the head."""
 
 
 def parse(argv: Sequence[str], config: Mapping[str, Any]) -> WebOptions:
@@ -59,6 +63,7 @@ def parse(argv: Sequence[str], config: Mapping[str, Any]) -> WebOptions:
         explicit_host=host is not None,
         max_body_bytes=int(config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
         approval_timeout_s=float(config.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S)),
+        request_timeout_s=float(config.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)),
     )
 
 

@@ -49,8 +49,11 @@ HTTP API (JSON; errors are {"error": {"code", "message"}})
   GET  /api/status -> {state, profile, patchReload, reloadRequired}
   GET  /api/approvals -> {approvals}      POST /api/approvals/{id} {decision: allow|deny}
   401 missing or wrong token, 403 foreign Host header, 404 unknown session or approval,
-  400 malformed JSON or invalid parameters, 413 body over the size cap, 429 session busy
-  (here, or held by another runtime on the same home: the message names it).
+  400 malformed JSON (or nested over 64 levels) or invalid parameters, 408 body not sent
+  in time, 413 body over the size cap, 429 session busy (here, or held by another
+  runtime on the same home: the message names it). A connection that has not sent a
+  whole request head within request_timeout_s (10 s; from its start or the previous
+  response) is closed.
 
 SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
 """
@@ -71,6 +74,12 @@ class WebServer(Plugin):
                 "port": {"type": "integer", "minimum": 0, "maximum": 65535},
                 "max_body_bytes": {"type": "integer", "minimum": 1024},
                 "approval_timeout_s": {"type": "number", "minimum": 0},
+                "request_timeout_s": {
+                    "type": "number", "minimum": 0.1, "default": 10,
+                    "description": "Seconds a request's head may take to arrive (from "
+                                   "the connection's start or the previous response), "
+                                   "and its body after it; the connection is closed, "
+                                   "or the request answered 408."},
             },
             "additionalProperties": False,
         },

@@ -2,7 +2,8 @@
 
 Every endpoint is a thin adapter over :class:`~dsh.runtime.servers.operations.Operations`,
 the same operations the SDK protocol serves, so the two cannot disagree: the endpoint
-reads its JSON body (size-capped, 413; malformed, 400), calls one operation, and answers
+reads its JSON body (size-capped, 413; malformed or nested deeper than
+:data:`MAX_JSON_DEPTH`, 400), calls one operation, and answers
 JSON. dsh's errors are answered from the servers' one table
 (:mod:`dsh.runtime.servers.errors`): an unknown session 404, invalid parameters 400, busy
 429 (retryable), a closed agent 503; this module answers only what is the web's own (a
@@ -11,7 +12,11 @@ body too large or malformed, an unknown approval).
 
 from __future__ import annotations
 
+import array
+import asyncio
+import itertools
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +37,15 @@ from dsh.runtime.web.streams import EventHub, frame
 DRAIN_LIMIT = 64 * 1024 * 1024
 """An oversized body is read and dropped up to this much before the 413, so the client
 sees the answer instead of a reset connection; past it the connection is cut."""
+
+MAX_JSON_DEPTH = 64
+"""Arrays and objects a JSON body may nest (a prompt needs 3). Checked before parsing, so
+deep nesting is a 400, never the parser's RecursionError (a 500, or a reset connection)."""
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# Opening brackets to 1, closing ones to 255 (-1 as a signed byte), everything else gone.
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 STATIC_TYPES = {
     "index.html": "text/html; charset=utf-8",
@@ -57,7 +71,8 @@ class ProblemError(Exception):
 
 
 def _problem_response(exc: ProblemError) -> Response:
-    headers = {"retry-after": "1"} if exc.status == 429 else None
+    headers = {"retry-after": "1"} if exc.status == 429 else \
+        {"connection": "close"} if exc.status == 408 else None  # the body's rest is unread
     return Response(problem_body(exc.code, exc.message), exc.status,
                     media_type="application/json", headers=headers)
 
@@ -90,6 +105,7 @@ class WebApi:
     default_cwd: str
     max_body_bytes: int
     static: Mapping[str, bytes]
+    body_timeout_s: float = 10.0
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -100,18 +116,31 @@ class WebApi:
             raise ProblemError(400, "bad-request", "Content-Length is not a number")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > DRAIN_LIMIT:
-                break
-            if size <= self.max_body_bytes:
-                chunks.append(chunk)
+
+        async def read() -> None:
+            nonlocal size
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > DRAIN_LIMIT:
+                    break
+                if size <= self.max_body_bytes:
+                    chunks.append(chunk)
+
+        try:
+            await asyncio.wait_for(read(), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise ProblemError(408, "timeout", f"the request body did not arrive within "
+                               f"{self.body_timeout_s:g} s (config request_timeout_s)"
+                               ) from None
         if size > self.max_body_bytes:
             raise ProblemError(413, "too-large",
                           f"request body over {self.max_body_bytes} bytes (config max_body_bytes)")
         raw = b"".join(chunks)
         if not raw.strip() and optional:
             return {}
+        if _nesting(raw) > MAX_JSON_DEPTH:
+            raise ProblemError(400, "malformed-json",
+                               f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -123,14 +152,13 @@ class WebApi:
             raise ProblemError(400, "invalid-params", problem)
         return body
 
-    async def _live_history(self, session_id: str) -> list[dict[str, Any]]:
-        """The history of a session, restoring a persisted one first (unknown: the
-        resume's SessionNotFoundError)."""
+    async def _make_live(self, session_id: str) -> None:
+        """Restore a persisted session unless it is live here (unknown: the resume's
+        SessionNotFoundError; another runtime's: busy)."""
         try:
-            return self.ops.live_events(session_id)
+            self.ops.live_events(session_id)
         except SessionNotFoundError:
             await self.ops.resume(session_id)
-            return self.ops.live_events(session_id)
 
     # -- page ----------------------------------------------------------------------------
 
@@ -186,25 +214,39 @@ class WebApi:
 
     async def events(self, request: Request) -> Response:
         """The session's events from ``since`` (or after ``Last-Event-ID``), its status and
-        pending approvals, then everything live."""
+        pending approvals, then everything live.
+
+        The history is replayed from the live log a shared page at a time
+        (:class:`~dsh.runtime.web.streams.Pages`), each page in its turn
+        (:class:`~dsh.runtime.web.streams.Turns`), until the stream has caught up; it then
+        subscribes with no await in between, so no event is missed or sent twice."""
         session_id = request.path_params["id"]
         since = _since(request)
-        history = await self._live_history(session_id)
-        sub = self.hub.subscribe(session_id)  # no await between reading history and this
-        status = next((s.get("status") for s in self.ops.list_sessions(
-            {"sessionId": session_id})), "idle")
-        waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
+        await self._make_live(session_id)
 
         async def stream() -> AsyncIterator[bytes]:
-            last = since - 1
+            yield b"retry: 1000\n\n"
+            seq = since
+            while True:
+                try:
+                    log = self.ops.live_events(session_id)
+                except SessionNotFoundError:
+                    return  # let go meanwhile (its lease taken over): the client retries
+                if seq >= len(log):
+                    break
+                await self.hub.turns.wait()
+                if self.hub.closed:
+                    return  # shutting down: no replay holds the server up
+                data, seq = self.hub.pages.page(session_id, log, seq)
+                yield data
+            last = seq - 1
+            sub = self.hub.subscribe(session_id)
+            status = next((s.get("status") for s in self.ops.list_sessions(
+                {"sessionId": session_id})), "idle")
+            waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
             try:
-                yield b"retry: 1000\n\n"
-                for event in history:
-                    if event["seq"] >= since:
-                        last = event["seq"]
-                        yield frame("session.event", {"sessionId": session_id, "event": event})
                 yield frame("session.status", {"sessionId": session_id, "status": status})
-                for approval in waiting:  # asked before this stream opened
+                for approval in waiting:  # asked before this stream went live
                     yield frame("approval", {**approval, "state": "pending"})
                 while True:
                     item = await sub.next()
@@ -213,12 +255,12 @@ class WebApi:
                     if item is False:
                         yield b": keepalive\n\n"
                         continue
-                    method, params = item
+                    method, params, data = item
                     if method == "session.event" and "seq" in params["event"]:
                         if params["event"]["seq"] <= last:
                             continue
                         last = params["event"]["seq"]
-                    yield frame(method, params)
+                    yield data
             finally:
                 sub.close()
 
@@ -335,6 +377,17 @@ class WebApi:
             return Response(self.static[name], media_type=STATIC_TYPES[name])
 
         return asset
+
+
+def _nesting(raw: bytes) -> int:
+    """How deep the arrays and objects of the JSON text ``raw`` nest (brackets inside
+    strings do not count), at C speed: a body of a megabyte of brackets costs
+    milliseconds, and no recursion."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # too few brackets to nest that deep
+    steps = array.array("b")
+    steps.frombytes(_STRING.sub(b"", raw).translate(_STEPS, _NOT_BRACKETS))
+    return max(itertools.accumulate(steps), default=0)
 
 
 def _since(request: Request) -> int:

@@ -3,7 +3,9 @@
 The socket is bound and listening before anything is announced, so the printed URL
 always works (``--port 0`` reports the port the system picked). uvicorn serves on the
 runtime's own asyncio loop; its signal capture is switched off because the runtime owns
-SIGTERM/SIGINT (:mod:`dsh.runtime.app` cancels ``main``). On that cancel the event
+SIGTERM/SIGINT (:mod:`dsh.runtime.app` cancels ``main``), and it speaks HTTP through
+:mod:`.headtimeout`, which closes a connection that sends no complete request head in
+``request_timeout_s``. On that cancel the event
 streams end and pending approvals are denied first, so no open response holds the
 shutdown up, then uvicorn closes within :data:`STOP_BOUND`.
 
@@ -41,7 +43,8 @@ STOP_BOUND = 2.0
 async def serve(rt: RuntimeContext, options: WebOptions) -> int:
     """Serve until cancelled (a signal); the cancellation propagates after a clean stop."""
     import uvicorn
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from dsh.runtime.web.headtimeout import with_head_timeout
 
     static = {name: (resources.files("dsh.runtime.web") / "static" / name).read_bytes()
               for name in STATIC_TYPES}
@@ -52,10 +55,11 @@ async def serve(rt: RuntimeContext, options: WebOptions) -> int:
     hub = EventHub()
     broker = ApprovalBroker(options.approval_timeout_s, hub.publish)
     api = WebApi(Operations(agent, RuntimeView.of(rt)), hub, broker, rt.cwd,
-                 options.max_body_bytes, static)
+                 options.max_body_bytes, static, options.request_timeout_s)
     extra = [_url_host(options.host)] if options.explicit_host else []
     app = api.app(token=token, hosts=allowed_hosts(port, extra))
-    config = uvicorn.Config(app, http=H11Protocol, ws="none", lifespan="off", log_config=None,
+    config = uvicorn.Config(app, http=with_head_timeout(options.request_timeout_s), ws="none",
+                            lifespan="off", log_config=None,
                             access_log=False, server_header=False,
                             timeout_graceful_shutdown=int(STOP_BOUND))
     server = _server(config)

@@ -26,7 +26,7 @@ from typing import Any
 
 from dsh._version import __version__
 from dsh.core.distribution import POSTGRES_EXTRA, install_hint
-from dsh.core.errors import ConfigError, DshError, StoreUnavailableError
+from dsh.core.errors import ConfigError, DshError, PluginError, StoreUnavailableError
 from dsh.runtime.kernel.plugin import (
     Capability,
     Checkup,
@@ -184,15 +184,14 @@ class SessionsPostgres(Plugin):
             version = conn.execute("SHOW server_version").fetchone()[0]
             checks = [Diagnosis(f"{check}.reachable", "ok",
                                 f"{link.where} answers (PostgreSQL {version.split()[0]})")]
-            found = schema.found_version(conn, name)
-            if found is None:
+            try:
+                found = schema.check(conn, name, link.where)
+            except PluginError as exc:
+                checks.append(Diagnosis(f"{check}.schema", "fail", str(exc)))
+                return checks
+            if found == 0:
                 checks.append(Diagnosis(f"{check}.schema", "warn", f"schema {name!r} not "
                                         "created yet (the first runtime creates it)"))
-                return checks
-            if found > schema.VERSION:
-                checks.append(Diagnosis(f"{check}.schema", "fail", f"schema {name!r} has version "
-                                        f"{found}, newer than this dsh supports "
-                                        f"({schema.VERSION}): upgrade dsh on this host"))
                 return checks
             state = "current" if found == schema.VERSION else "migrated at the next start"
             checks.append(Diagnosis(f"{check}.schema", "ok", f"schema {name!r} at version {found} "

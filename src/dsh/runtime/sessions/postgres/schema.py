@@ -21,6 +21,11 @@ Tables (the SQLite store's, minus workspaces, which are paths on each host):
 * ``session_leases``: one lease per session (holder, host, pid, heartbeat in epoch ms).
 * ``goals``: each session's goals, compare-and-set on ``revision``.
 
+Before any step, the schema is checked against what its version says (:func:`check`):
+a version newer than this dsh, tables in the schema but no ``dsh_schema`` (another
+program's), or a table or column its version has missing is refused naming the schema,
+with nothing changed (:mod:`dsh.runtime.sessions.schemashape`).
+
 Version 2 adds the summary columns of ``sessions`` (:mod:`dsh.runtime.sessions.summaries`:
 workspace, turns, token counts, cost, revision) with the listing's indexes, and fills them
 from the stored logs in the migration's transaction.
@@ -31,8 +36,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsh.core.errors import ConfigError, PluginError
-from dsh.runtime.sessions import summaries
+from dsh.core.errors import EXIT_USAGE, ConfigError, PluginError
+from dsh.runtime.sessions import schemashape, summaries
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -125,25 +130,75 @@ def found_version(conn: Any, schema: str) -> int | None:
     return None if version is None else int(version[0])
 
 
+def check(conn: Any, schema: str, where: str) -> int:
+    """The version of ``schema`` (0 when dsh has not created it), or ``PluginError``
+    (exit 2) naming it and what is wrong: a version newer than this dsh, tables but no
+    dsh version (another program's schema), a table or column its version has missing.
+    Reads only (the doctor asks it too)."""
+    found = found_version(conn, schema) or 0
+    if found > VERSION:
+        raise PluginError(f"PostgreSQL schema {schema!r} at {where} has version {found}, "
+                          f"newer than this dsh supports ({VERSION})",
+                          hint="upgrade dsh on this host, or use another schema",
+                          exit_code=EXIT_USAGE)
+    present = tables_of(conn, schema)
+    versioned = present.pop("dsh_schema", None) is not None
+    if found == 0:
+        if present and versioned:
+            raise PluginError(f"PostgreSQL schema {schema!r} at {where} is damaged: its "
+                              "dsh_schema table holds no version, but it has tables",
+                              hint="restore it from a backup, or set config.schema to "
+                                   "another schema", exit_code=EXIT_USAGE)
+        if present:
+            raise PluginError(f"PostgreSQL schema {schema!r} at {where} is not dsh's: it has "
+                              f"no dsh version and holds tables dsh did not create "
+                              f"({', '.join(sorted(present))})",
+                              hint="set config.schema to a schema of dsh's own",
+                              exit_code=EXIT_USAGE)
+        return found
+    wrong = schemashape.problems(expected(found), present)
+    if wrong:
+        raise PluginError(f"PostgreSQL schema {schema!r} at {where} is damaged: version "
+                          f"{found}, but {'; '.join(wrong)}",
+                          hint="restore it from a backup, or set config.schema to another "
+                               "schema", exit_code=EXIT_USAGE)
+    return found
+
+
+def expected(version: int) -> schemashape.Shape:
+    """The tables and columns a schema at ``version`` has."""
+    return schemashape.shape(tuple(statement for step, statements in MIGRATIONS
+                                   if step <= version for statement in statements))
+
+
+def tables_of(conn: Any, schema: str) -> dict[str, set[str]]:
+    """The tables of ``schema`` and their columns, in one query (the catalog, which shows
+    every table whatever the role may read)."""
+    found: dict[str, set[str]] = {}
+    for table, column in conn.execute(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND a.attnum > 0 "
+            "AND NOT a.attisdropped", (schema,)):
+        found.setdefault(table, set()).add(column)
+    return found
+
+
 def migrate(conn: Any, schema: str, where: str) -> int:
     """Bring ``schema`` to :data:`VERSION` (creating it on first use); returns the version
     found before (0 for a fresh one). ``where`` names the database in errors.
 
     One transaction under an advisory lock: a concurrent runtime waits, then finds the
-    work done. A newer schema is refused before anything changes.
+    work done. A schema :func:`check` refuses is refused before anything changes.
     """
     s = quoted(schema)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dsh.schema:{schema}",))
+        found = check(conn, schema, where)
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.dsh_schema (id integer PRIMARY KEY "
                      "CHECK (id = 1), version integer NOT NULL, written_by text NOT NULL)")
-        row = conn.execute(f"SELECT version FROM {s}.dsh_schema WHERE id = 1").fetchone()
-        found = 0 if row is None else int(row[0])
-        if found > VERSION:
-            raise PluginError(f"PostgreSQL schema {schema!r} at {where} has version {found}, "
-                              f"newer than this dsh supports ({VERSION})",
-                              hint="upgrade dsh on this host, or use another schema")
         for version, statements in MIGRATIONS:
             if found < version:
                 for statement in statements:

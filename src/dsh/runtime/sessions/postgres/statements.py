@@ -36,6 +36,10 @@ def statements(s: str) -> dict[str, str]:
         "row": f"SELECT cwd, title, state FROM {s}.sessions WHERE id = %s",
         "log": f"SELECT body FROM {s}.events WHERE session_id = %s ORDER BY seq",
         "exists": f"SELECT 1 FROM {s}.sessions WHERE id = %s",
+        "last_turn_mark": f"SELECT seq, type FROM {s}.events WHERE session_id = %s AND type "
+                          "IN ('turn/start', 'turn/end') ORDER BY seq DESC LIMIT 1",
+        "tail": f"SELECT body FROM {s}.events WHERE session_id = %s AND seq >= %s "
+                "ORDER BY seq",
         "page": f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s "
                 "ORDER BY seq LIMIT %s",
         "summary": f"{listed} WHERE id = %s",

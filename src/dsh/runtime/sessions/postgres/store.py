@@ -564,6 +564,16 @@ class PostgresSessionStore(Tracking):
         top = self._run(lambda c: c.execute(self._sql["top"], (session_id,)).fetchone()[0])
         return None if top is None else int(top)
 
+    def _turn_tail(self, session_id: str) -> list[dict[str, Any]] | None:
+        def tail(c: Any) -> list[str] | None:
+            mark = c.execute(self._sql["last_turn_mark"], (session_id,)).fetchone()
+            if mark is None or mark[1] != "turn/start":
+                return None
+            return [body for (body,) in c.execute(self._sql["tail"], (session_id, mark[0]))]
+
+        bodies = self._run(tail)
+        return None if bodies is None else records.decode(bodies)
+
     @staticmethod
     def _row(session_id: str, event: dict[str, Any]) -> tuple[Any, ...]:
         return (session_id, int(event["seq"]), str(event["type"]), int(event.get("time", 0)),

@@ -338,6 +338,9 @@ function handle(event) {
     case "error":
       append(el("div", "msg error", data.message));
       break;
+    case "warning":
+      append(el("div", "msg warning", data.message));
+      break;
     case "plan/update":
       renderPlan(data.entries || []);
       break;
