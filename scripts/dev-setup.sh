@@ -34,8 +34,9 @@ if command -v apt-get >/dev/null; then
     fi
 fi
 
-# The python runtime's packages ([python]) and the test tools ([test]).
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[python,test]'
+# The python runtime's packages ([python]), the test tools ([test]) and the terminal
+# chat's UI ([chat]: tests/chat drive it in a pseudo-terminal).
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[python,test,chat]'
 # The original DeepSeek Harness client, for wire-compatibility tests only. Installed
 # without its 95 MB runtime wheel: our `dsh` is the runtime it drives.
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps --pre \

@@ -132,6 +132,12 @@ EXCLUDED_MODULES = (
     # the xml package is Pillow's Image, under TYPE_CHECKING (getxmp() wants defusedxml,
     # which is not bundled either); web_fetch passes XML bodies on as text.
     "xml", "pyexpat", "_elementtree",
+    # The terminal chat runs in the user's Python as an SDK client, never in the runtime
+    # (its UI packages come in the chat extra, which the freeze does not install): only
+    # its launch checks are frozen, so a frozen `dsh chat` says which extra it needs.
+    "textual", *(f"dsh.chat.{name}" for name in (
+        "answer", "app", "attach", "commands", "composer", "drawing", "history", "link",
+        "mdview", "safety", "screens", "slash", "status", "widgets")),
     # Fallbacks and self-tests: uuid works without _uuid and libuuid (dsh makes uuid4s,
     # from os.urandom; uuid1 would find the node another way); random imports statistics
     # only in its self-test; shutil imports tarfile only to make or unpack an archive,

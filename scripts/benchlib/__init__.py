@@ -3,9 +3,9 @@ them.
 
 Families, in report order (:data:`benchlib.registry.FAMILIES`): ``compose``, ``sdk``,
 ``runtime``, ``wheel``, ``throughput``, ``providers``, ``agent``, ``sessions``, ``trust``,
-``web``, ``plugins``, ``shell``, ``mcp``, ``telemetry``. Machinery: :mod:`.registry`
-(rows, registration, verdict), :mod:`.cli` (the runner), :mod:`.report` and :mod:`.plots`
-(``docs/benchmarks.md``), :mod:`.procs` (environments, process timing, the
+``web``, ``plugins``, ``shell``, ``mcp``, ``telemetry``, ``chat``. Machinery:
+:mod:`.registry` (rows, registration, verdict), :mod:`.cli` (the runner), :mod:`.report`
+and :mod:`.plots` (``docs/benchmarks.md``), :mod:`.procs` (environments, process timing, the
 ``python -c pass`` yardstick, interleaving), :mod:`.rpc` (a bare JSON-RPC peer),
 :mod:`.carrier` (the runtime wheel and the exe carrier), :mod:`.anchors` (the anchor
 SDKs, in a venv of their own).

@@ -23,7 +23,7 @@ Result = dict[str, Any]
 # The families, in report order: ``scripts/benchlib/<family>.py`` each registers its
 # benchmarks when imported (:func:`load_families`).
 FAMILIES = ("compose", "sdk", "runtime", "wheel", "throughput", "providers", "agent",
-            "sessions", "trust", "web", "plugins", "shell", "mcp", "telemetry")
+            "sessions", "trust", "web", "plugins", "shell", "mcp", "telemetry", "chat")
 
 # Units whose figures are times, with their factor to milliseconds: each such row reports
 # the same run's ``python -c pass`` beside it (:func:`with_python_pass`).

@@ -204,3 +204,40 @@ def test_mcp_servers_are_accepted_and_connected(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert "Traceback" not in (tmp_path / "agent-stderr.log").read_text()
+
+
+def test_config_options_switch_model_effort_and_policy(tmp_path: Path) -> None:
+    """``configOptions`` (ACP's session config options) offer the session's model,
+    reasoning effort and policy mode; a switch applies to the next turn, a bad value is
+    refused and changes nothing."""
+    patch = write_patch(tmp_path, [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "refused, as you asked"}], mode="workspace")
+    recorder = Recorder("allow_once")
+
+    async def main() -> None:
+        async with acp_client(recorder, tmp_path, patch) as conn:
+            await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(Path.cwd()), mcp_servers=[])
+            options = {o.root.id if hasattr(o, "root") else o.id: o
+                       for o in session.config_options}
+            assert set(options) == {"model", "thought_level", "policy"}
+            model = options["model"]
+            model = getattr(model, "root", model)
+            assert model.current_value == "scripted/scripted"
+            values = [o.value for o in model.options]
+            assert "deepseek-official/deepseek-v4-pro" in values
+            answer = await conn.set_config_option(session_id=session.session_id,
+                                                  config_id="policy", value="deny-mutating")
+            current = {getattr(o, "root", o).id: getattr(o, "root", o).current_value
+                       for o in answer.config_options}
+            assert current["policy"] == "deny-mutating"
+            with pytest.raises(acp.RequestError):
+                await conn.set_config_option(session_id=session.session_id,
+                                             config_id="thought_level", value="enormous")
+            await asyncio.wait_for(conn.prompt(session_id=session.session_id,
+                                               prompt=[text("write a.txt")]), 30)
+
+    asyncio.run(main())
+    assert not (Path.cwd() / "a.txt").exists()  # deny-mutating refused the write
+    assert recorder.permissions == []

@@ -301,7 +301,10 @@ def test_profile_list_json(run_dsh: RunDsh, write_profile: Callable[..., Path],
     rows = document["data"]["profiles"]
     assert [row["id"] for row in rows] == sorted(row["id"] for row in rows)
     by_id = {row["id"]: row for row in rows}
-    assert set(by_id) == {"acp", "broken", "headless", "mine", "sdk", "sdk-minimal", "web"}
+    assert set(by_id) == {"acp", "broken", "chat", "headless", "mine", "sdk", "sdk-minimal",
+                          "web"}
+    assert by_id["chat"] == {"id": "chat", "bundles": ["dsh-base", "dsh-chat-app"],
+                             "patchReload": "live", "shipped": True, "seeded": False}
     assert by_id["mine"] == {"id": "mine", "bundles": ["dsh-base", "dsh-headless"],
                              "patchReload": "live", "shipped": False, "seeded": True}
     assert by_id["web"] == {"id": "web", "bundles": ["dsh-base", "dsh-web-app"],

@@ -85,11 +85,11 @@ def test_an_unknown_profile_lists_them_and_suggests_the_nearest(run_dsh: RunDsh,
                                                                dsh_home: Path) -> None:
     line = one_error(run_dsh("--profile", "hedless", "hi"))
     assert line.startswith(f"unknown profile 'hedless' (no {dsh_home}/profiles/hedless/"
-                           "profile.toml). Did you mean 'headless'? Profiles: acp, headless, "
-                           "sdk, sdk-minimal, web (hint: ")
+                           "profile.toml). Did you mean 'headless'? Profiles: acp, chat, "
+                           "headless, sdk, sdk-minimal, web (hint: ")
     assert list(dsh_home.iterdir()) == []
     line = one_error(run_dsh("zzz-nothing-like-it"))
-    assert "Did you mean" not in line and "Profiles: acp, headless, sdk" in line
+    assert "Did you mean" not in line and "Profiles: acp, chat, headless, sdk" in line
 
 
 def test_a_profile_of_the_home_is_listed_and_suggested(run_dsh: RunDsh, dsh_home: Path) -> None:
@@ -98,7 +98,7 @@ def test_a_profile_of_the_home_is_listed_and_suggested(run_dsh: RunDsh, dsh_home
     assert made.returncode == 0, made.stderr
     line = one_error(run_dsh("--profile", "reserch", "hi"))
     assert "Did you mean 'research'?" in line
-    assert "Profiles: acp, headless, research, sdk, sdk-minimal, web" in line
+    assert "Profiles: acp, chat, headless, research, sdk, sdk-minimal, web" in line
 
 
 def test_a_shorthand_that_looks_like_a_command(run_dsh: RunDsh, dsh_home: Path) -> None:

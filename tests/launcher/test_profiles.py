@@ -28,6 +28,7 @@ SHIPPED = {
     "sdk": (("dsh-base", "dsh-sdk-app"), "startup"),
     "sdk-minimal": (("dsh-sdk-minimal",), "startup"),
     "acp": (("dsh-base", "dsh-acp-app"), "startup"),
+    "chat": (("dsh-base", "dsh-chat-app"), "live"),
 }
 
 
@@ -147,7 +148,8 @@ def test_create_from_template(dsh_home: Path) -> None:
         profiles.create_from_template(dsh_home, "mine", "web")
     with pytest.raises(UsageError, match="profile 'sdk' already exists"):
         profiles.create_from_template(dsh_home, "sdk", "web")
-    with pytest.raises(UsageError, match=r"unknown template 'nope' \(shipped: acp, headless, "):
+    with pytest.raises(UsageError,
+                       match=r"unknown template 'nope' \(shipped: acp, chat, headless, "):
         profiles.create_from_template(dsh_home, "other", "nope")
     with pytest.raises(UsageError, match="invalid profile name"):
         profiles.create_from_template(dsh_home, "..", "web")
@@ -162,7 +164,7 @@ def test_list_profiles_reads_without_seeding(write_profile: Callable[..., Path],
     (dsh_home / "profiles" / ".staging").mkdir()
     listed = profiles.list_profiles(dsh_home)
     names = [item.name if isinstance(item, Profile) else item[0] for item in listed]
-    assert names == ["acp", "broken", "headless", "mine", "sdk", "sdk-minimal", "web"]
+    assert names == ["acp", "broken", "chat", "headless", "mine", "sdk", "sdk-minimal", "web"]
     errors = [item for item in listed if not isinstance(item, Profile)]
     assert [(name, type(error)) for name, error in errors] == [("broken", ConfigError)]
     assert sorted(p.name for p in (dsh_home / "profiles").iterdir()) == [

@@ -124,8 +124,11 @@ class StandInAgent:
         self._cwds[sid] = path
         return path
 
-    def list_sessions(self) -> list[dict[str, Any]]:
-        return [{"sessionId": s, "cwd": c} for s, c in sorted(self._cwds.items())]
+    def list_sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
+        listed = [{"sessionId": s, "cwd": c} for s, c in sorted(self._cwds.items())
+                  if session_id in (None, s) and workspace in (None, c)]
+        return listed if limit is None else listed[:limit]
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         self.get_cwd(sid)

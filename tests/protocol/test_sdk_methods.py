@@ -7,6 +7,7 @@ these tests need; the real agent is driven end to end by the process and snapsho
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from peerkit import PipeClient, serving_peer
 from dsh.core.errors import JsonRpcError
 from dsh.core.peer import Peer
 from dsh.runtime.agent.store import HistoryPage
+from dsh.runtime.agent.toolrun import Approval
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
 from dsh.runtime.servers.sdk import HELP, RuntimeView, SdkProtocol, SdkServer
 
@@ -75,7 +77,8 @@ class StandInAgent:
         self.cwds[session_id] = path
         return path
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, **narrow: Any) -> list[dict[str, Any]]:
+        self.calls.append(("list_sessions", narrow))
         return [{"sessionId": s, "cwd": c} for s, c in sorted(self.cwds.items())]
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
@@ -259,6 +262,10 @@ def test_session_methods(tmp_path: Path) -> None:
         assert (await client.call("session/cancel", wd))["result"] == {"cancelled": True}
         assert (await client.call("session/list"))["result"] == {
             "sessions": [{"sessionId": "s-new", "cwd": "/tmp"}]}
+        await client.call("session/list", {"workspace": "/tmp/", "limit": 2})
+        assert [c[1] for c in agent.calls if c[0] == "list_sessions"] == [
+            {"session_id": None, "workspace": None, "limit": None},
+            {"session_id": None, "workspace": os.path.realpath("/tmp"), "limit": 2}]
         assert (await client.call("session/history", wd))["result"] == {
             "events": [{"type": "turn/start", "seq": 0}], "nextCursor": "1"}
         assert (await client.call("session/history", {**wd, "cursor": "1", "limit": 50_000}))[
@@ -318,18 +325,23 @@ def test_shutdown_is_allowed_before_initialize(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("answer", "decision"),
     [
-        ({"result": {"decision": "allow"}}, "allow"),
-        ({"result": {"decision": "deny"}}, "deny"),
-        ({"result": {"decision": "maybe"}}, "deny"),
-        ({"result": "allow"}, "deny"),
-        ({"error": {"code": -1, "message": "no"}}, "deny"),
-        (None, "deny"),  # no answer within approval_timeout_s
+        ({"result": {"decision": "allow"}}, Approval("allow")),
+        ({"result": {"decision": "deny"}}, Approval("deny")),
+        ({"result": {"decision": "allow", "remember": "session"}}, Approval("allow", True)),
+        ({"result": {"decision": "deny", "note": "not now"}}, Approval("deny", note="not now")),
+        # a "remember" the runtime does not know must not widen what was allowed
+        ({"result": {"decision": "allow", "remember": "forever"}}, Approval("deny")),
+        ({"result": {"decision": "allow", "note": 5}}, Approval("deny")),
+        ({"result": {"decision": "maybe"}}, Approval("deny")),
+        ({"result": "allow"}, Approval("deny")),
+        ({"error": {"code": -1, "message": "no"}}, Approval("deny")),
+        (None, Approval("deny")),  # no answer within approval_timeout_s
     ],
 )
 def test_approvals_go_to_a_client_that_declared_them(
-    tmp_path: Path, answer: Any, decision: str
+    tmp_path: Path, answer: Any, decision: Approval
 ) -> None:
-    decisions: list[str] = []
+    decisions: list[Approval] = []
 
     async def scenario(peer: Peer, client: PipeClient, agent: StandInAgent) -> None:
         await initialize(client, tmp_path, capabilities={"approvals": True})

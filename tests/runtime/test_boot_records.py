@@ -56,7 +56,7 @@ PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     ToolContext: ("session_id", "env", "cancelled", "get_cwd", "change_cwd", "emit", "history",
                   "images_supported", "boundary", "keep", "call_id", "client"),
     ToolCall: ("session_id", "call_id", "name", "arguments", "cwd", "tool", "can_ask",
-               "outside", "root"),
+               "outside", "root", "policy"),
     ToolSpec: ("name", "description", "parameters"),
     ModelRequest: ("session_id", "model", "messages", "tools", "max_tokens",
                    "reasoning_effort", "route"),

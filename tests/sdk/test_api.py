@@ -28,7 +28,8 @@ from dsh.sdk import (
 from dsh.sdk._config import DEFAULT_MAX_FRAME_BYTES
 
 EXPORTED = {
-    "ApprovalRequest", "AsyncDshClient", "AsyncSession", "AsyncSubscription", "BusyError",
+    "ApprovalAnswer", "ApprovalRequest", "AsyncDshClient", "AsyncSession",
+    "AsyncSubscription", "BusyError",
     "ClientClosedError", "ClientConfig", "ClientError", "ClientState", "ConfigError",
     "DshClient", "DshError", "Event", "FrameTooLargeError", "InitializeTimeoutError",
     "JsonRpcError", "Notification", "ProtocolError", "Readiness", "RequestTimeoutError",
@@ -84,6 +85,8 @@ SIGNATURES = {
     "resume_session": "(self, session_id: 'str')",
     "history": "(self, session_id: 'str', *, page_size: 'int | None' = None)",
     "moves": "(self, session_id: 'str | None' = None)",
+    "sessions": "(self, *, session_id: 'str | None' = None, workspace: 'str | None' = None, "
+                "limit: 'int | None' = None)",
 }
 
 
@@ -91,15 +94,15 @@ SIGNATURES = {
 def test_client_signatures_are_pinned(cls: type) -> None:
     assert str(inspect.signature(cls)) == SIGNATURES[cls.__name__]
     for method in ("request", "notify", "subscribe", "new_session", "resume_session",
-                   "history", "moves"):
+                   "history", "moves", "sessions"):
         text = str(inspect.signature(getattr(cls, method)))
         assert text.startswith(SIGNATURES[method]), (cls.__name__, method, text)
     public = {n for n in vars(cls) if not n.startswith("_")}
     assert public == {"config", "state", "runtime", "server_info", "pid", "exit_code",
                       "stderr_tail",
                       "start", "close", "readiness", "request", "notify", "subscribe",
-                      "new_session", "resume_session", "sessions", "tools", "history",
-                      "moves"}
+                      "new_session", "resume_session", "sessions", "tools", "models",
+                      "history", "moves"}
 
 
 def _modules_after(code: str) -> set[str]:

@@ -137,6 +137,17 @@ def test_session_prompt_stream_history_and_cancel(tmp_path: Path) -> None:
         listed = client.get("/api/sessions").json()["sessions"]
         assert [s["sessionId"] for s in listed] == [session]
         assert listed[0]["cwd"] == str(Path.cwd())
+        # Narrowed as session/list is: one session, one workspace root, the latest.
+        here = str(Path.cwd().resolve())
+        for query in ({"sessionId": session}, {"workspace": here, "limit": "1"}):
+            narrowed = client.get("/api/sessions", params=query).json()["sessions"]
+            assert [s["sessionId"] for s in narrowed] == [session], query
+        assert client.get("/api/sessions", params={"sessionId": "nope"}).json() == {
+            "sessions": []}
+        for query in ({"limit": "0"}, {"limit": "x"}, {"workspace": "relative"}):
+            response = client.get("/api/sessions", params=query)
+            assert response.status_code == 400, query
+            assert response.json()["error"]["code"] == "invalid-params"
 
         message_id = prompt(client, session, "where am I?")
         events = stream_until_turn_end(client, session)

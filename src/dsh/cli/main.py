@@ -21,6 +21,10 @@ from dsh._version import __version__
 from dsh.cli import argv as argv_mod
 from dsh.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, DshError, UsageError
 
+SERVE_ENV = "DSH_SERVE"
+"""Set by the SDK client for the runtimes it spawns (``dsh.sdk._launch.SERVE_ENV``): serve
+the profile's protocol; a chat profile does not open the terminal chat then."""
+
 HELP = """\
 usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh NAME [APP ARGS...]               shorthand for --profile NAME (e.g. `dsh web`)
@@ -47,6 +51,15 @@ def _emit_json(document: object) -> None:
 
 def _run(argv: list[str]) -> int:
     inv = argv_mod.parse(argv)
+    # Asked by an SDK client to serve: taken out at once, so nothing the runtime starts
+    # inherits it.
+    serve = os.environ.pop(SERVE_ENV, None) is not None
+    if (not serve and inv.profile is None and not inv.app_args and inv.dump is None
+            and inv.subcommand is None and not inv.version and not inv.help):
+        from dsh.chat.launch import CHAT_PROFILE, on_terminal
+
+        if on_terminal():  # `dsh` alone on a terminal: the chat
+            inv.profile = CHAT_PROFILE
     if inv.version:
         sys.stdout.write(f"dsh {__version__}\n")
         return 0
@@ -56,6 +69,8 @@ def _run(argv: list[str]) -> int:
     from dsh.core.carriers import launch_choice
 
     handover = launch_choice()
+    if handover is not None and not serve and _chat_profile(inv):
+        return _run_chat(inv)  # the chat is a client: it runs here, its runtime frozen
     if handover is not None:  # no python runtime here: the frozen one runs this instead
         if inv.subcommand == "plugin":  # pip installs for a Python: the frozen one is none
             from dsh.core.distribution import python_hint
@@ -87,17 +102,53 @@ def _run(argv: list[str]) -> int:
     # the collector back on once its plugins are loaded (dsh.runtime.app.run).
     gc.disable()
     try:
-        return _run_profile(inv, inv.profile)
+        return _run_profile(inv, inv.profile, serve=serve)
     finally:
         gc.enable()
 
 
-def _run_profile(inv: argv_mod.Invocation, name: str) -> int:
+def _chat_profile(inv: argv_mod.Invocation) -> bool:
+    """Whether ``inv`` runs a chat profile (read without seeding or composing it)."""
+    if inv.profile is None or inv.subcommand is not None or inv.dump is not None:
+        return False
+    from dsh.chat.launch import is_chat
+    from dsh.config.profiles import load_profile
+    from dsh.core.home import resolve_home
+
+    try:
+        profile = load_profile(resolve_home(inv.home), inv.profile, seed=False)
+    except DshError:
+        return False  # the runtime reports it as it does for any profile
+    return is_chat(profile.bundles)
+
+
+def _is_chat(bundles: tuple[str, ...]) -> bool:
+    from dsh.chat.launch import is_chat
+
+    return is_chat(bundles)
+
+
+def _run_chat(inv: argv_mod.Invocation) -> int:
+    """The terminal chat on ``inv``'s profile, home and patches (dsh.chat.launch)."""
+    from dsh.chat.launch import parse, run
+    from dsh.core.home import resolve_home
+
+    assert inv.profile is not None
+    # The launch turned the cycle collector off for a runtime's boot; the chat is a
+    # long-lived UI whose widgets make cycles, so it runs with the collector on.
+    gc.enable()
+    options = parse(inv.app_args, profile=inv.profile, home=resolve_home(inv.home),
+                    patches=inv.patches, cwd=Path.cwd())
+    return 0 if options is None else run(options)
+
+
+def _run_profile(inv: argv_mod.Invocation, name: str, *, serve: bool = False) -> int:
     """argv to a composed tree, in one direction: the profile is resolved once (created
     here from a template with ``--from-default-profile``) and handed down to the layers,
     the composition and the :class:`~dsh.core.launch.Launch`. A warm launch of an
     unchanged ``startup`` profile takes its composition from the launch cache
-    (:mod:`dsh.config.launchcache`) and composes nothing."""
+    (:mod:`dsh.config.launchcache`) and composes nothing. A chat profile opens the
+    terminal chat here instead (unless an SDK client asked this launch to ``serve``)."""
     from dsh.config import launchcache, profiles
     from dsh.config.prepare import prepare
     from dsh.core.home import resolve_home
@@ -129,7 +180,8 @@ def _run_profile(inv: argv_mod.Invocation, name: str) -> int:
             resolved = resolve(home, name, inv.patches, cwd, profile=created,
                                commands=argv_mod.SUBCOMMANDS, default_only=default_only)
             composition = composed(resolved)
-        prepared = None if inv.dump is not None else prepare(
+        chat = inv.dump is None and not serve and _is_chat(composition.profile.bundles)
+        prepared = None if inv.dump is not None or chat else prepare(
             composition, home, cwd, inv.app_args, help_footer=argv_mod.LAUNCHER_OPTIONS,
             plugin_dir=resolved.plugin_dir if resolved is not None else None, layers=layers)
     except DshError:
@@ -147,6 +199,8 @@ def _run_profile(inv: argv_mod.Invocation, name: str) -> int:
             from dsh.config.resolve import keep
 
             keep(resolved, composition)
+    if chat:  # the chat's runtime, spawned by its SDK client, reports the warnings
+        return _run_chat(inv)
     warnings = (*(prepared.env.warnings if prepared is not None else ()),
                 *composition.warnings)
     if warnings:

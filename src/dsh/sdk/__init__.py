@@ -39,7 +39,7 @@ from dsh.core.errors import (
 )
 from dsh.core.jsonrpc import Notification
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._events import ApprovalRequest, Event, RunResult, SessionMoved
+from dsh.sdk._events import ApprovalAnswer, ApprovalRequest, Event, RunResult, SessionMoved
 from dsh.sdk._lifecycle import ClientState, Readiness, Stage
 from dsh.sdk._locate import RuntimeInfo
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from dsh.sdk._sync import DshClient, Session, Subscription
 
 __all__ = [
+    "ApprovalAnswer",
     "ApprovalRequest",
     "AsyncDshClient",
     "AsyncSession",

@@ -33,6 +33,7 @@ from dsh.core.jsonrpc import INTERNAL_ERROR, Params
 from dsh.sdk._config import ClientConfig
 from dsh.sdk._diagnose import missing_sdk_server
 from dsh.sdk._events import (
+    ApprovalAnswer,
     ApprovalRequest,
     Decision,
     SessionMoved,
@@ -51,7 +52,8 @@ from dsh.sdk._transport import KILL_WAIT, RuntimeProcess
 if TYPE_CHECKING:
     from dsh.sdk._session import AsyncSession
 
-ApprovalCallback = Callable[[ApprovalRequest], Decision | Awaitable[Decision]]
+Answer = Decision | ApprovalAnswer
+ApprovalCallback = Callable[[ApprovalRequest], Answer | Awaitable[Answer]]
 
 log = logging.getLogger("dsh.sdk")
 
@@ -61,8 +63,9 @@ class AsyncDshClient:
 
     Use it as ``async with AsyncDshClient(config) as client:``, or call :meth:`start` and
     :meth:`close`. ``on_approval``, when given, is declared to the runtime at
-    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"`` or
-    ``"deny"``, directly or awaitably); without it the profile's policy decides.
+    ``initialize`` and receives its ``approval/request`` calls (return ``"allow"``,
+    ``"deny"`` or an :class:`ApprovalAnswer`, directly or awaitably); without it the
+    profile's policy decides.
     """
 
     def __init__(self, config: ClientConfig | None = None, *,
@@ -237,9 +240,16 @@ class AsyncDshClient:
         await self.request("session/resume", {"sessionId": session_id})
         return AsyncSession(self, session_id)
 
-    async def sessions(self) -> list[dict[str, Any]]:
-        """Every session the runtime knows (``session/list``), sorted by id."""
-        return _list(await self.request("session/list"), "sessions")
+    async def sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """Every session the runtime knows (``session/list``), sorted by id, each with its
+        summary (title, times, turns, workspace, usage, cost: no log is read). Narrowed:
+        ``session_id`` that one only, ``workspace`` the sessions of that workspace root,
+        ``limit`` the ones updated last, newest first."""
+        narrow = {key: value for key, value in (("sessionId", session_id),
+                                                ("workspace", workspace), ("limit", limit))
+                  if value is not None}
+        return _list(await self.request("session/list", narrow or None), "sessions")
 
     async def history(self, session_id: str, *,
                       page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
@@ -276,6 +286,11 @@ class AsyncDshClient:
                 moved = session_moved(session_event(notification.params))
                 if moved is not None:
                     yield moved
+
+    async def models(self) -> list[dict[str, Any]]:
+        """Each provider route and the models it names, default first (``models/list``):
+        ``[{provider, models}]``. A route may accept models it does not name."""
+        return _list(await self.request("models/list"), "routes")
 
     async def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool (``tools/list``)."""
@@ -448,9 +463,11 @@ def _approval_handler(callback: ApprovalCallback) -> Handler:
         decision = callback(approval_request(params))
         if inspect.isawaitable(decision):
             decision = await decision
+        if isinstance(decision, ApprovalAnswer):
+            return decision.wire()
         if decision not in ("allow", "deny"):
-            raise JsonRpcError(INTERNAL_ERROR,
-                               f"on_approval returned {decision!r}, not 'allow' or 'deny'")
+            raise JsonRpcError(INTERNAL_ERROR, f"on_approval returned {decision!r}, not "
+                               "'allow', 'deny' or an ApprovalAnswer")
         return {"decision": decision}
 
     return handle

@@ -77,6 +77,31 @@ class ApprovalRequest:
     tool_call: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """A fuller answer to an :class:`ApprovalRequest` than ``"allow"``/``"deny"``:
+    ``remember`` gives the same answer to the tool's later calls in the session (they are
+    not asked about; "allow" of a call reaching outside the workspace grants its
+    directories instead), and ``note`` is what the model reads of a denial."""
+
+    decision: Decision
+    remember: bool = False
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.decision not in ("allow", "deny"):
+            raise ValueError(f"decision must be 'allow' or 'deny', not {self.decision!r}")
+
+    def wire(self) -> dict[str, Any]:
+        """The ``approval/request`` answer."""
+        answer: dict[str, Any] = {"decision": self.decision}
+        if self.remember:
+            answer["remember"] = "session"
+        if self.note:
+            answer["note"] = self.note
+        return answer
+
+
 def content_blocks(prompt: Prompt) -> list[dict[str, Any]]:
     """A prompt as ``contentBlocks``: a string becomes one text block."""
     if isinstance(prompt, str):

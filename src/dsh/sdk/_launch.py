@@ -1,6 +1,8 @@
 """The launch contract: the exact argv, environment and cwd a runtime is spawned with.
 
-``<runtime> --profile P --patch ABS ...`` with the home passed as ``DSH_HOME``. Every path
+``<runtime> --profile P --patch ABS ...`` with the home passed as ``DSH_HOME`` and
+``DSH_SERVE=sdk`` (:data:`SERVE_ENV`: serve the protocol; a chat profile never opens its
+terminal chat when an SDK client spawned it). Every path
 the caller gave relative (patches, home, cwd) is made absolute against the caller's own
 working directory here, before spawn, because the runtime runs in another directory and
 would otherwise resolve them against the wrong one. Everything that can be checked
@@ -38,6 +40,11 @@ from dsh.sdk._config import ClientConfig
 from dsh.sdk._locate import WHEEL_MODULE, RuntimeInfo, locate
 
 PARENT_ENV = "DSH_PARENT_PID"
+SERVE_ENV = "DSH_SERVE"
+"""Set to ``sdk`` for every runtime spawned: serve the profile's protocol on stdio and never
+open the terminal chat, even for a chat profile, whose ``dsh NAME`` on a terminal opens
+the chat (which spawns that same profile this way). The launcher reads it as
+:data:`dsh.cli.main.SERVE_ENV` and takes it out of its environment at once."""
 
 SPAWNS_FIRST = os.name == "posix"
 """Whether the runtime is spawned before an event loop owns its pipes. A POSIX selector
@@ -89,6 +96,7 @@ def launch_spec(config: ClientConfig, runtime: RuntimeInfo, env: dict[str, str])
     created, a working directory that is not one, a patch file that does not exist.
     """
     env["DSH_HOME"] = _home(config, env)
+    env[SERVE_ENV] = "sdk"
     cwd = _absolute(config.cwd) if config.cwd is not None else os.getcwd()
     if not os.path.isdir(cwd):
         raise ConfigError(f"cwd {cwd}: not an existing directory")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dsh.core.errors import ProtocolError
 from dsh.core.jsonrpc import Notification
 from dsh.sdk._config import trace_carrier
 from dsh.sdk._events import (
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from dsh.sdk._client import AsyncDshClient
 
 _SESSION_METHODS = frozenset({"session.event", "session.status"})
+_UNSET: Any = object()
 
 
 class AsyncSession:
@@ -113,6 +115,54 @@ class AsyncSession:
         answer = await self._client.request("session/mode/set",
                                             {"sessionId": self._id, "mode": mode})
         return str(answer["mode"])
+
+    async def settings(self) -> dict[str, Any]:
+        """What the session's next turn and tool calls use (``session/settings/get``):
+        ``provider``, ``model``, ``reasoningEffort``, ``contextWindow``, ``policy`` (its
+        own mode, None: the profile's ``policyDefault``), ``remembered`` approvals."""
+        return await self._call("session/settings/get")
+
+    async def set_model(self, *, provider: Any = _UNSET, model: Any = _UNSET,
+                        reasoning_effort: Any = _UNSET) -> dict[str, Any]:
+        """Switch the route, model or effort from the next turn on
+        (``session/model/set``; None goes back to the default). Checked at once: an
+        unknown route, model or effort is a :class:`JsonRpcError` naming what is accepted.
+        Returns :meth:`settings`."""
+        params = {wire: value for wire, value in (
+            ("provider", provider), ("model", model), ("reasoningEffort", reasoning_effort))
+            if value is not _UNSET}
+        return await self._call("session/model/set", params)
+
+    async def set_policy(self, mode: str | None) -> dict[str, Any]:
+        """Switch the policy mode from the next tool call on (``session/policy/set``):
+        ``workspace``, ``ask``, ``allow-all``, ``deny-mutating``, or None for the
+        profile's own. Returns :meth:`settings`."""
+        return await self._call("session/policy/set", {"mode": mode})
+
+    async def forget_approvals(self) -> dict[str, Any]:
+        """Forget the approvals remembered for this session; returns :meth:`settings`."""
+        return await self._call("session/approvals/forget")
+
+    async def changes(self) -> dict[str, Any]:
+        """The files this session's tools wrote or edited (``session/changes``):
+        ``{changes: [{path, tool, callId, turn, seq, diff?}], files: [paths]}``."""
+        return await self._call("session/changes")
+
+    async def usage(self) -> dict[str, Any]:
+        """Tokens, cost and context in use so far (``session/usage``)."""
+        return await self._call("session/usage")
+
+    async def shell(self, command: str) -> dict[str, Any]:
+        """Run ``command`` yourself with the session's shell tool and sandbox
+        (``session/shell``); the model reads it with the next prompt.
+        ``{output, isError}``; a running turn is a :class:`BusyError`."""
+        return await self._call("session/shell", {"command": command})
+
+    async def _call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        answer = await self._client.request(method, {"sessionId": self._id, **(params or {})})
+        if not isinstance(answer, dict):
+            raise ProtocolError(f"{method} answered {answer!r}, not an object")
+        return answer
 
     def _mine(self, notification: Notification) -> bool:
         params = notification.params

@@ -38,7 +38,15 @@ from dsh.core.errors import ClientClosedError, DshError
 from dsh.core.jsonrpc import Notification, Params
 from dsh.core.process import KILL_WAIT
 from dsh.sdk._config import ClientConfig
-from dsh.sdk._events import ApprovalRequest, Decision, Event, Prompt, RunResult, SessionMoved
+from dsh.sdk._events import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Decision,
+    Event,
+    Prompt,
+    RunResult,
+    SessionMoved,
+)
 from dsh.sdk._launch import HeadStart
 from dsh.sdk._lifecycle import ClientState, Readiness, not_usable
 from dsh.sdk._locate import RuntimeInfo
@@ -51,7 +59,7 @@ if TYPE_CHECKING:
     from dsh.sdk._session import AsyncSession
 
 T = TypeVar("T")
-SyncApprovalCallback = Callable[[ApprovalRequest], Decision]
+SyncApprovalCallback = Callable[[ApprovalRequest], Decision | ApprovalAnswer]
 
 
 class _LoopThread:
@@ -324,10 +332,18 @@ class DshClient:
         engine, client = self._client("session")
         return Session(engine, engine.run(client.resume_session(session_id), "session"))
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every session the runtime knows, sorted by id."""
+    def sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+        """Every session the runtime knows, sorted by id, or narrowed (see
+        :meth:`AsyncDshClient.sessions`)."""
         engine, client = self._client("sessions")
-        return engine.run(client.sessions(), "sessions")
+        return engine.run(client.sessions(session_id=session_id, workspace=workspace,
+                                          limit=limit), "sessions")
+
+    def models(self) -> list[dict[str, Any]]:
+        """Each provider route and the models it names (``models/list``)."""
+        engine, client = self._client("models")
+        return engine.run(client.models(), "models")
 
     def tools(self) -> list[dict[str, Any]]:
         """Name, description and parameter schema of every tool."""
@@ -402,6 +418,34 @@ class Session:
         """Switch between ``default`` and ``plan``; returns the mode."""
         return self._engine.run(self._async.set_mode(mode), "mode")
 
+    def settings(self) -> dict[str, Any]:
+        """What the next turn and tool calls use (see :meth:`AsyncSession.settings`)."""
+        return self._engine.run(self._async.settings(), "settings")
+
+    def set_model(self, **choice: Any) -> dict[str, Any]:
+        """Switch ``provider``, ``model`` or ``reasoning_effort`` from the next turn on."""
+        return self._engine.run(self._async.set_model(**choice), "set_model")
+
+    def set_policy(self, mode: str | None) -> dict[str, Any]:
+        """Switch the policy mode (None: the profile's) from the next tool call on."""
+        return self._engine.run(self._async.set_policy(mode), "set_policy")
+
+    def forget_approvals(self) -> dict[str, Any]:
+        """Forget the approvals remembered for this session."""
+        return self._engine.run(self._async.forget_approvals(), "forget_approvals")
+
+    def changes(self) -> dict[str, Any]:
+        """The files this session's tools changed, with their diffs."""
+        return self._engine.run(self._async.changes(), "changes")
+
+    def usage(self) -> dict[str, Any]:
+        """Tokens, cost and context in use so far."""
+        return self._engine.run(self._async.usage(), "usage")
+
+    def shell(self, command: str) -> dict[str, Any]:
+        """Run ``command`` yourself in the session's sandbox; the model reads it next."""
+        return self._engine.run(self._async.shell(command), "shell")
+
 
 class Subscription:
     """Blocking view of an :class:`AsyncSubscription`; iterate it or call :meth:`get`."""
@@ -469,12 +513,12 @@ async def _within(awaitable: Awaitable[T], timeout: float | None) -> T:
 
 def _in_thread(
     callback: SyncApprovalCallback | None,
-) -> Callable[[ApprovalRequest], Awaitable[Decision]] | None:
+) -> Callable[[ApprovalRequest], Awaitable[Decision | ApprovalAnswer]] | None:
     """Run a blocking approval callback off the loop (it may wait for a human)."""
     if callback is None:
         return None
 
-    async def approve(request: ApprovalRequest) -> Decision:
+    async def approve(request: ApprovalRequest) -> Decision | ApprovalAnswer:
         import asyncio
 
         return await asyncio.to_thread(callback, request)

@@ -45,6 +45,8 @@ TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 ERROR = "error"
 SESSION_MOVED = "session/moved"
+SESSION_SETTINGS = "session/settings"
+USER_SHELL = "user/shell"
 
 LEASE_LOST = "lease-lost"
 """The ``code`` of the ``error`` and ``turn/end`` a runtime sends when another took over

@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from dsh.runtime.agent import events
+from dsh.runtime.agent import choices, events
 from dsh.runtime.agent.assembly import Assembly
 from dsh.runtime.agent.session import Session
 from dsh.runtime.agent.toolrun import Answer, Approver, execute
@@ -344,7 +344,9 @@ class Turn:
                               call_id=call_id, client=self.host.client_side(s.id))
         answer = await execute(block, tools=self.host.tools_for(s.id),
                                guardrails=self.host.guardrails,
-                               approver=self.host.approver, context=context, grant=s.grant)
+                               approver=self.host.approver, context=context, grant=s.grant,
+                               memory=choices.Memory(s),
+                               policy=s.record.settings.get("policy"))
         self._answer(call_id, answer)
         approval = answer.approval
         await self._fire("after_tool_call", message=name, payload={

@@ -46,7 +46,7 @@ from dsh.core.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from dsh.runtime.agent import compaction, events, seeding
+from dsh.runtime.agent import choices, compaction, events, seeding, usershell
 from dsh.runtime.agent.compactor import Compactor, model_view
 from dsh.runtime.agent.journal import Journal, Listener
 from dsh.runtime.agent.leasing import Holdings
@@ -190,11 +190,11 @@ class Agent:
                                         cancelled=arrival.cancelled)
 
     async def cancel(self, session_id: str) -> bool:
-        """Cancel the running turn (``turn/end`` says ``cancelled``); when none runs, the
-        most recent prompt whose turn has not started, even one still on its way (its
-        turn ends ``cancelled`` as it starts; other queued prompts still run). False when
-        there is nothing to cancel, a stored session's included (it runs nothing here);
-        unknown is SessionNotFoundError."""
+        """Cancel the running turn (``turn/end`` says ``cancelled``) or the user's shell
+        command (:meth:`shell`); when neither runs, the most recent prompt whose turn has
+        not started, even one still on its way (its turn ends ``cancelled`` as it starts;
+        other queued prompts still run). False when there is nothing to cancel, a stored
+        session's included (it runs nothing here); unknown is SessionNotFoundError."""
         session = self._sessions.live(session_id)
         if ((session is None or session.turn is None)
                 and self._turns.cancel_waiting(session_id, session)):
@@ -203,6 +203,8 @@ class Agent:
             if self._sessions.known(session_id):
                 return False
             raise SessionNotFoundError(session_id)
+        if usershell.cancel(session):
+            return True
         task = session.turn_task
         if session.turn is None or session.cancel_requested or (task is not None and task.done()):
             return False
@@ -253,11 +255,15 @@ class Agent:
         except NotADirectoryError as exc:
             raise InvalidArgumentError(str(exc)) from None
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, *, session_id: str | None = None, workspace: str | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
         """The listing entries of live and stored sessions, sorted by id:
         ``{sessionId, cwd, workspace, status, title, createdAt, updatedAt, turns, usage,
-        costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read)."""
-        return self._sessions.listing()
+        costUsd}`` (:mod:`.summary`), from the store's summaries (no log is read); narrowed
+        to one session, one workspace root, or the ``limit`` updated last (newest first)
+        as :meth:`.sessiontable.SessionTable.listing` says."""
+        return self._sessions.listing(session_id=session_id, workspace=workspace,
+                                      limit=limit)
 
     def latest_session(self, workspace: str) -> str | None:
         """The stored session of workspace root ``workspace`` (a real path) updated last,
@@ -279,7 +285,7 @@ class Agent:
             raise SessionNotFoundError(session_id)
         if session.status is Status.RUNNING:
             raise SessionBusyError(f"session busy: '{session_id}' is running a turn")
-        plan = self._turns.plan()
+        plan = self._turns.plan(session)
         done_with = session.keep()  # the summary's model call is work: the lease stays
         try:
             done = await self._compactor.compact(session, plan, "manual", None)
@@ -296,6 +302,65 @@ class Agent:
                     "tokensBefore": tokens, "tokensAfter": tokens}
         return {"compacted": True, "removedCount": done.removed, "keptCount": done.kept,
                 "tokensBefore": done.tokens_before, "tokensAfter": done.tokens_after}
+
+    # -- a session's own choices (:mod:`.choices`) -----------------------------------------
+
+    async def settings(self, session_id: str) -> dict[str, Any]:
+        """What the session's next turn uses (``{provider, model, reasoningEffort,
+        contextWindow}``), its own ``policy`` mode (null: the profile's) and its
+        ``remembered`` decisions; a stored session is restored first."""
+        session = await self._session(session_id)
+        own = session.record.settings
+        return {**choices.current(self._turns, session), "policy": own.get("policy"),
+                "remembered": dict(own.get("remembered") or {})}
+
+    def has_guardrail(self, name: str) -> bool:
+        """Whether the running tree has a guardrail called ``name`` (``policy``)."""
+        return name in self._turns.guardrails.names()
+
+    def catalogue(self) -> list[dict[str, Any]]:
+        """Each route and the models it names (:meth:`.turns.TurnRunner.catalogue`)."""
+        return self._turns.catalogue()
+
+    async def set_model(self, session_id: str, *, provider: Any = choices.UNSET,
+                        model: Any = choices.UNSET,
+                        reasoning_effort: Any = choices.UNSET) -> dict[str, Any]:
+        """Switch the session's route, model or effort from its next turn on, checked now
+        (:func:`.choices.choose_model`); returns :meth:`settings`."""
+        session = await self._session(session_id)
+        switched = choices.choose_model(self._turns, session, provider=provider, model=model,
+                                        reasoning_effort=reasoning_effort)
+        return {**await self.settings(session_id), **switched}
+
+    async def set_policy(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Put the session in policy ``mode`` (null: the profile's) from its next tool call
+        on; InvalidArgumentError for a mode not accepted or a profile without a policy."""
+        session = await self._session(session_id)
+        mode = choices.check_policy(mode)
+        if not self.has_guardrail("policy"):
+            raise InvalidArgumentError("this profile has no policy (no guardrail-policy row)",
+                                       code="no-policy")
+        choices.update(session, {"policy": mode})
+        return await self.settings(session_id)
+
+    async def forget_decisions(self, session_id: str) -> dict[str, Any]:
+        """Forget the approvals remembered for the session; returns :meth:`settings`."""
+        choices.forget(await self._session(session_id))
+        return await self.settings(session_id)
+
+    async def shell(self, session_id: str, command: str) -> dict[str, Any]:
+        """Run the user's own ``command`` with the session's shell tool (its sandbox),
+        record it where the model reads it next turn (:mod:`.usershell`); returns
+        ``{output, isError}``. A running turn is SessionBusyError."""
+        session = await self._session(session_id)
+        return await usershell.run(session, command, self._turns, self._journal)
+
+    async def _session(self, session_id: str) -> Session:
+        self._check_open()
+        session = await self._sessions.confirmed(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """A live session's events so far, in ``seq`` order."""

@@ -44,6 +44,8 @@ class SessionRecord:
     ``root`` is the workspace root, the real path of ``cwd`` when the session was created:
     the boundary of its tools, which moving ``cwd`` never moves. ``granted`` are the
     directories the user granted beyond it ("always" approvals), real paths too.
+    ``settings`` are the session's own choices (:mod:`.choices`: route, model, effort,
+    policy mode, remembered approvals), as its last ``session/settings`` event says.
     """
 
     __slots__ = (
@@ -55,6 +57,7 @@ class SessionRecord:
         "messages",
         "root",
         "session_id",
+        "settings",
         "system",
         "title",
         "turns",
@@ -75,6 +78,7 @@ class SessionRecord:
         self.system: dict[str, Any] | None = None
         self.context_cwd = context_cwd
         self.context_shown: dict[str, str] = {}
+        self.settings: dict[str, Any] = {}
 
 
 Notify = Callable[[str, Mapping[str, Any]], None]
@@ -120,6 +124,8 @@ class Session:
         # The W3C trace context a client sent with a queued prompt, by its message id,
         # until that prompt's turn starts (telemetry makes the turn a child of it).
         self.traces: dict[str, Mapping[str, str]] = {}
+        # The user's own shell command and its cancel event (.usershell): turns wait for it.
+        self.user_command: tuple[asyncio.Future[Any], asyncio.Event] | None = None
         self._notify = notify
         self._settle = settle
 

@@ -86,25 +86,40 @@ class SessionTable:
             store.save(session.record)
         return session
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self, *, session_id: str | None = None, workspace: str | None = None,
+                limit: int | None = None) -> list[dict[str, Any]]:
         """The listing entries (:func:`.summary.entry`) of live and stored sessions, sorted
         by id, from the store's summaries: no log is read.
 
         ``status`` is ``running`` for a session running here, else ``idle`` (a stored
         session, or one another runtime runs: a prompt or ``resume`` restores it or
         answers busy); a live session's ``cwd`` is its current one.
+
+        Narrowed (each filter the store's own query): ``session_id`` that session only,
+        ``workspace`` the sessions of that workspace root (a real path), ``limit`` the
+        ``limit`` updated last, newest first (a picker's page, ``--continue``'s one).
         """
+        store = self._journal.store
+        if session_id is not None:
+            one = store.summary(session_id)
+            stored = [] if one is None or workspace not in (None, one["workspace"]) else [one]
+        else:
+            stored = store.summaries(workspace=workspace, newest_first=limit is not None,
+                                     limit=limit)
         found: dict[str, dict[str, Any]] = {}
-        for stored in self._journal.store.summaries():
-            stored.pop("profile", None)
-            stored["status"] = Status.IDLE.value
-            found[stored["sessionId"]] = stored
-        for session_id, session in self._sessions.items():
-            entry = found.get(session_id)
-            if entry is None:
-                found[session_id] = session.summary()
-            else:
+        for entry in stored:
+            entry.pop("profile", None)
+            entry["status"] = Status.IDLE.value
+            found[entry["sessionId"]] = entry
+        for live_id, session in self._sessions.items():
+            entry = found.get(live_id)
+            if entry is not None:
                 entry["status"], entry["cwd"] = session.status.value, session.cwd
+            elif limit is None and session_id in (None, live_id) and workspace in (
+                    None, session.root):  # not stored (yet): folded from its log
+                found[live_id] = session.summary()
+        if limit is not None:
+            return list(found.values())  # the store's order: newest first
         return [found[k] for k in sorted(found)]
 
     def known(self, session_id: str) -> bool:

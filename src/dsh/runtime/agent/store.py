@@ -192,6 +192,11 @@ class SessionStore(Protocol):
         those whose workspace root is ``workspace``; at most ``limit``."""
         ...
 
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """The listing entry of one stored session (as :meth:`summaries` has it), or None
+        when the store does not know it."""
+        ...
+
     def version(self, session_id: str) -> Version | None:
         """The stored session's :data:`Version`, or None when it is unknown."""
         ...
@@ -306,6 +311,17 @@ class MemorySessionStore:
         """The saved session's revision and next seq, or None."""
         row = self._rows.get(session_id)
         return None if row is None else (row[1], self._next.get(session_id, 0))
+
+    def summary(self, session_id: str) -> dict[str, Any] | None:
+        """One stored session's listing entry, or None."""
+        record = self._records.get(session_id)
+        if record is None:
+            return None
+        created, _, summary = self._rows[session_id]
+        return summaries.entry(session_id, record.cwd, record.root,
+                               record.title or summary.title, created, summary.updated,
+                               summary.turns, summary.usage, summary.cost, status="open",
+                               profile="")
 
     def summaries(self, *, workspace: str | None = None, newest_first: bool = False,
                   limit: int | None = None) -> list[dict[str, Any]]:

@@ -18,6 +18,12 @@ unattended calls itself, see :mod:`dsh.runtime.tools.policy`). A call that runs 
 paths runs with exactly those paths allowed (``ToolContext.boundary``), so an approval is
 never followed by the tool refusing the path; an ``allow-always`` answer also grants their
 directories to the session (``grant``).
+
+An approver answers a decision string or an :class:`Approval`: "allow" or "deny", whether
+to remember it for the session (``memory``, :mod:`.choices`: a later call of the same tool
+is then not asked about; a remembered deny refuses it whatever the guardrails say), and a
+denial's note, which the model reads in the call's result. A remembered allow never
+answers a call reaching outside the root: "always" on such a call grants its directories.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from dsh.runtime.kernel.guardrails import Decision, GuardrailChain, Verdict
 from dsh.runtime.tools import confine
@@ -39,20 +45,45 @@ from dsh.runtime.tools.base import (
     parse_arguments,
 )
 
-Approver = Callable[[str, dict[str, Any]], Awaitable[str]]
-"""``approver(session_id, tool_call) -> "allow" | "allow-always" | "deny"`` (installed by a
-protocol server). ``allow-always`` means "allow, and grant the directories of the call's
-``outside`` paths to the session" (ACP's ``allow_always`` on such a call)."""
+ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
+MAX_NOTE_CHARS = 4000
+"""A denial's note is cut to this many characters (it is the user's word to the model)."""
+
+
+class Approval(NamedTuple):
+    """An approver's answer: ``decision`` (``allow`` or ``deny``), whether to
+    ``remember`` it for the rest of the session, and a denial's ``note`` to the model."""
+
+    decision: str
+    remember: bool = False
+    note: str = ""
+
+
+Approver = Callable[[str, dict[str, Any]], Awaitable["str | Approval"]]
+"""``approver(session_id, tool_call) -> "allow" | "allow-always" | "deny" | Approval``
+(installed by a protocol server). ``allow-always`` is ``Approval("allow", remember=True)``."""
 Grant = Callable[[list[str]], None]
 """``grant(directories)``: add granted roots to the running call's session."""
-ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
+
+
+class Memory(Protocol):
+    """The running call's session's remembered decisions (:class:`.choices.Memory`)."""
+
+    def recall(self, tool: str) -> str | None:
+        """The decision remembered for ``tool``, if any."""
+        ...
+
+    def remember(self, tool: str, decision: str) -> None:
+        """Remember ``decision`` for ``tool``."""
+        ...
 
 logger = logging.getLogger("dsh.agent")
 
 
-class Approval(NamedTuple):
+class Asked(NamedTuple):
     """How a call's approval went: when it was asked and answered (wall clock, ns) and
-    the decision (``allow``, ``allow-always`` or ``deny``)."""
+    the decision (``allow``, ``allow-always`` or ``deny``); the ``after_tool_call`` hook's
+    ``approval`` (telemetry's approval span)."""
 
     started_ns: int
     ended_ns: int
@@ -65,7 +96,7 @@ class Answer(NamedTuple):
 
     result: ToolResult
     error: Mapping[str, str] | None = None
-    approval: Approval | None = None
+    approval: Asked | None = None
 
 
 def _refused(text: str, name: str, code: str) -> Answer:
@@ -80,8 +111,11 @@ async def execute(
     approver: Approver | None,
     context: ToolContext,
     grant: Grant | None = None,
+    memory: Memory | None = None,
+    policy: str | None = None,
 ) -> Answer:
-    """Run the tool call ``block`` (a ``tool-call`` content block) to an :class:`Answer`.
+    """Run the tool call ``block`` (a ``tool-call`` content block) to an :class:`Answer`;
+    ``policy`` is the session's own policy mode, ``memory`` its remembered decisions.
 
     Cancellation propagates: it is the turn's, not the call's, to report.
     """
@@ -106,19 +140,23 @@ async def execute(
                         "ToolDeniedError", "PROTECTED")
     call = ToolCall(context.session_id, call_id, name, args, context.cwd, tool,
                     can_ask=approver is not None, outside=reached.outside,
-                    root=boundary.root)
+                    root=boundary.root, policy=policy)
     verdict = await guardrails.check(call)
     if verdict.decision is Decision.ALLOW and call.outside and not len(guardrails):
         verdict = Verdict(Decision.ASK, confine.outside_reason(name, call.outside,
                                                                boundary.root))
     if verdict.decision is Decision.DENY:
         return _refused(f"Error: denied by {verdict.reason}", "ToolDeniedError", "DENIED")
+    remembered = memory.recall(name) if memory is not None else None
+    if remembered == DENY:
+        return _refused(f"Error: the user denied '{name}' for the rest of this session",
+                        "ToolDeniedError", "DENIED")
     decision, approval = ALLOW, None
-    if verdict.decision is Decision.ASK:
+    if verdict.decision is Decision.ASK and not (remembered == ALLOW and not call.outside):
         asked = time.time_ns()
-        decision, refusal = await _approve(call, block, verdict.reason, approver)
+        decision, refusal = await _approve(call, block, verdict.reason, approver, memory)
         if approver is not None:
-            approval = Approval(asked, time.time_ns(), decision)
+            approval = Asked(asked, time.time_ns(), decision)
         if refusal is not None:
             return refusal._replace(approval=approval)
     if call.outside:
@@ -138,9 +176,11 @@ async def execute(
 
 
 async def _approve(call: ToolCall, block: Mapping[str, Any], reason: str,
-                   approver: Approver | None) -> tuple[str, Answer | None]:
+                   approver: Approver | None,
+                   memory: Memory | None) -> tuple[str, Answer | None]:
     """The approver's decision, and the refusal unless it allowed. A failing approver
-    denies. The request carries ``outside`` when the call reaches beyond the root."""
+    denies. The request carries ``outside`` when the call reaches beyond the root. An
+    answer to remember is remembered (an allow of an ``outside`` call as a grant)."""
     if approver is None:
         return DENY, _refused(f"Error: needs approval ({reason}) and no client can approve",
                               "ToolDeniedError", "DENIED")
@@ -150,11 +190,26 @@ async def _approve(call: ToolCall, block: Mapping[str, Any], reason: str,
     if call.outside:
         request["outside"] = list(call.outside)
     try:
-        decision = await approver(call.session_id, request)
+        answer = approval(await approver(call.session_id, request))
     except Exception:
         logger.warning("approver failed for tool %s; denying", call.name, exc_info=True)
-        decision = DENY
-    if decision in (ALLOW, ALLOW_ALWAYS):
-        return decision, None
-    return DENY, _refused("Error: the client denied this tool call", "ToolDeniedError",
-                          "DENIED")
+        answer = Approval(DENY)
+    if answer.remember and memory is not None and (answer.decision == DENY
+                                                   or not call.outside):
+        memory.remember(call.name, answer.decision)
+    if answer.decision == ALLOW:
+        return (ALLOW_ALWAYS if answer.remember else ALLOW), None
+    text = "Error: the client denied this tool call"
+    note = answer.note.strip()[:MAX_NOTE_CHARS]
+    if note:
+        text += f". The user's note: {note}"
+    return DENY, _refused(text, "ToolDeniedError", "DENIED")
+
+
+def approval(answer: Any) -> Approval:
+    """An approver's answer as an :class:`Approval`; anything unknown denies."""
+    if isinstance(answer, Approval):
+        return answer if answer.decision in (ALLOW, DENY) else Approval(DENY)
+    if answer == ALLOW_ALWAYS:
+        return Approval(ALLOW, remember=True)
+    return Approval(ALLOW if answer == ALLOW else DENY)

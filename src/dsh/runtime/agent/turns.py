@@ -142,6 +142,8 @@ class TurnRunner:
             session.settle()
 
     async def _turn(self, session: Session, prompt: dict[str, Any]) -> None:
+        if session.user_command is not None:  # the user's own command ends first
+            await asyncio.wait({session.user_command[0]})
         record = session.record
         record.turns += 1
         turn = Turn(session, record.turns, prompt, self)
@@ -171,7 +173,7 @@ class TurnRunner:
         if session.cancel_requested:
             return CANCELLED
         try:
-            plan = self.plan()
+            plan = self.plan(session)
         except InvalidArgumentError as exc:
             return Outcome.failed(exc.message, exc.code or "invalid-argument")
         task = asyncio.create_task(turn.run(plan))
@@ -202,22 +204,57 @@ class TurnRunner:
         its default effort. An unknown or retired model, an unknown effort, or one the
         route cannot send is an InvalidArgumentError naming it.
         """
-        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
-            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
-                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
-        route, chosen, name = self._resolve(provider, model)
-        refuse = getattr(chosen, "effort_refusal", None)
-        problem = refuse(reasoning_effort, name) if refuse and reasoning_effort is not None \
-            else None
-        if problem is not None:
-            raise InvalidArgumentError(problem, code="unsupported-effort")
+        route, name = self.check(provider, model, reasoning_effort)
         self._choice = {"provider": provider, "model": model,
                         "reasoning_effort": reasoning_effort, "max_tokens": max_tokens}
         return {"provider": route, "model": name}
 
-    def plan(self) -> Plan:
-        """What the next turn runs with: the chosen route and model, the system prompt."""
-        choice, config = self._choice, self._config()
+    def check(self, provider: str | None, model: str | None,
+              reasoning_effort: str | None) -> tuple[str, str]:
+        """The route and model ``provider``/``model`` resolve to, with ``reasoning_effort``
+        checked against that route; InvalidArgumentError naming what is refused."""
+        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+            raise InvalidArgumentError(f"unknown reasoning effort '{reasoning_effort}' "
+                                       f"(known: {', '.join(EFFORTS)})", code="unknown-effort")
+        route, chosen, name = self._resolve(provider, model)
+        problem = self.effort_problem(chosen, reasoning_effort, name)
+        if problem is not None:
+            raise InvalidArgumentError(problem, code="unsupported-effort")
+        return route, name
+
+    @staticmethod
+    def effort_problem(chosen: Provider, reasoning_effort: str | None,
+                       model: str | None = None) -> str | None:
+        """Why route object ``chosen`` cannot send ``reasoning_effort`` to ``model`` (its
+        default when None); None: it can."""
+        refuse = getattr(chosen, "effort_refusal", None)
+        if refuse is None or reasoning_effort is None:
+            return None
+        return refuse(reasoning_effort, model or chosen.default_model)
+
+    def choice(self, session: Session | None = None) -> dict[str, Any]:
+        """What a turn of ``session`` asks for: the session's own choice
+        (:mod:`.choices`) over the client's (``initialize``), each over the row defaults.
+        A session that chose another route leaves the client's model behind with it."""
+        choice = dict(self._choice)
+        own = {} if session is None else session.record.settings
+        if own.get("provider") is not None and own["provider"] != choice["provider"]:
+            choice.update(provider=own["provider"], model=None)
+            effort = choice["reasoning_effort"]
+            if effort is not None and own.get("reasoningEffort") is None:
+                with contextlib.suppress(InvalidArgumentError):
+                    if self.effort_problem(self.route(own["provider"]), effort,
+                                           own.get("model")):
+                        choice["reasoning_effort"] = None  # one the new route cannot send
+        if own.get("model") is not None:
+            choice["model"] = own["model"]
+        if own.get("reasoningEffort") is not None:
+            choice["reasoning_effort"] = own["reasoningEffort"]
+        return choice
+
+    def plan(self, session: Session | None = None) -> Plan:
+        """What the next turn (of ``session``) runs with: route, model, system prompt."""
+        choice, config = self.choice(session), self._config()
         route, provider, model = self._resolve(choice["provider"], choice["model"])
         prompt = "\n\n".join([config.system_prompt,
                               *(p.text for p in self._rt.prompts.values())])
@@ -237,6 +274,10 @@ class TurnRunner:
             raise InvalidArgumentError(problem.message,
                                        code=getattr(problem, "code", None) or "model-error")
 
+    def route(self, name: str | None) -> Provider:
+        """The provider object of route ``name`` (None: the default route)."""
+        return self._resolve(name, None)[1]
+
     def _resolve(self, provider: str | None, model: str | None) -> tuple[str, Provider, str]:
         """Route name, provider object and model; InvalidArgumentError naming what is wrong."""
         route = provider or self._config().default_route
@@ -255,6 +296,29 @@ class TurnRunner:
         if problem is not None:
             raise InvalidArgumentError(problem, code="unknown-model")
         return route, chosen, name
+
+    def catalogue(self) -> list[dict[str, Any]]:
+        """``[{provider, models, default?, problem?}]``: each registered route, the models
+        it names (its default first; it may accept more), whether it is the default route,
+        and why a request on it would fail before it is sent (its key is missing)."""
+        offered = []
+        default = self._config().default_route
+        for name in self._routes():
+            try:
+                provider = self.route(name)
+            except InvalidArgumentError:
+                continue
+            catalog = getattr(provider, "catalog", None)
+            models = getattr(catalog, "models", None) or (provider.default_model,)
+            entry: dict[str, Any] = {"provider": name, "models": list(models)}
+            if name == default:
+                entry["default"] = True
+            check = getattr(provider, "key_problem", None)
+            problem = check() if check is not None else None
+            if problem:
+                entry["problem"] = problem
+            offered.append(entry)
+        return offered
 
     def _routes(self) -> list[str]:
         """Published provider routes (``llm:<route>`` services), for error messages."""

@@ -62,6 +62,10 @@ class GuardrailChain:
     def __len__(self) -> int:
         return len(self._guardrails)
 
+    def names(self) -> frozenset[str]:
+        """The names of the guardrails in the chain."""
+        return frozenset(g.name for g in self._guardrails)
+
     async def check(self, call: Any) -> Verdict:
         """First deny wins, else any ask → ask, else allow (also when the chain is empty)."""
         asked: Verdict | None = None

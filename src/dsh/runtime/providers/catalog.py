@@ -153,6 +153,11 @@ class ModelCatalog:
         self._known: dict[str, ModelFacts] = {}
         self._warned: set[str] = set()
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models the route names: its default first, then the listed ones sorted."""
+        return (self.default_model, *sorted(self._models - {self.default_model}))
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ModelCatalog:
         """The catalog a validated row config describes."""

@@ -511,6 +511,16 @@ class HttpRoute:
             headers.update(self.auth_headers(key))
         return headers
 
+    def key_problem(self) -> str | None:
+        """Why a request on this route would fail for its key before it is sent (missing,
+        malformed), with the fix; None when it has one or needs none. Clients ask before
+        a first turn (``models/list``), so a missing key creates no session."""
+        try:
+            self._checked_key()
+        except ModelError as exc:
+            return exc.message
+        return None
+
     def _checked_key(self) -> str:
         """The key, or "" for a keyless route; ModelError when it is missing or malformed."""
         if self._key_env is None and not self._literal_key:

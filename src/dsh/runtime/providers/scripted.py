@@ -242,23 +242,23 @@ def _usage(item: Any, fail: _Fail) -> Usage | None:
         return None
     counts = [item.get(k) if isinstance(item, Mapping) else None
               for k in ("inputTokens", "outputTokens")]
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+    if not all(_count(c) for c in counts):
         raise fail("'usage' must be {inputTokens, outputTokens} with counts >= 0")
-    extra = {}
-    for key, field in (("cacheHitTokens", "cache_hit_tokens"),
-                       ("reasoningTokens", "reasoning_tokens")):
+    optional = []
+    for key in ("cacheHitTokens", "reasoningTokens"):
         value = item.get(key)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
-                                      and value >= 0):
+        if value is not None and not _count(value):
             raise fail(f"'usage' {key} must be a count >= 0")
-        extra[field] = value
+        optional.append(value)
     cost = item.get("costUsd")
-    if cost is not None and not (isinstance(cost, (int, float)) and not isinstance(cost, bool)
-                                 and cost >= 0):
+    if cost is not None and (not _number(cost) or cost < 0):
         raise fail("'usage' costUsd must be a number >= 0")
-    return Usage(*counts, cache_hit_tokens=extra["cache_hit_tokens"],
-                 reasoning_tokens=extra["reasoning_tokens"],
+    return Usage(*counts, cache_hit_tokens=optional[0], reasoning_tokens=optional[1],
                  cost_usd=None if cost is None else float(cost))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _error(item: Any, fail: _Fail) -> tuple[str, str] | None:

@@ -16,12 +16,13 @@ Where ACP and the agent differ in shape:
   a cancel that arrives before the queued turn has started is applied at its
   ``turn/start``, so it is never lost.
 * Guarded tool calls go to the client as ``session/request_permission``; "always"
-  answers are remembered per session and tool; a cancelled outcome, an error answer, a
-  timeout or a lost client all deny. A call that reaches outside the workspace root
-  (``outside`` in the agent's request) is the exception: the tool memory never answers
-  it, and its ``allow_always`` option ("Always allow access to DIR in this session")
-  grants those directories to the session instead (the agent's ``allow-always``), so
-  one "always" for ``../lib`` does not open every other path to the same tool.
+  answers are remembered per session and tool by the agent (:mod:`dsh.runtime.agent.
+  choices`, shared with the SDK's and the web's approvals); a cancelled outcome, an
+  error answer, a timeout or a lost client all deny. A call that reaches outside the
+  workspace root (``outside`` in the agent's request) is the exception: the tool memory
+  never answers it, and its ``allow_always`` option ("Always allow access to DIR in this
+  session") grants those directories to the session instead, so one "always" for
+  ``../lib`` does not open every other path to the same tool.
 * Events are forwarded only for sessions this connection created or loaded, so a
   session being restored does not leak half its log before ``session/load`` replays it.
 
@@ -59,6 +60,7 @@ from dsh.core.errors import (
 )
 from dsh.core.jsonrpc import Params
 from dsh.core.peer import Handler, Peer
+from dsh.runtime.agent.toolrun import Approval
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -67,6 +69,7 @@ from dsh.runtime.kernel.plugin import (
     Registrar,
     RuntimeContext,
 )
+from dsh.runtime.providers.base import EFFORTS
 from dsh.runtime.servers import validation
 from dsh.runtime.servers.acp_client import AcpClientSide, Capabilities, terminal_content
 from dsh.runtime.servers.acp_mapping import (
@@ -81,6 +84,7 @@ from dsh.runtime.servers.acp_mapping import (
 from dsh.runtime.servers.jsonrpc_server import serve_stdio, server_peer
 from dsh.runtime.servers.validation import params_object as _object
 from dsh.runtime.tools import confine
+from dsh.runtime.tools.policy import MODES as POLICY_MODES
 
 
 def _str(params: Mapping[str, Any], name: str) -> str:
@@ -111,6 +115,10 @@ client -> agent
   session/cancel {sessionId}               (notification: the turn stops, "cancelled")
   session/set_mode {sessionId, modeId} -> {}   (modes "default" and "plan", with a
       tools-plan row: session/new and session/load then answer `modes` too)
+  session/set_config_option {sessionId, configId, value} -> {configOptions}: "model"
+      (ROUTE/MODEL), "thought_level" (the reasoning effort) and "policy" (workspace, ask,
+      allow-all, deny-mutating), each "default" for the profile's; session/new and
+      session/load answer `configOptions` too
 agent -> client
   session/update {sessionId, update}       (message chunks, tool calls, usage, title)
   session/request_permission {sessionId, toolCall, options} for guarded tool calls
@@ -140,12 +148,27 @@ PERMISSION_OPTIONS = (
     {"optionId": "reject_always", "name": "Always reject this tool in this session",
      "kind": "reject_always"},
 )
-_DECISIONS = {"allow_once": "allow", "allow_always": "allow",
-              "reject_once": "deny", "reject_always": "deny"}
-_OUTSIDE_DECISIONS = {**_DECISIONS, "allow_always": "allow-always"}
-"""A call reaching outside the root: "always" grants its directories (the agent's word)."""
-_REMEMBERED = frozenset({"allow_always", "reject_always"})
+_DECISIONS = {"allow_once": Approval("allow"), "allow_always": Approval("allow", True),
+              "reject_once": Approval("deny"), "reject_always": Approval("deny", True)}
 _UNGATED = frozenset({"initialize", "authenticate"})
+
+
+DEFAULT_VALUE = "default"
+"""A config option's value meaning "the profile's own" (the route's default effort...)."""
+
+
+def _choice(value: str, name: str) -> dict[str, str]:
+    return {"value": value, "name": name}
+
+
+def _select(option_id: str, name: str, category: str | None, current: str,
+            options: list[dict[str, str]]) -> dict[str, Any]:
+    """An ACP select config option."""
+    option: dict[str, Any] = {"id": option_id, "name": name, "type": "select",
+                              "currentValue": current, "options": options}
+    if category is not None:
+        option["category"] = category
+    return option
 
 
 def _options(outside: Any) -> list[dict[str, str]]:
@@ -249,7 +272,6 @@ class _Attached:
     mapper: UpdateMapper
     mcp_servers: list[Any]
     prompt: _Prompt | None = None
-    remembered: dict[str, str] = field(default_factory=dict)  # tool name -> allow | deny
     client: AcpClientSide | None = None  # what the client does for the tools, if anything
     terminals: dict[str, str] = field(default_factory=dict)  # call id -> terminal id
 
@@ -282,6 +304,7 @@ class AcpProtocol:
             "session/load": self.load_session,
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
         }
         return {name: self._checked(fn, gated=name not in _UNGATED)
                 for name, fn in methods.items()}
@@ -353,7 +376,8 @@ class AcpProtocol:
         if connect is not None:
             connect(session_id, cwd)
         self._attach(session_id, cwd, servers)
-        return {"sessionId": session_id, **self._mode_state(session_id)}
+        return {"sessionId": session_id, **self._mode_state(session_id),
+                "configOptions": await self._config_options(session_id)}
 
     async def load_session(self, params: Params | None) -> dict[str, Any]:
         """Restore a stored session and replay its whole conversation before answering."""
@@ -373,7 +397,8 @@ class AcpProtocol:
         for update in mapper.replay(self._agent.history(session_id)):
             self._update(session_id, update)
         self._attach(session_id, cwd, servers, mapper)
-        return self._mode_state(session_id)
+        return {**self._mode_state(session_id),
+                "configOptions": await self._config_options(session_id)}
 
     def _mode_state(self, session_id: str) -> dict[str, Any]:
         """``{modes: SessionModeState}`` when the tree has session modes, else nothing."""
@@ -391,6 +416,53 @@ class AcpProtocol:
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "this agent offers no session modes")
         modes.set(session_id, mode_id)  # an unknown mode: InvalidArgumentError (-32602)
         return {}
+
+    async def set_config_option(self, params: Params | None) -> dict[str, Any]:
+        """``session/set_config_option``: switch the session's model, reasoning effort or
+        policy mode (``default``: the profile's), checked now; answers every option."""
+        p = _object(params)
+        session_id, config_id, value = (_str(p, "sessionId"), _str(p, "configId"),
+                                        _str(p, "value"))
+        self._attached(session_id)
+        chosen = None if value == DEFAULT_VALUE else value
+        if config_id == "model":
+            route, slash, model = (chosen or "").partition("/")
+            if chosen is not None and not (slash and route and model):
+                raise JsonRpcError(jsonrpc.INVALID_PARAMS, 'a "model" value is ROUTE/MODEL '
+                                   '(or "default")')
+            await self._agent.set_model(session_id, provider=route or None,
+                                        model=model or None)
+        elif config_id == "thought_level":
+            await self._agent.set_model(session_id, reasoning_effort=chosen)
+        elif config_id == "policy":
+            await self._agent.set_policy(session_id, chosen)
+        else:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"unknown config option {config_id!r} "
+                               "(options: model, thought_level, policy)")
+        return {"configOptions": await self._config_options(session_id)}
+
+    async def _config_options(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's config options: model, reasoning effort, and (with a policy row)
+        its policy mode, each with its current value."""
+        settings = await self._agent.settings(session_id)
+        current = f"{settings['provider']}/{settings['model']}"
+        models = [_choice(f"{r['provider']}/{m}", f"{m} ({r['provider']})")
+                  for r in self._agent.catalogue() for m in r["models"]]
+        if current not in [m["value"] for m in models]:
+            models.insert(0, _choice(current, f"{settings['model']} ({settings['provider']})"))
+        options = [
+            _select("model", "Model", "model", current, models),
+            _select("thought_level", "Reasoning effort", "thought_level",
+                    settings["reasoningEffort"] or DEFAULT_VALUE,
+                    [_choice(DEFAULT_VALUE, "The route's default"),
+                     *(_choice(e, e) for e in EFFORTS)]),
+        ]
+        if self._agent.has_guardrail("policy"):
+            options.append(_select(
+                "policy", "Approvals", None, settings["policy"] or DEFAULT_VALUE,
+                [_choice(DEFAULT_VALUE, "The profile's policy"),
+                 *(_choice(m, m) for m in POLICY_MODES)]))
+        return options
 
     def _attach(self, session_id: str, cwd: str, servers: list[Any],
                 mapper: UpdateMapper | None = None) -> None:
@@ -528,24 +600,21 @@ class AcpProtocol:
         self._peer.notify("session/update", {"sessionId": session_id, "update": update},
                           quiet=True)
 
-    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
+    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
         """The approver: ask the client; anything but a selected allow option denies."""
-        attached = self._sessions.get(session_id)
-        if attached is None:
-            return "deny"
-        name = tool_call["name"]
-        remembered = None if tool_call.get("outside") else attached.remembered.get(name)
-        decision = remembered or await self._permission(session_id, attached, tool_call)
-        if decision in ("allow", "allow-always"):
+        if session_id not in self._sessions:
+            return Approval("deny")
+        answer = await self._permission(session_id, tool_call)
+        if answer.decision == "allow":
             self._update(session_id, {"sessionUpdate": "tool_call_update",
                                       "toolCallId": tool_call["callId"],
                                       "status": "in_progress"})
-        return decision
+        return answer
 
-    async def _permission(self, session_id: str, attached: _Attached,
-                          tool_call: dict[str, Any]) -> str:
-        """``session/request_permission``; an "always" answer is remembered (for a call
-        outside the root, only a rejection is: its "always allow" grants directories)."""
+    async def _permission(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
+        """``session/request_permission``; an "always" option answers an Approval to
+        remember (the agent keeps it: for a call outside the root, an "always allow"
+        grants its directories instead)."""
         name = tool_call["name"]
         outside = tool_call.get("outside") or ()
         update = tool_call_update(tool_call["callId"], name, tool_call["arguments"],
@@ -562,17 +631,13 @@ class AcpProtocol:
             )
         except DshError as exc:  # RequestTimeoutError included
             log.info("permission for %s in session %s denied: %s", name, session_id, exc)
-            return "deny"
+            return Approval("deny")
         option = selected_option(answer, _DECISIONS)
         if option is None:
             log.info("permission for %s in session %s denied: the answer %s is not a "
                      "selected option", name, session_id, clipped(answer))
-            return "deny"
-        decisions = _OUTSIDE_DECISIONS if outside else _DECISIONS
-        decision = decisions.get(option, "deny")
-        if option in _REMEMBERED and not (outside and decision != "deny"):
-            attached.remembered[name] = decision
-        return decision
+            return Approval("deny")
+        return _DECISIONS[option]
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run agent work started from a synchronous callback; failures are logged."""

@@ -11,14 +11,14 @@ through the one table, :mod:`dsh.runtime.servers.errors`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dsh.core.errors import InvalidArgumentError, PluginError
 from dsh.runtime.agent.store import event_bytes
 from dsh.runtime.kernel.layerfiles import LayerFingerprint
 from dsh.runtime.kernel.plugin import RuntimeContext
-from dsh.runtime.servers import validation
+from dsh.runtime.servers import tally, validation
 
 DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
 """Bytes of event JSON in a ``session/history`` page at most (a server whose frames are
@@ -92,6 +92,25 @@ class RuntimeView(NamedTuple):
         """The effective tree (secret-looking values masked by the launcher)."""
         return self.current_config() if self.current_config is not None else self.effective_config
 
+    def policy_mode(self) -> str | None:
+        """The mode of the running tree's enabled ``guardrail-policy`` row (its default
+        when it sets none), None without one."""
+        for row in _rows(self.config().get("rows", ())):
+            if row.get("name") == "guardrail-policy" and not row.get("disabled"):
+                config = row.get("config")
+                mode = config.get("mode") if isinstance(config, Mapping) else None
+                return mode if isinstance(mode, str) else "workspace"
+        return None
+
+
+def _rows(rows: Any) -> Iterator[Mapping[str, Any]]:
+    """Every row of an effective tree, group children included."""
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, Mapping):
+            yield row
+            if row.get("group"):
+                yield from _rows(row.get("config"))
+
 
 class Operations:
     """The protocol-neutral operations, each a checked call on the ``agent`` service."""
@@ -130,10 +149,12 @@ class Operations:
         """Restore a persisted session; missing or busy sessions fail."""
         await self.agent.resume(session_id)
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self, narrow: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Every known session, sorted by id, with its summary (title, times, turns,
-        workspace, usage, cost)."""
-        return self.agent.list_sessions()
+        workspace, usage, cost); ``narrow`` (a request's ``sessionId``, ``workspace``,
+        ``limit``: :func:`.validation.listing_filter`) keeps one session, one workspace's,
+        or the ones updated last, newest first."""
+        return self.agent.list_sessions(**validation.listing_filter(narrow or {}))
 
     def live_events(self, session_id: str) -> Sequence[Mapping[str, Any]]:
         """The log of a session live in this runtime (SessionNotFoundError otherwise),
@@ -193,6 +214,64 @@ class Operations:
             # In the session's log like the agent's own switch, so a replay shows it too.
             self.agent.emit(session_id, "mode/update", {"mode": mode, "reason": "client"})
         return {"mode": mode}
+
+    # -- a session's own choices -----------------------------------------------------------
+
+    async def settings(self, session_id: str) -> dict[str, Any]:
+        """``{provider, model, reasoningEffort, contextWindow, policy, policyDefault,
+        policyModes, remembered}``: what the session's next turn and tool calls use."""
+        return self._with_policy(await self.agent.settings(session_id))
+
+    async def set_model(self, session_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Switch route, model or effort for the session's next turn (each key optional;
+        null goes back to the default), checked now like ``initialize``."""
+        given = {key: params[wire] for wire, key in (
+            ("provider", "provider"), ("model", "model"),
+            ("reasoningEffort", "reasoning_effort")) if wire in params}
+        if not given:
+            raise InvalidArgumentError('give at least one of "provider", "model", '
+                                       '"reasoningEffort"')
+        return self._with_policy(await self.agent.set_model(session_id, **given))
+
+    async def set_policy(self, session_id: str, mode: Any) -> dict[str, Any]:
+        """Switch the session's policy mode (null: the profile's) from its next call on."""
+        return self._with_policy(await self.agent.set_policy(session_id, mode))
+
+    async def forget_decisions(self, session_id: str) -> dict[str, Any]:
+        """Forget the session's remembered approvals."""
+        return self._with_policy(await self.agent.forget_decisions(session_id))
+
+    def models(self) -> list[dict[str, Any]]:
+        """``[{provider, models}]``: each route and the models it names."""
+        return self.agent.catalogue()
+
+    def changes(self, session_id: str) -> dict[str, Any]:
+        """The files the session's tools wrote or edited, with their diffs."""
+        return tally.of(self._log(session_id), tally.Changes())
+
+    def usage(self, session_id: str) -> dict[str, Any]:
+        """The session's tokens, cost and context in use so far."""
+        return tally.of(self._log(session_id), tally.Usage())
+
+    async def shell(self, session_id: str, command: Any) -> dict[str, Any]:
+        """Run the user's own command with the session's shell tool; the model sees it."""
+        return await self.agent.shell(session_id, command)
+
+    def _log(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """Every event of the session, a page at a time (no lease needed)."""
+        start: int | None = 0
+        while start is not None:
+            page = self.agent.history_page(session_id, start_seq=start, limit=1000,
+                                           max_bytes=DEFAULT_PAGE_BYTES)
+            yield from page.events
+            start = page.next_seq
+
+    def _with_policy(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` with the profile's own policy mode and the modes there are."""
+        from dsh.runtime.tools.policy import MODES
+
+        return {**settings, "policyDefault": self.view.policy_mode(),
+                "policyModes": list(MODES)}
 
     def _modes(self) -> Any:
         modes = self.view.modes()

@@ -28,6 +28,7 @@ from dsh.core.errors import (
 )
 from dsh.core.jsonrpc import Params
 from dsh.core.peer import Handler, Peer
+from dsh.runtime.agent.toolrun import Approval
 from dsh.runtime.kernel.plugin import (
     Capability,
     Command,
@@ -66,7 +67,9 @@ client -> server requests
       mcpServers?: [{name, command, args, env: [{name, value}]} | {type: "http", name,
       url, headers: [{name, value}]}]  (ACP's shape; needs an mcp-servers row)
   session/cancel {sessionId} -> {cancelled}
-  session/resume {sessionId} -> {}           session/list -> {sessions}
+  session/resume {sessionId} -> {}
+  session/list {sessionId?, workspace?, limit?} -> {sessions}   (summaries; sorted by id,
+      or with limit the ones updated last, newest first)
   session/history {sessionId, cursor?, limit?} -> {events, nextCursor}  (pages of at
       most limit events, default 1000, and 4 MiB; nextCursor null at the end)
   session/working-directory/get {sessionId}
@@ -74,7 +77,19 @@ client -> server requests
   session/working-directory/set {sessionId, path} -> {cwd}
   session/mode/get {sessionId} -> {mode, availableModes}
   session/mode/set {sessionId, mode: "default" | "plan"} -> {mode}   (with a tools-plan row)
+  session/settings/get {sessionId} -> {provider, model, reasoningEffort, contextWindow,
+      policy, policyDefault, policyModes, remembered}
+  session/model/set {sessionId, provider?, model?, reasoningEffort?} -> settings
+      (from the session's next turn; checked now like initialize; null: the default)
+  session/policy/set {sessionId, mode: workspace|ask|allow-all|deny-mutating|null}
+      -> settings          session/approvals/forget {sessionId} -> settings
+  session/changes {sessionId} -> {changes: [{path, tool, callId, turn, seq, diff?}], files}
+  session/usage {sessionId} -> {inputTokens, outputTokens, cacheHitTokens, ..., costUsd,
+      turns, contextTokens, contextWindow}
+  session/shell {sessionId, command} -> {output, isError}  (the user's own command, run
+      by the session's shell tool and sandbox; the model reads it with the next prompt)
   tools/list -> {tools}   config/get -> {config}   runtime/status -> {state, ...}
+  models/list -> {routes: [{provider, models}]}  (each route, the models it names)
   shutdown -> {} and the runtime exits 0
 server -> client
   notifications: session.event {sessionId, event}, session.status {sessionId, status},
@@ -83,8 +98,10 @@ server -> client
                  subagent.started, subagent.status, subagent.finished,
                  config.reloaded {diff}, config.reload_failed {file?, message}
                  (live profiles, when the profile's or the home's patch.yml changes)
-  request: approval/request {sessionId, toolCall} -> {decision: "allow" | "deny"}
-           (only to clients that declared capabilities.approvals; timeout -> deny)
+  request: approval/request {sessionId, toolCall} -> {decision: "allow" | "deny",
+           remember?: "session", note?}   (only to clients that declared
+           capabilities.approvals; timeout -> deny; remember: the same answer for the
+           tool's later calls in the session; note: what the model reads of a denial)
 
 Every request but shutdown and runtime/status before initialize fails with -32002.
 stdin EOF or SIGTERM: clean exit 0; SIGINT: 130; a second signal exits at once.
@@ -187,7 +204,15 @@ class SdkProtocol:
             "session/compact": self.compact,
             "session/mode/get": self.get_mode,
             "session/mode/set": self.set_mode,
+            "session/settings/get": self.get_settings,
+            "session/model/set": self.set_model,
+            "session/policy/set": self.set_policy,
+            "session/approvals/forget": self.forget_decisions,
+            "session/changes": self.changes,
+            "session/usage": self.usage,
+            "session/shell": self.shell,
             "tools/list": self.tools,
+            "models/list": self.models,
             "config/get": self.config,
         }
         return {
@@ -315,8 +340,9 @@ class SdkProtocol:
         return {"cwd": self._agent.set_cwd(session_id, path)}
 
     async def list_sessions(self, params: Params | None) -> dict[str, Any]:
-        """Every known session, sorted by id."""
-        return {"sessions": self._ops.list_sessions()}
+        """Every known session, sorted by id (or narrowed: ``sessionId``, ``workspace``,
+        ``limit`` newest first)."""
+        return {"sessions": self._ops.list_sessions(_object(params))}
 
     async def compact(self, params: Params | None) -> dict[str, Any]:
         """Summarise the session's older history now (idle sessions only)."""
@@ -331,6 +357,40 @@ class SdkProtocol:
         p = _object(params)
         return await self._ops.set_mode(_session_id(p), _str(p, "mode"))
 
+    async def get_settings(self, params: Params | None) -> dict[str, Any]:
+        """What the session's next turn and tool calls use."""
+        return await self._ops.settings(_session_id(params))
+
+    async def set_model(self, params: Params | None) -> dict[str, Any]:
+        """Switch route, model or effort from the session's next turn on."""
+        p = _object(params)
+        return await self._ops.set_model(_session_id(p), p)
+
+    async def set_policy(self, params: Params | None) -> dict[str, Any]:
+        """Switch the session's policy mode (``mode`` null: the profile's)."""
+        p = _object(params)
+        if "mode" not in p:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, '"mode" is required (null: the '
+                               "profile's own)")
+        return await self._ops.set_policy(_session_id(p), p["mode"])
+
+    async def forget_decisions(self, params: Params | None) -> dict[str, Any]:
+        """Forget the session's remembered approvals."""
+        return await self._ops.forget_decisions(_session_id(params))
+
+    async def changes(self, params: Params | None) -> dict[str, Any]:
+        """The files the session's tools changed, with their diffs."""
+        return self._ops.changes(_session_id(params))
+
+    async def usage(self, params: Params | None) -> dict[str, Any]:
+        """The session's usage and cost so far."""
+        return self._ops.usage(_session_id(params))
+
+    async def shell(self, params: Params | None) -> dict[str, Any]:
+        """Run the user's own shell command in the session."""
+        p = _object(params)
+        return await self._ops.shell(_session_id(p), p.get("command"))
+
     async def history(self, params: Params | None) -> dict[str, Any]:
         """A page of the session's log (``cursor``, ``limit``): ``{events, nextCursor}``."""
         p = _object(params)
@@ -342,13 +402,17 @@ class SdkProtocol:
         """Name, description and JSON Schema parameters of every registered tool."""
         return {"tools": self._ops.tools()}
 
+    async def models(self, params: Params | None) -> dict[str, Any]:
+        """Each provider route and the models it names (its default first)."""
+        return {"routes": self._ops.models()}
+
     async def config(self, params: Params | None) -> dict[str, Any]:
         """The effective tree as composed, secret-looking values masked by the launcher."""
         return {"config": self._ops.config()}
 
     # -- approvals -----------------------------------------------------------------------
 
-    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> str:
+    async def _ask_client(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
         """Ask the client; no answer in time, a bad answer or a lost client all deny."""
         try:
             answer = await self._peer.request(
@@ -357,7 +421,6 @@ class SdkProtocol:
                 timeout=self._approval_timeout,
             )
         except DshError:  # RequestTimeoutError included
-            return "deny"
-        decision = answer.get("decision") if isinstance(answer, dict) else None
-        return decision if decision in ("allow", "deny") else "deny"
+            return Approval("deny")
+        return validation.approval_answer(answer)
 

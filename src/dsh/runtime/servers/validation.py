@@ -15,7 +15,8 @@ stored or sent, or a turn that dies. What is checked:
   string; ``cwd`` an existing absolute directory; content blocks known types holding
   what their type says (:mod:`dsh.runtime.agent.blocks`).
 * **Paging.** ``session/history``'s ``cursor`` (what the previous page answered as
-  ``nextCursor``) and ``limit``.
+  ``nextCursor``) and ``limit``; ``session/list``'s narrowing (``sessionId``,
+  ``workspace``, ``limit``).
 * **Trace context.** A prompt's ``_meta.traceparent``/``tracestate``
   (:func:`trace_context`), taken when well formed and otherwise ignored, never refused.
 """
@@ -30,6 +31,7 @@ from typing import Any
 
 from dsh.core.errors import InvalidArgumentError
 from dsh.runtime.agent import blocks
+from dsh.runtime.agent.toolrun import Approval
 
 DEFAULT_PAGE_EVENTS = 1000
 """Events in a ``session/history`` page when the client names no ``limit``."""
@@ -170,3 +172,38 @@ def history_window(params: Mapping[str, Any]) -> tuple[int, int]:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise invalid('"limit" must be a positive integer')
     return start, min(limit, MAX_PAGE_EVENTS)
+
+
+def listing_filter(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The narrowing of a ``session/list`` request, as keywords of
+    :meth:`~dsh.runtime.agent.service.Agent.list_sessions`: ``sessionId`` (one session),
+    ``workspace`` (an absolute path; the sessions whose workspace root is its real path)
+    and ``limit`` (a positive integer: that many updated last, newest first), each
+    optional."""
+    found: dict[str, Any] = {"session_id": string(params, "sessionId", required=False)}
+    workspace = string(params, "workspace", required=False)
+    if workspace is not None:
+        if "\0" in workspace or not os.path.isabs(workspace):
+            raise invalid(f'"workspace" must be an absolute path: {workspace!r}')
+        workspace = os.path.realpath(workspace)
+    found["workspace"] = workspace
+    limit = params.get("limit")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                              or limit < 1):
+        raise invalid('"limit" must be a positive integer')
+    found["limit"] = limit
+    return found
+
+
+def approval_answer(answer: Any) -> Approval:
+    """A client's answer to an approval request as an :class:`Approval`:
+    ``{decision: "allow" | "deny", remember?: "session", note?: str}``. Anything else, an
+    unknown ``remember`` included, denies (a client must not be taken to allow more than
+    it said)."""
+    if not isinstance(answer, Mapping) or answer.get("decision") not in ("allow", "deny"):
+        return Approval("deny")
+    remember = answer.get("remember")
+    note = answer.get("note")
+    if remember not in (None, "session") or not isinstance(note, (str, type(None))):
+        return Approval("deny")
+    return Approval(answer["decision"], remember == "session", note or "")

@@ -44,7 +44,8 @@ def rebuild(session_id: str, cwd: str, title: str, log: list[dict[str, Any]],
 
 def replay(record: SessionRecord, state: Mapping[str, Any]) -> SessionRecord:
     """Fill ``record`` (built with its stored row and ``events``) from its log: messages,
-    system message, turns, title, the directory the model was last told; returns it."""
+    system message, turns, title, the directory the model was last told, the session's
+    own settings (its last ``session/settings``); returns it."""
     turns = 0
     for event in record.events:
         kind, data = event["type"], event.get("data", {})
@@ -54,6 +55,8 @@ def replay(record: SessionRecord, state: Mapping[str, Any]) -> SessionRecord:
             record.title = data.get("title", "")
         elif kind == compaction.COMPACTED:
             compaction.replay(record.messages, data)
+        elif kind == events.SESSION_SETTINGS:
+            record.settings = dict(data)
         if kind not in _MESSAGE_EVENTS:
             continue
         message = data if kind == events.USER_MESSAGE else data.get("message")

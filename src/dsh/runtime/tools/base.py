@@ -145,6 +145,8 @@ class ToolCall(NamedTuple):
     call's path arguments reach outside the workspace root and the granted roots: the
     call runs only if it is approved (or a guardrail allows it), and then reaches exactly
     those. ``root`` is the workspace root (real path) they were judged against.
+    ``policy`` is the policy mode a client chose for the session (``session/policy/set``),
+    None when the policy row's own mode applies.
     """
 
     session_id: str
@@ -156,6 +158,7 @@ class ToolCall(NamedTuple):
     can_ask: bool
     outside: tuple[str, ...] = ()
     root: str = ""
+    policy: str | None = None
 
 
 class ArgumentError(InvalidArgumentError):

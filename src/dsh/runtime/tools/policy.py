@@ -18,6 +18,9 @@ here: the agent refuses those calls itself. Within the root, modes (row config `
 ``deny-mutating``
     Mutating calls are refused; the rest run.
 
+A client may choose another mode for one session (``session/policy/set``, the chat's
+``/approval``): it reaches the guardrail as ``call.policy`` and wins over the row's mode.
+
 An ``ask`` needs someone to answer. When the protocol server installed no approver
 (``call.can_ask`` is false), the policy answers itself with ``unattended`` (``deny`` by
 default), so a client that never answers approvals is never left waiting.
@@ -84,7 +87,7 @@ class PolicyGuardrail(Plugin):
 
     def check(self, call: ToolCall) -> tuple[Decision, str]:
         """The guardrail: the mode's decision, with ``ask`` resolved when nobody can answer."""
-        decision, reason = decide(self.config["mode"], call)
+        decision, reason = decide(call.policy or self.config["mode"], call)
         if decision is Decision.ASK and not call.can_ask:
             unattended = Decision(self.config["unattended"])
             return unattended, (f"{reason}; no client can approve, so the policy says "

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from dsh.runtime.agent.toolrun import Approval
+
 DECISIONS = ("allow", "deny")
 
 
@@ -24,26 +26,26 @@ class ApprovalBroker:
     def __init__(self, timeout_s: float, notify: Callable[[str, dict[str, Any]], None]) -> None:
         self._timeout = timeout_s
         self._notify = notify
-        self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[str]]] = {}
+        self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[Approval]]] = {}
         self._closed = False
 
-    async def ask(self, session_id: str, tool_call: dict[str, Any]) -> str:
+    async def ask(self, session_id: str, tool_call: dict[str, Any]) -> Approval:
         """Park the call until a decision; anything but an explicit allow denies."""
         if self._closed:
-            return "deny"
+            return Approval("deny")
         entry = {"approvalId": uuid.uuid4().hex, "sessionId": session_id,
                  "toolCall": dict(tool_call), "createdAt": int(time.time() * 1000)}
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Approval] = asyncio.get_running_loop().create_future()
         self._pending[entry["approvalId"]] = (entry, future)
         self._notify("approval", {**entry, "state": "pending"})
         state = "cancelled"
         try:
-            decision = await asyncio.wait_for(future, self._timeout)
-            state = decision
-            return decision
+            answer = await asyncio.wait_for(future, self._timeout)
+            state = answer.decision
+            return answer
         except asyncio.TimeoutError:
             state = "expired"
-            return "deny"
+            return Approval("deny")
         finally:
             self._pending.pop(entry["approvalId"], None)
             self._notify("approval", {**entry, "state": state})
@@ -53,12 +55,12 @@ class ApprovalBroker:
         entries = [entry for entry, _ in self._pending.values()]
         return sorted(entries, key=lambda e: (e["createdAt"], e["approvalId"]))
 
-    def decide(self, approval_id: str, decision: str) -> bool:
+    def decide(self, approval_id: str, answer: Approval) -> bool:
         """Answer one approval; False when it is unknown or already decided."""
         found = self._pending.get(approval_id)
         if found is None or found[1].done():
             return False
-        found[1].set_result(decision)
+        found[1].set_result(answer)
         return True
 
     def close(self) -> None:
@@ -66,4 +68,4 @@ class ApprovalBroker:
         self._closed = True
         for _, future in list(self._pending.values()):
             if not future.done():
-                future.set_result("deny")
+                future.set_result(Approval("deny"))

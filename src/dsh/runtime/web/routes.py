@@ -168,7 +168,15 @@ class WebApi:
     # -- sessions ------------------------------------------------------------------------
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self.ops.list_sessions()})
+        """The sessions' summaries, narrowed by ``?sessionId=&workspace=&limit=``."""
+        query = request.query_params
+        narrow: dict[str, Any] = {k: query[k] for k in ("sessionId", "workspace")
+                                  if query.get(k)}
+        if "limit" in query:
+            text = query["limit"]
+            digits = text.isascii() and text.isdigit() and len(text) < 10
+            narrow["limit"] = int(text) if digits else -1
+        return JSONResponse({"sessions": self.ops.list_sessions(narrow)})
 
     async def new_session(self, request: Request) -> Response:
         cwd = validation.string(await self._body(request, optional=True), "cwd",
@@ -236,8 +244,8 @@ class WebApi:
                 yield data
             last = seq - 1
             sub = self.hub.subscribe(session_id)
-            status = next((s.get("status") for s in self.ops.list_sessions()
-                           if s["sessionId"] == session_id), "idle")
+            status = next((s.get("status") for s in self.ops.list_sessions(
+                {"sessionId": session_id})), "idle")
             waiting = [a for a in self.broker.pending() if a["sessionId"] == session_id]
             try:
                 yield frame("session.status", {"sessionId": session_id, "status": status})
@@ -262,10 +270,46 @@ class WebApi:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"x-accel-buffering": "no"})
 
+    # -- a session's own choices, changes, usage, the user's shell ------------------------
+
+    async def settings(self, request: Request) -> Response:
+        return JSONResponse(await self.ops.settings(self._known(request.path_params["id"])))
+
+    async def set_model(self, request: Request) -> Response:
+        body = await self._body(request)
+        return JSONResponse(await self.ops.set_model(self._known(request.path_params["id"]),
+                                                     body))
+
+    async def set_policy(self, request: Request) -> Response:
+        body = await self._body(request)
+        if "mode" not in body:
+            raise ProblemError(400, "invalid-params", '"mode" is required')
+        return JSONResponse(await self.ops.set_policy(self._known(request.path_params["id"]),
+                                                      body["mode"]))
+
+    async def forget_decisions(self, request: Request) -> Response:
+        await self._body(request, optional=True)
+        return JSONResponse(await self.ops.forget_decisions(
+            self._known(request.path_params["id"])))
+
+    async def changes(self, request: Request) -> Response:
+        return JSONResponse(self.ops.changes(self._known(request.path_params["id"])))
+
+    async def usage(self, request: Request) -> Response:
+        return JSONResponse(self.ops.usage(self._known(request.path_params["id"])))
+
+    async def shell(self, request: Request) -> Response:
+        body = await self._body(request)
+        return JSONResponse(await self.ops.shell(self._known(request.path_params["id"]),
+                                                 body.get("command")))
+
     # -- introspection -------------------------------------------------------------------
 
     async def tools(self, request: Request) -> Response:
         return JSONResponse({"tools": self.ops.tools()})
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"routes": self.ops.models()})
 
     async def config(self, request: Request) -> Response:
         status = self.ops.status("ready")
@@ -281,11 +325,16 @@ class WebApi:
         return JSONResponse({"approvals": self.broker.pending()})
 
     async def decide(self, request: Request) -> Response:
-        decision = (await self._body(request)).get("decision")
+        body = await self._body(request)
+        decision = body.get("decision")
         if decision not in DECISIONS:
             raise ProblemError(400, "invalid-params", '"decision" must be "allow" or "deny"')
+        if body.get("remember") not in (None, "session") or not isinstance(
+                body.get("note"), (str, type(None))):
+            raise ProblemError(400, "invalid-params", '"remember" may only be "session", '
+                               'and "note" must be a string')
         approval_id = request.path_params["id"]
-        if not self.broker.decide(approval_id, decision):
+        if not self.broker.decide(approval_id, validation.approval_answer(body)):
             raise ProblemError(404, "unknown-approval",
                           f"no pending approval '{approval_id}' (decided, expired or unknown)")
         return JSONResponse({"approvalId": approval_id, "decision": decision})
@@ -302,7 +351,16 @@ class WebApi:
             Route("/api/sessions/{id}/cancel", self.cancel, methods=["POST"]),
             Route("/api/sessions/{id}/resume", self.resume, methods=["POST"]),
             Route("/api/sessions/{id}/history", self.history, methods=["GET"]),
+            Route("/api/sessions/{id}/settings", self.settings, methods=["GET"]),
+            Route("/api/sessions/{id}/model", self.set_model, methods=["POST"]),
+            Route("/api/sessions/{id}/policy", self.set_policy, methods=["POST"]),
+            Route("/api/sessions/{id}/approvals/forget", self.forget_decisions,
+                  methods=["POST"]),
+            Route("/api/sessions/{id}/changes", self.changes, methods=["GET"]),
+            Route("/api/sessions/{id}/usage", self.usage, methods=["GET"]),
+            Route("/api/sessions/{id}/shell", self.shell, methods=["POST"]),
             Route("/api/tools", self.tools, methods=["GET"]),
+            Route("/api/models", self.models, methods=["GET"]),
             Route("/api/config", self.config, methods=["GET"]),
             Route("/api/status", self.status, methods=["GET"]),
             Route("/api/approvals", self.approvals, methods=["GET"]),
