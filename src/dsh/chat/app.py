@@ -139,9 +139,12 @@ class ChatApp(Drawing, SlashCommands, App[int]):
         self.refresh_status()
         self.set_interval(0.1, self._tick)
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+        hangup = getattr(signal, "SIGHUP", None)  # POSIX only
+        for signum in (signal.SIGTERM, hangup):
             # Asked to end (or the terminal went away): leave as Ctrl+D does, so the
             # terminal is restored and the runtime shut down, with the signal's exit code.
+            if signum is None:
+                continue
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, self._signalled, signum)
         self.theme_changed_signal.subscribe(self, self._restyle)

@@ -34,11 +34,13 @@ usage: dsh [--home DIR] --profile NAME [--patch FILE]... [APP ARGS...]
        dsh profile list [--json]
        dsh info [--json] | dsh doctor [--live] [--strict] [--json]
        dsh trust [PATH] | dsh trust --list | dsh trust --remove PATH
+       dsh chat [--continue | --resume ID]       the terminal chat (`dsh` alone, on a terminal)
+       dsh sessions list|show|rm [--profile NAME] [--json]   (the stored sessions)
        dsh sessions export|import --profile NAME [--patch FILE]...   (JSON Lines)
        dsh sandbox [--profile NAME] [--patch FILE]... -- COMMAND...  (as the model's shell)
 
-Every dsh application starts as a named profile: web, headless, sdk, sdk-minimal, acp,
-or one of your own under $DSH_HOME/profiles/.
+Every dsh application starts as a named profile: chat, web, headless, sdk, sdk-minimal,
+acp, or one of your own under $DSH_HOME/profiles/.
 
 """ + argv_mod.LAUNCHER_OPTIONS + """
 subcommands: dsh plugin --profile NAME add|remove|list|sync|order, dsh plugin new NAME
