@@ -56,6 +56,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -213,6 +214,9 @@ class Probe(NamedTuple):
 
 _PROBES: dict[tuple[str, bool], Probe] = {}
 """Trial results by (bwrap path, network allowed): namespaces do not appear mid-run."""
+_TRYING = threading.Lock()
+"""Held while a trial runs, so a caller meeting one in flight (:func:`prewarm`'s) waits for
+its result instead of running a second."""
 
 BUBBLEWRAP = "bubblewrap"
 LANDLOCK = "landlock"
@@ -269,7 +273,8 @@ def probe(policy: Policy) -> Probe:
     takes effect); a binary that failed its trial stays failed until the process ends.
     """
     if _MACOS:
-        return _probe_seatbelt(policy.network is True)
+        with _TRYING:
+            return _probe_seatbelt(policy.network is True)
     if not _LINUX:
         if sys.platform == "win32":
             return Probe(False, "Windows has no sandbox dsh can use (commands run with "
@@ -282,9 +287,10 @@ def probe(policy: Policy) -> Probe:
                             "bubblewrap package)")
     shared = policy.network is True
     key = (exe, shared)
-    if key not in _PROBES:
-        _PROBES[key] = Probe(*bubblewrap.trial(exe, shared))
-    return _PROBES[key]
+    with _TRYING:
+        if key not in _PROBES:
+            _PROBES[key] = Probe(*bubblewrap.trial(exe, shared))
+        return _PROBES[key]
 
 
 def rung(policy: Policy) -> Rung:
@@ -304,11 +310,29 @@ def rung(policy: Policy) -> Rung:
     return Rung(NONE, f"{bwrap.reason}, and {landlock.reason}")
 
 
+def prewarm(policy: Policy) -> None:
+    """Start finding ``policy``'s rung in a thread of its own while the runtime loads
+    (the shell row calls it from ``apply``), so its trial runs (a bubblewrap or Landlock
+    ``true``, and the first child's containment set up) overlap the rest of the start
+    instead of holding up the first ``tools/list``, whose shell tool description names the
+    rung. Whoever asks meanwhile waits for the same trial; its result is never kept beyond
+    the process (a machine's sandbox can change between runs)."""
+    if policy.mode != OFF:
+        threading.Thread(target=rung, args=(policy,), name="dsh-sandbox-trial",
+                         daemon=True).start()
+
+
 def landlock_probe() -> Probe:
     """Whether the Landlock rung runs here: the kernel offers Landlock on a machine dsh
     has seccomp numbers for, and ``true`` runs confined (once per process)."""
-    if _LANDLOCK_TRIAL:
+    with _TRYING:
+        if not _LANDLOCK_TRIAL:
+            _LANDLOCK_TRIAL.append(_landlock_trial())
         return _LANDLOCK_TRIAL[0]
+
+
+def _landlock_trial() -> Probe:
+    """Run ``true`` confined by a minimal Landlock ruleset with the seccomp filter."""
     from dsh.core.confinement import Confinement, available
 
     level, why = available()
@@ -327,7 +351,6 @@ def landlock_probe() -> Probe:
         else:
             found = Probe(True) if proc.returncode == 0 and not proc.timed_out else Probe(
                 False, f"Landlock's trial run failed (exit status {proc.returncode})")
-    _LANDLOCK_TRIAL.append(found)
     return found
 
 

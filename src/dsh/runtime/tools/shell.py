@@ -66,7 +66,7 @@ from dsh.runtime.tools.base import ToolContext, ToolResult
 from dsh.runtime.tools.confined import Command, prepare
 from dsh.runtime.tools.jobs import JobKillTool, JobListTool, JobOutputTool, JobTable
 from dsh.runtime.tools.sandbox import CONFIG_SCHEMA as SANDBOX_SCHEMA
-from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError, in_force
+from dsh.runtime.tools.sandbox import Policy, SandboxUnavailableError, in_force, prewarm
 
 _DRAIN_SECONDS = 2.0
 """How long output is still read after the group is killed (a daemon that left the group)."""
@@ -426,7 +426,8 @@ class ShellTools(Plugin):
 
     def apply(self, reg: Registrar) -> None:
         """Register the tools and the hook; they read this row's current config on every call."""
-        Policy.from_config(self.config.get("sandbox"), row_id=self.row_id)  # fail at load
+        # Checked now (a bad policy fails the load), and its rung sought meanwhile.
+        prewarm(Policy.from_config(self.config.get("sandbox"), row_id=self.row_id))
         Limits.from_config(self.config.get("limits"), row_id=self.row_id)
         EnvPolicy.from_config(self.config.get("env"), row_id=self.row_id)
         reg.tool(Bash(self))
