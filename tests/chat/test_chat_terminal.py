@@ -171,7 +171,7 @@ def test_sessions_then_resume_and_continue(tmp_path: Path, work: Path,
     t.say("/sessions")
     t.wait_for("Sessions (newest first)")
     assert "what is the answer to the riddle" in t.screen()  # its title
-    assert "1 turns" in t.screen()
+    assert "  1 turn " in t.screen()
     t.enter()
     t.wait_for("continuing session")
     t.wait_for("the answer is 42")

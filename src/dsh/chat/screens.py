@@ -114,7 +114,7 @@ def describe(tool_call: Mapping[str, Any]) -> Text:
             lines = clean(shown).split("\n")
             if len(lines) > SHOWN_ARGUMENT_LINES:
                 lines = [*lines[:SHOWN_ARGUMENT_LINES],
-                         f"… {len(lines) - SHOWN_ARGUMENT_LINES} more lines"]
+                         _more(len(lines) - SHOWN_ARGUMENT_LINES)]
             body = lines[0] if len(lines) == 1 else "\n" + "\n".join(
                 f"    │ {x}" for x in lines)
             said.append(body + "\n", style="bold" if key in ("command", "path") else "")
@@ -152,7 +152,8 @@ def session_row(entry: Mapping[str, Any], now: float | None = None, *,
     row.append(f"{title:<{room}}", style="bold")
     row.append(f"  {age(entry.get('updatedAt'), now):>4}")
     turns = entry.get("turns")
-    row.append(f"  {turns if isinstance(turns, int) else '?':>3} turns")
+    noun = "turn " if turns == 1 else "turns"  # padded: the columns after it stay put
+    row.append(f"  {turns if isinstance(turns, int) else '?':>3} {noun}")
     shown = f"${cost:.4f}" if isinstance(cost, (int, float)) and cost > 0 else "-"
     row.append(f"  {shown:>8}")
     row.append(f"  {line(entry.get('sessionId', ''))[:8]}", style="dim")
@@ -194,3 +195,8 @@ class SessionPicker(ModalScreen[str | None]):
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
+
+
+def _more(count: int) -> str:
+    """What a cut argument says of the lines left out."""
+    return f"… {count} more line{'' if count == 1 else 's'}"

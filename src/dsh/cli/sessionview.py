@@ -203,7 +203,7 @@ def remove_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
                                "stop it, or wait for it to give the session back")
                 continue
             question = (f"Remove session {shown} ({transcript.title_of(entry)}, "
-                        f"{entry['turns']} turns, updated "
+                        f"{entry['turns']} turn{'' if entry['turns'] == 1 else 's'}, updated "
                         f"{transcript.age(entry['updatedAt'])})? [y/N] ")
             if not yes and not ask(question):
                 continue

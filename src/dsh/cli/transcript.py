@@ -61,7 +61,8 @@ def _cut(text: str, lines: int, chars: int) -> str:
     left = text[len(out):].strip("\n")
     if left:
         more = text.count("\n") + 1 - len(kept)
-        out += f"\n… ({more} more lines)" if more > 0 else "\n… (cut)"
+        out += f"\n… ({more} more line{'' if more == 1 else 's'})" if more > 0 else \
+            "\n… (cut)"
     return out
 
 
