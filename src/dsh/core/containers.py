@@ -52,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from dsh.core.limits import beneath, cgroup_mounts, own_cgroups
+from dsh.core.limits import beneath, cgroup_mounts, own_cgroups, processes_in
 
 _LINUX = sys.platform.startswith("linux")
 
@@ -315,14 +315,7 @@ class Container:
 
     def members(self) -> list[int]:
         """Every process in it, and in the containers a runtime inside made beneath."""
-        found: set[int] = set()
-        for folder in self._folders():
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as f:
-                    found.update(int(pid) for pid in f.read().split())
-            except (OSError, ValueError):
-                continue
-        return sorted(found)
+        return processes_in(self._folders())
 
     def kill_switch(self) -> bool:
         """Kill every member at once, beneath too (v2 ``cgroup.kill``, Linux 5.14+); False

@@ -57,7 +57,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from dsh.core.errors import ConfigError
@@ -174,14 +174,7 @@ class Cgroup:
 
     def members(self) -> list[int]:
         """Every process still in the cgroup (any hierarchy)."""
-        found: set[int] = set()
-        for folder in self.dirs:
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as f:
-                    found.update(int(pid) for pid in f.read().split())
-            except (OSError, ValueError):
-                continue
-        return sorted(found)
+        return processes_in(self.dirs)
 
     def kill_switch(self) -> bool:
         """Kill every member at once through ``cgroup.kill`` (v2, Linux 5.14+); False
@@ -459,3 +452,16 @@ def _unescape(field: str) -> str:
 
 def _uid() -> int:
     return os.getuid() if hasattr(os, "getuid") else -1
+
+
+def processes_in(folders: Iterable[str]) -> list[int]:
+    """Every process the cgroup folders list (``cgroup.procs``), sorted; a folder that is
+    gone or unreadable lists none."""
+    found: set[int] = set()
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as f:
+                found.update(int(pid) for pid in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return sorted(found)
