@@ -586,3 +586,38 @@ def test_an_old_landlock_cannot_keep_an_allow_list_so_the_command_gets_no_networ
                      "network allow-list cannot be kept: this command had no network]"]
     assert any("allow-list cannot be kept" in gap for gap in old.gaps(policy))
     assert landlock.handled(3)[1] == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap's trial: Linux")
+def test_the_rung_is_tried_once_while_the_runtime_loads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shell row starts its rung's trial when it is applied (``prewarm``), and whoever
+    asks for the rung meanwhile (the first ``tools/list``, naming it in the description)
+    waits for that trial instead of running one of its own."""
+    from dsh.runtime.tools import bubblewrap, sandbox
+
+    started, release = threading.Event(), threading.Event()
+    calls: list[tuple[str, bool]] = []
+
+    def slow_trial(exe: str, network: bool) -> tuple[bool, str]:
+        calls.append((exe, network))
+        started.set()
+        release.wait(10)
+        return False, "a trial that says no"
+
+    monkeypatch.setattr(sandbox, "_PROBES", {})
+    monkeypatch.setattr(sandbox, "_LANDLOCK_TRIAL", [sandbox.Probe(False, "not here")])
+    monkeypatch.setattr(bubblewrap, "trial", slow_trial)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: f"/usr/bin/{name}")
+    policy = Policy.from_config({"mode": "workspace-write"})
+    sandbox.prewarm(policy)
+    assert started.wait(10)  # the trial runs in its own thread
+    asked: list[sandbox.Rung] = []
+    asker = threading.Thread(target=lambda: asked.append(sandbox.rung(policy)))
+    asker.start()
+    asker.join(0.2)
+    assert asker.is_alive() and not asked  # waiting for the trial in flight
+    release.set()
+    asker.join(10)
+    assert [r.name for r in asked] == ["none"]
+    assert calls == [("/usr/bin/bwrap", False)]  # one trial for both
