@@ -358,6 +358,7 @@ class ChatApp(Drawing, SlashCommands, App[int]):
 
     def _shell_shown(self, command: str, ran: Mapping[str, Any]) -> None:
         call = ToolCall("shell", "!", json.dumps({"command": command}))
+        call.args.display = False  # its line is the command already: open, it is the output
         self.say(call)
         call.finish({"message": {"isError": bool(ran.get("isError")),
                                  "content": [{"type": "text", "text": str(ran.get("output"))}]}})
