@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -169,6 +169,14 @@ class _CountingMetrics(MetricExporter):
         self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
+class _Tls(TypedDict):
+    """The TLS files both OTLP exporters take, as keyword arguments."""
+
+    certificate_file: str | None
+    client_key_file: str | None
+    client_certificate_file: str | None
+
+
 class Pipeline:
     """The providers of one runtime; ``tracer``/``meter`` are None for a signal off."""
 
@@ -181,9 +189,9 @@ class Pipeline:
             service_attributes.SERVICE_VERSION: __version__,
             "dsh.profile": profile})
         compression = Compression(settings.compression)
-        tls = {"certificate_file": settings.certificate,
-               "client_key_file": settings.client_key,
-               "client_certificate_file": settings.client_certificate}
+        tls: _Tls = {"certificate_file": settings.certificate,
+                     "client_key_file": settings.client_key,
+                     "client_certificate_file": settings.client_certificate}
         self.spans: Tally | None = None
         self.metrics: Tally | None = None
         self.tracer: Any = None

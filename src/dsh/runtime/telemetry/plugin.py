@@ -185,8 +185,9 @@ class TelemetryOtel(Plugin):
         """The ``OTEL_*`` variables a sub-agent's runtime exports with (headers included:
         a secret handed on deliberately, never to a shell, a job or an MCP server)."""
         settings = self._decision
-        running = self._recorder is not None and isinstance(settings, Settings)
-        return settings.child_env() if running else {}
+        if self._recorder is None or not isinstance(settings, Settings):
+            return {}
+        return settings.child_env()
 
     # -- hooks (inline; each forwards to the recorder once it runs) ------------------------------
 

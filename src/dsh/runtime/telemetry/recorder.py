@@ -127,21 +127,21 @@ class Recorder:
         """The request's ``chat`` span, after the fact (it has no children): its own
         start and end, usage, cost, time to first chunk, retries, HTTP status."""
         payload = event.payload if isinstance(event.payload, Mapping) else {}
-        request = payload.get("request") if isinstance(payload.get("request"), Mapping) else {}
+        request = got if isinstance(got := payload.get("request"), Mapping) else {}
         turn = self._turns.get(event.session_id or "")
         self._later(self._chat, event, turn.context if turn else self._root,
                     self._server(str(request.get("route", ""))))
 
     def _chat(self, event: HookEvent, parent: Context | None,
-              server: Mapping[str, Any]) -> None:
+              server: dict[str, Any]) -> None:
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         request = payload.get("request") or {}
         timing = payload.get("timing") or {}
         start, end = timing.get("startNs") or self._clock(), timing.get("endNs") or self._clock()
         route, model = str(request.get("route", "")), str(request.get("model", ""))
-        common = {names.OPERATION: names.CHAT,
-                  names.PROVIDER: self._settings.provider_names.get(route, route),
-                  names.REQUEST_MODEL: model}
+        common: dict[str, Any] = {names.OPERATION: names.CHAT,
+                                  names.PROVIDER: self._settings.provider_names.get(route, route),
+                                  names.REQUEST_MODEL: model}
         attributes: dict[str, Any] = {**common, names.ROUTE: route, names.REQUEST_STREAM: True,
                                       names.CONVERSATION: event.session_id or "",
                                       names.RETRIES: int(payload.get("retries") or 0),
@@ -215,7 +215,7 @@ class Recorder:
         outcome = (str(error.get("code", "failed")).lower() if error is not None
                    else "tool_error" if payload.get("isError") else "ok")
         attributes: dict[str, Any] = {names.TOOL_OUTCOME: outcome}
-        facts = payload.get("facts") if isinstance(payload.get("facts"), Mapping) else {}
+        facts = got if isinstance(got := payload.get("facts"), Mapping) else {}
         for key, value in facts.items():
             if isinstance(value, (str, int, float, bool)):
                 attributes[names.FACTS.get(key, f"dsh.{key}")] = value

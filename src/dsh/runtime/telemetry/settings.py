@@ -164,7 +164,7 @@ def _settings(config: Mapping[str, Any], env: Mapping[str, str]) -> Settings | O
         or DEFAULT_ENDPOINT
     where = "the row's endpoint" if config.get("endpoint") else "OTEL_EXPORTER_OTLP_ENDPOINT"
     _url(base, where)
-    endpoints = {}
+    endpoints: dict[str, str | None] = {}
     for signal, path in (("TRACES", "v1/traces"), ("METRICS", "v1/metrics")):
         exporter = env.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() or "otlp"
         if exporter not in ("otlp", "none"):
