@@ -45,7 +45,7 @@ import math
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
@@ -425,7 +425,7 @@ class HttpRoute:
             await asyncio.sleep(delay)
 
     async def _attempt(self, body: bytes, headers: Mapping[str, str], request: ModelRequest,
-                       model: str) -> AsyncIterator[Chunk]:
+                       model: str) -> AsyncGenerator[Chunk, None]:
         """One HTTP exchange. Raises :class:`_RetryError` only while nothing has been yielded."""
         import httpx
 

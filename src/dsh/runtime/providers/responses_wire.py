@@ -365,10 +365,10 @@ class EventDecoder:
     def _reasoning_done(self, item: _Item, whole: Mapping[str, Any]) -> ReasoningDelta:
         """The finished reasoning item: its id and encrypted content (whole only here),
         and its text if no delta carried it (a server that does not stream summaries)."""
-        content = [p.get("text") for p in whole.get("content") or ()
-                   if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        summary = [p.get("text") for p in whole.get("summary") or ()
-                   if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        content = [t for p in whole.get("content") or ()
+                   if isinstance(p, dict) and isinstance(t := p.get("text"), str)]
+        summary = [t for p in whole.get("summary") or ()
+                   if isinstance(p, dict) and isinstance(t := p.get("text"), str)]
         field = "content" if content else "summary"
         text = "" if item.streamed else "\n\n".join(content or summary)
         item_id, encrypted = whole.get("id"), whole.get("encrypted_content")

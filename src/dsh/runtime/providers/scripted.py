@@ -47,7 +47,7 @@ import math
 import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from dsh._version import __version__
 from dsh.core.errors import ConfigError
@@ -160,6 +160,7 @@ def _yaml(path: str, text: str) -> list[tuple[Any, str]]:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
     if not isinstance(data, list):
         raise ConfigError(f"{path}: a script must be a list of responses")
+    assert node is not None  # a list was loaded, so a document was composed
     lines = [child.start_mark.line + 1 for child in node.value]
     return [(item, f"{path}:{line}: response {i}")
             for i, (item, line) in enumerate(zip(data, lines, strict=True), 1)]
@@ -240,11 +241,11 @@ def _call(item: Any, fail: _Fail) -> ScriptedCall:
 def _usage(item: Any, fail: _Fail) -> Usage | None:
     if item is None:
         return None
-    counts = [item.get(k) if isinstance(item, Mapping) else None
-              for k in ("inputTokens", "outputTokens")]
-    if not all(_count(c) for c in counts):
+    inputs, outputs = (item.get(k) if isinstance(item, Mapping) else None
+                       for k in ("inputTokens", "outputTokens"))
+    if not (_count(inputs) and _count(outputs)):
         raise fail("'usage' must be {inputTokens, outputTokens} with counts >= 0")
-    optional = []
+    optional: list[int | None] = []
     for key in ("cacheHitTokens", "reasoningTokens"):
         value = item.get(key)
         if value is not None and not _count(value):
@@ -253,11 +254,11 @@ def _usage(item: Any, fail: _Fail) -> Usage | None:
     cost = item.get("costUsd")
     if cost is not None and (not _number(cost) or cost < 0):
         raise fail("'usage' costUsd must be a number >= 0")
-    return Usage(*counts, cache_hit_tokens=optional[0], reasoning_tokens=optional[1],
+    return Usage(inputs, outputs, cache_hit_tokens=optional[0], reasoning_tokens=optional[1],
                  cost_usd=None if cost is None else float(cost))
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
