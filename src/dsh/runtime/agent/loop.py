@@ -94,9 +94,17 @@ CANCELLED = Outcome("cancelled")
 class Host(Protocol):
     """What a turn needs from the agent around it."""
 
-    guardrails: GuardrailChain
-    env: Mapping[str, str]
     approver: Approver | None
+
+    @property
+    def guardrails(self) -> GuardrailChain:
+        """The chain every tool call passes before it runs."""
+        ...
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment tools run with."""
+        ...
 
     async def fire(self, session: Session, event: str, *, turn: int | None = None,
                    step: int | None = None, message: Any = None, payload: Any = None) -> None:
@@ -300,10 +308,12 @@ class Turn:
         showing text and reasoning as each arrives."""
         s = self.session
         tools = self.host.tools_for(s.id)
+        system = s.record.system
+        assert system is not None  # _open set it in step 1, before any request
         request = ModelRequest(
             session_id=s.id,
             model=plan.model,
-            messages=(s.record.system, *s.messages),
+            messages=(system, *s.messages),
             tools=tuple(ToolSpec(t.name, t.description, t.parameters) for t in tools.values()),
             max_tokens=plan.max_tokens,
             reasoning_effort=plan.reasoning_effort,
@@ -371,7 +381,7 @@ class Turn:
             data["error"] = dict(answer.error)
         if result.diff is not None:
             data["diff"] = dict(result.diff)
-        extra = dict(events.APPEND)
+        extra: dict[str, Any] = dict(events.APPEND)
         if call_seq is not None:
             extra["sourceEventSeqs"] = [call_seq]
         self.session.emit(events.TOOL_RESULT, data, extra)

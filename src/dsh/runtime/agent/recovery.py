@@ -80,7 +80,7 @@ def closing(log: Sequence[dict[str, Any]]) -> list[Closing]:
         data = events.placed(turn, step or 0, events.tool_message(call_id, NOTE,
                                                                   is_error=True))
         data["error"] = {"name": "ToolNotRunError", "code": "NOT_RUN"}
-        extra = dict(events.APPEND)
+        extra: dict[str, Any] = dict(events.APPEND)
         if call_seq is not None:
             extra["sourceEventSeqs"] = [call_seq]
         out.append((events.TOOL_RESULT, data, extra))

@@ -248,7 +248,8 @@ def _redacted(type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
     if type == events.TURN_END:
         reason = data.get("reason")
         error = reason.get("error") if isinstance(reason, Mapping) else None
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+        if (isinstance(reason, Mapping) and isinstance(error, Mapping)
+                and isinstance(error.get("message"), str)):
             error = {**error, "message": redact(error["message"])}
             return {**data, "reason": {**reason, "error": error}}
     return data

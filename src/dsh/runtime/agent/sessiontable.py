@@ -112,9 +112,9 @@ class SessionTable:
             entry["status"] = Status.IDLE.value
             found[entry["sessionId"]] = entry
         for live_id, session in self._sessions.items():
-            entry = found.get(live_id)
-            if entry is not None:
-                entry["status"], entry["cwd"] = session.status.value, session.cwd
+            live = found.get(live_id)
+            if live is not None:
+                live["status"], live["cwd"] = session.status.value, session.cwd
             elif limit is None and session_id in (None, live_id) and workspace in (
                     None, session.root):  # not stored (yet): folded from its log
                 found[live_id] = session.summary()

@@ -102,7 +102,7 @@ class ToolContext(NamedTuple):
     cancelled: asyncio.Event
     get_cwd: Callable[[], str]
     change_cwd: Callable[[str], str]
-    emit: Callable[[str, Mapping[str, Any]], None] = _emit_nowhere
+    emit: Callable[[str, Mapping[str, Any]], object] = _emit_nowhere
     history: Callable[[], list[dict[str, Any]]] = _no_history
     images_supported: bool = False
     boundary: Boundary | None = None
