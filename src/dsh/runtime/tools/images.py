@@ -32,7 +32,7 @@ from dsh.runtime.tools import confine, safeopen
 from dsh.runtime.tools.base import Image, ToolContext, ToolResult
 
 if TYPE_CHECKING:
-    from pil_image.Image import Image as PILImage
+    from PIL.Image import Image as PILImage
 
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 """Pillow format name → media type, for the formats read_image accepts."""
@@ -115,7 +115,8 @@ def _fit(image: PILImage, *, max_side: int, max_bytes: int,
     while True:
         scaled = image.copy()
         scaled.thumbnail((side, side), pil_image.Resampling.LANCZOS)
-        attempts = [("PNG", {"optimize": True})] if alpha else []
+        attempts: list[tuple[str, dict[str, bool | int]]] = (
+            [("PNG", {"optimize": True})] if alpha else [])
         attempts += [("JPEG", {"quality": q}) for q in JPEG_QUALITIES]
         for fmt, options in attempts:
             picture = scaled if fmt == "PNG" else _flatten(scaled)

@@ -58,7 +58,7 @@ class Backend(NamedTuple):
 def _companion_rg() -> str | None:
     """The frozen runtime's companion ``rg``, when that package is installed and has one."""
     try:
-        from dsh_runtime_bin import companion_path  # type: ignore[import-not-found]
+        from dsh_runtime_bin import companion_path
     except ImportError:
         return None
     try:

@@ -174,7 +174,8 @@ def html_to_markdown(body: bytes, charset: str | None, base_url: str) -> tuple[s
         if not isinstance(value, str):
             continue
         if tag.name == "img" and value.startswith("data:"):
-            tag.replace_with(tag.get("alt") or "")  # inline image data is not text
+            alt = tag.get("alt")  # one string: html.parser splits no ``alt`` into a list
+            tag.replace_with(alt if isinstance(alt, str) else "")  # inline data is not text
         elif not value.startswith(("#", "javascript:", "mailto:")):
             tag[attribute] = urljoin(base_url, value)
     converter = MarkdownConverter(heading_style="ATX", bullets="-",

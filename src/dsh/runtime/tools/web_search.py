@@ -42,7 +42,7 @@ def format_results(query: str, results: Any, limit: int) -> str:
     """One query's results as numbered title / URL / snippet entries."""
     if not isinstance(results, list):
         raise SearchError("the endpoint's answer has no 'results' list")
-    entries = []
+    entries: list[str] = []
     for item in results:
         if not isinstance(item, Mapping) or not isinstance(item.get("url"), str):
             continue
