@@ -581,8 +581,9 @@ class AcpProtocol:
         if kind == "tool/call":
             attached.mapper.cwd = self._agent.get_cwd(session_id)
         for update in attached.mapper.live(event):
-            terminal = attached.terminals.pop(update.get("toolCallId"), None) \
-                if kind == "tool/result" else None
+            call_id = update.get("toolCallId")
+            terminal = attached.terminals.pop(call_id, None) \
+                if kind == "tool/result" and isinstance(call_id, str) else None
             if terminal is not None:  # the result's text beside the terminal, which stays
                 update["content"] = [terminal_content(terminal), *update.get("content", ())]
             self._update(session_id, update)

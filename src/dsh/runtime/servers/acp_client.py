@@ -49,7 +49,7 @@ class Capabilities(NamedTuple):
     def of(cls, advertised: Any) -> Capabilities:
         """From ``initialize``'s ``clientCapabilities``; anything but ``true`` is no."""
         caps = advertised if isinstance(advertised, Mapping) else {}
-        fs = caps.get("fs") if isinstance(caps.get("fs"), Mapping) else {}
+        fs = got if isinstance(got := caps.get("fs"), Mapping) else {}
         return cls(fs.get("readTextFile") is True, fs.get("writeTextFile") is True,
                    caps.get("terminal") is True)
 

@@ -244,8 +244,8 @@ class UpdateMapper:
                                       data.get("arguments"), cwd=self.cwd, status="pending")
             return [{"sessionUpdate": "tool_call", **update}]
         if kind == "tool/result":
-            update = _result_update(data)
-            return [update] if update is not None else []
+            result = _result_update(data)
+            return [result] if result is not None else []
         if kind == "plan/update" and isinstance(data.get("entries"), list):
             return [plan_update(data["entries"])]
         if kind == "session/title" and isinstance(data.get("title"), str):
