@@ -234,7 +234,7 @@ class SqliteSessionStore(Tracking):
                                  (session_id,)).fetchone()
         if row is None:
             return None
-        return SessionInfo(*row[:7], json.loads(row[7] or "{}"))
+        return SessionInfo._make((*row[:7], json.loads(row[7] or "{}")))
 
     def put_info(self, info: SessionInfo) -> None:
         """Store a session row brought from another store (leased), not held live; a

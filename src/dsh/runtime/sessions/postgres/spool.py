@@ -73,7 +73,7 @@ class Spool:
         returns the claimed files (renamed to carry this runtime's pid)."""
         if not self.directory.is_dir():
             return []
-        claimed = []
+        claimed: list[Path] = []
         for path in sorted(self.directory.glob("*.jsonl")):
             owner = path.name.partition("-")[0]
             if path == self.path or not owner.isdigit() or int(owner) == self.pid:

@@ -193,6 +193,7 @@ class PostgresSessionStore(Tracking):
         """The listing entries of the stored sessions from their summary columns (see the
         SQLite store: same order, filter and bound)."""
         order = "newest" if newest_first else "by_id"
+        args: tuple[str | int | None, ...]
         if workspace is None:
             sql, args = self._sql[f"list_{order}"], (limit,)
         else:
