@@ -211,6 +211,29 @@ def test_tools_and_effective_config_with_provenance(tmp_path: Path) -> None:
         assert web.token not in json.dumps(answer)
 
 
+def test_a_sessions_own_routes_answer_and_an_unknown_session_is_404(tmp_path: Path) -> None:
+    """Settings, policy, model, remembered approvals, changes, usage and the user's shell,
+    for a live session and for an id no store knows."""
+    with WebProcess([OFFLINE_PATCH], cwd=Path.cwd()) as web, web.client() as client:
+        session = client.post("/api/sessions").json()["sessionId"]
+        routes = [("GET", "settings", None), ("POST", "policy", {"mode": "ask"}),
+                  ("POST", "model", {"model": None}), ("POST", "approvals/forget", None),
+                  ("GET", "changes", None), ("GET", "usage", None),
+                  ("POST", "shell", {"command": "echo hi"})]
+        for method, route, body in routes:
+            response = client.request(method, f"/api/sessions/nope/{route}", json=body)
+            assert response.status_code == 404, (route, response.text)
+            assert response.json()["error"]["code"] == "unknown-session"
+            response = client.request(method, f"/api/sessions/{session}/{route}", json=body)
+            assert response.status_code == 200, (route, response.text)
+        settings = client.get(f"/api/sessions/{session}/settings").json()
+        assert (settings["model"], settings["policy"]) == ("scripted", "ask")
+        assert client.get(f"/api/sessions/{session}/changes").json() == {
+            "changes": [], "files": []}
+        assert client.get(f"/api/sessions/{session}/usage").json()["turns"] == 0
+        assert web.stop() == 0
+
+
 def test_guarded_tool_waits_for_approval(tmp_path: Path) -> None:
     patch = write_patch(tmp_path, WRITE_SCRIPT + WRITE_SCRIPT, extra=ASK_POLICY)
     with WebProcess([patch], cwd=Path.cwd()) as web, web.client() as client:

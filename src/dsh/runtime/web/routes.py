@@ -273,35 +273,31 @@ class WebApi:
     # -- a session's own choices, changes, usage, the user's shell ------------------------
 
     async def settings(self, request: Request) -> Response:
-        return JSONResponse(await self.ops.settings(self._known(request.path_params["id"])))
+        return JSONResponse(await self.ops.settings(request.path_params["id"]))
 
     async def set_model(self, request: Request) -> Response:
         body = await self._body(request)
-        return JSONResponse(await self.ops.set_model(self._known(request.path_params["id"]),
-                                                     body))
+        return JSONResponse(await self.ops.set_model(request.path_params["id"], body))
 
     async def set_policy(self, request: Request) -> Response:
         body = await self._body(request)
         if "mode" not in body:
             raise ProblemError(400, "invalid-params", '"mode" is required')
-        return JSONResponse(await self.ops.set_policy(self._known(request.path_params["id"]),
-                                                      body["mode"]))
+        return JSONResponse(await self.ops.set_policy(request.path_params["id"], body["mode"]))
 
     async def forget_decisions(self, request: Request) -> Response:
         await self._body(request, optional=True)
-        return JSONResponse(await self.ops.forget_decisions(
-            self._known(request.path_params["id"])))
+        return JSONResponse(await self.ops.forget_decisions(request.path_params["id"]))
 
     async def changes(self, request: Request) -> Response:
-        return JSONResponse(self.ops.changes(self._known(request.path_params["id"])))
+        return JSONResponse(self.ops.changes(request.path_params["id"]))
 
     async def usage(self, request: Request) -> Response:
-        return JSONResponse(self.ops.usage(self._known(request.path_params["id"])))
+        return JSONResponse(self.ops.usage(request.path_params["id"]))
 
     async def shell(self, request: Request) -> Response:
         body = await self._body(request)
-        return JSONResponse(await self.ops.shell(self._known(request.path_params["id"]),
-                                                 body.get("command")))
+        return JSONResponse(await self.ops.shell(request.path_params["id"], body.get("command")))
 
     # -- introspection -------------------------------------------------------------------
 
