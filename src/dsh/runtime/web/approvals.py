@@ -33,8 +33,9 @@ class ApprovalBroker:
         """Park the call until a decision; anything but an explicit allow denies."""
         if self._closed:
             return Approval("deny")
-        entry = {"approvalId": uuid.uuid4().hex, "sessionId": session_id,
-                 "toolCall": dict(tool_call), "createdAt": int(time.time() * 1000)}
+        entry: dict[str, Any] = {"approvalId": uuid.uuid4().hex, "sessionId": session_id,
+                                 "toolCall": dict(tool_call),
+                                 "createdAt": int(time.time() * 1000)}
         future: asyncio.Future[Approval] = asyncio.get_running_loop().create_future()
         self._pending[entry["approvalId"]] = (entry, future)
         self._notify("approval", {**entry, "state": "pending"})

@@ -25,7 +25,7 @@ import asyncio
 import collections
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 MAX_BACKLOG = 4096
 """Notifications one stream may hold unsent before it is ended (the client resumes)."""
@@ -76,7 +76,7 @@ class Subscription:
         self._ended = True
         self._wake.set()
 
-    async def next(self, timeout: float = KEEPALIVE_S) -> Item | bool | None:
+    async def next(self, timeout: float = KEEPALIVE_S) -> Item | Literal[False] | None:
         """The next item; None when ended; False after ``timeout`` (time for a keepalive)."""
         while not self._items:
             if self._ended:
