@@ -263,9 +263,9 @@ class Child:
             self.last_text = _text(data.get("message"))
         elif kind == "turn/end":
             self._turn_running = False
-            reason = data.get("reason") if isinstance(data.get("reason"), dict) else {}
+            reason = got if isinstance(got := data.get("reason"), dict) else {}
             self.stop_reason = str(reason.get("kind", "error"))
-            problem = reason.get("error") if isinstance(reason.get("error"), dict) else {}
+            problem = got if isinstance(got := reason.get("error"), dict) else {}
             self.error = str(problem.get("message", ""))
 
     def _pass_on(self, method: str, params: dict[str, Any]) -> None:
