@@ -136,8 +136,8 @@ EXCLUDED_MODULES = (
     # (its UI packages come in the chat extra, which the freeze does not install): only
     # its launch checks are frozen, so a frozen `dsh chat` says which extra it needs.
     "textual", *(f"dsh.chat.{name}" for name in (
-        "answer", "app", "attach", "commands", "composer", "drawing", "history", "link",
-        "mdview", "safety", "screens", "slash", "status", "widgets")),
+        "answer", "app", "attach", "commands", "composer", "drawing", "history", "host",
+        "link", "mdview", "safety", "screens", "slash", "status", "widgets")),
     # Fallbacks and self-tests: uuid works without _uuid and libuuid (dsh makes uuid4s,
     # from os.urandom; uuid1 would find the node another way); random imports statistics
     # only in its self-test; shutil imports tarfile only to make or unpack an archive,

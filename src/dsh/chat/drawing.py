@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.containers import VerticalScroll
 
 from dsh.chat.answer import LIVE_ANSWERS, Answer, SettledAnswer
+from dsh.chat.host import HostApp
+from dsh.chat.link import Link
 from dsh.chat.safety import line, text
 from dsh.chat.status import Status, tokens
 from dsh.chat.widgets import (
@@ -30,6 +32,9 @@ from dsh.chat.widgets import (
     fallback_diff,
 )
 from dsh.core.jsonrpc import Notification
+
+if TYPE_CHECKING:
+    from textual.widget import Widget
 
 HINTS = {
     "missing-key": "set the key (the message says where), then send again",
@@ -54,7 +59,7 @@ class Transcript(VerticalScroll):
         self.anchor()
 
 
-class Drawing:
+class Drawing(HostApp):
     """The transcript's drawing, mixed into the app (whose state it uses: ``transcript``,
     ``status``, ``link``, ``say``)."""
 
@@ -72,8 +77,15 @@ class Drawing:
     running: bool
     moved: bool
     handling: bool
-    link: Any
-    theme: str
+    link: Link
+
+    if TYPE_CHECKING:  # the app's (and its slash commands') own, which this one calls
+        def say(self, widget: Widget, *, under: ToolCall | None = None) -> Widget: ...
+        def refresh_status(self) -> None: ...
+        async def _run_shell(self, command: str) -> None: ...
+        def _shell_shown(self, command: str, ran: Mapping[str, Any]) -> None: ...
+        async def _refresh_settings(self) -> None: ...
+        async def _refresh_usage(self) -> None: ...
 
     def _heard(self, notification: Notification) -> None:
         self.inbox.put_nowait(notification)
@@ -173,7 +185,7 @@ class Drawing:
         elif kind == "plan/update":
             entries = data.get("entries") or []
             marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-            shown = "\n".join(f"{marks.get(e.get('status'), '[ ]')} {line(e.get('content'))}"
+            shown = "\n".join(f"{marks.get(str(e.get('status')), '[ ]')} {line(e.get('content'))}"
                               for e in entries if isinstance(e, Mapping))
             self.say(Notice(text(f"plan:\n{shown}" if shown else "plan cleared")))
         elif kind == "mode/update":

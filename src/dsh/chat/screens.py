@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -96,9 +96,9 @@ def describe(tool_call: Mapping[str, Any]) -> Text:
     if change is not None:  # a write or an edit: what it would change, as a diff
         said.append("  path: ", style="dim")
         said.append(line(args["path"]) + "\n", style="bold")
-        shown = diff_text(change)
-        shown.truncate(SHOWN_ARGUMENT_CHARS)
-        said.append(Text("\n").join(Text("    ") + x for x in shown.split("\n")
+        diffed = diff_text(change)
+        diffed.truncate(SHOWN_ARGUMENT_CHARS)
+        said.append(Text("\n").join(Text("    ") + x for x in diffed.split("\n")
                                      if x.plain.strip()))
         said.append("\n")
         args = {}
@@ -173,7 +173,7 @@ class SessionPicker(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "dismiss_none", "back")]
 
-    def __init__(self, sessions: list[Mapping[str, Any]], current: str | None) -> None:
+    def __init__(self, sessions: Sequence[Mapping[str, Any]], current: str | None) -> None:
         super().__init__()
         self.sessions = sessions
         self.current = current

@@ -4,34 +4,55 @@ resuming, compaction, cost and the session's diff."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import Markdown, Static
 
 from dsh.chat import commands
-from dsh.chat.drawing import MAX_REPLAY_EVENTS
+from dsh.chat.answer import Answer
+from dsh.chat.drawing import MAX_REPLAY_EVENTS, Transcript
+from dsh.chat.host import HostApp
+from dsh.chat.link import Link
+from dsh.chat.options import ChatOptions
 from dsh.chat.safety import line, markdown_parser, text
 from dsh.chat.screens import SessionPicker
 from dsh.chat.status import Status, tokens
-from dsh.chat.widgets import ErrorLine, Notice, diff_text
+from dsh.chat.widgets import ErrorLine, Notice, Reasoning, ToolCall, diff_text
 from dsh.core.errors import DshError
+
+if TYPE_CHECKING:
+    from textual.widget import Widget
 
 PICKER_SESSIONS = 500
 """The picker lists this many sessions, the ones updated last."""
 
 
-class SlashCommands:
+class SlashCommands(HostApp):
     """``/name argument``, mixed into the app."""
 
-    options: Any
-    link: Any
+    options: ChatOptions
+    link: Link
     status: Status
-    transcript: Any
+    transcript: Transcript
+    ready: asyncio.Event
+    calls: dict[str, ToolCall]
+    answer: Answer | None
+    reasoning: Reasoning | None
+    running: bool
+    moved: bool
+
+    if TYPE_CHECKING:  # the app's (and its drawing's) own, which this one calls
+        def say(self, widget: Widget, *, under: ToolCall | None = None) -> Widget: ...
+        def refresh_status(self) -> None: ...
+        async def action_leave(self, code: int = 0) -> None: ...
+        async def event(self, event: Mapping[str, Any], *, replay: bool = False) -> None: ...
+        async def _settle(self) -> None: ...
 
     async def run_command(self, command: commands.Command) -> None:
         """Do what ``/name argument`` asks."""
@@ -97,10 +118,10 @@ class SlashCommands:
             return
         value: Any = None if argument == "default" else argument
         if name == "model":
-            route, slash, model = argument.partition("/")
+            named, slash, model = argument.partition("/")
             known = {r["provider"] for r in routes}
-            if slash and route in known:
-                settings = await self.link.choose(provider=route, model=model)
+            if slash and named in known:
+                settings = await self.link.choose(provider=named, model=model)
             else:
                 settings = await self.link.choose(model=value)
         elif name == "effort":

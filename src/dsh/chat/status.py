@@ -45,7 +45,8 @@ class Status:
         """Fold in the session's summary (its ``session/list`` entry): the tokens and cost
         of every model call so far, compactions included. A cost of 0 is none reported
         (an unpriced route reports none), not shown."""
-        used = entry.get("usage") if isinstance(entry.get("usage"), dict) else {}
+        usage = entry.get("usage")
+        used = usage if isinstance(usage, dict) else {}
         self.input_tokens = int(used.get("inputTokens") or 0)
         self.output_tokens = int(used.get("outputTokens") or 0)
         self.cache_hit_tokens = int(used.get("cacheHitTokens") or 0)

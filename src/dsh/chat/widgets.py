@@ -14,7 +14,8 @@ from typing import Any
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.content import Content
+from textual.content import Content, ContentType
+from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
@@ -97,6 +98,10 @@ class UserMessage(Static):
 class Reasoning(Collapsible):
     """The model's reasoning: dimmed, folded to one line, opened on demand."""
 
+    # Textual types Collapsible's title as str, yet hands it to CollapsibleTitle's label,
+    # which takes Content (and draws it styled): the title here is Content.
+    title: Reactive[ContentType]  # type: ignore[assignment]
+
     DEFAULT_CSS = """
     Reasoning { color: $text-muted; border: none; padding: 0; margin: 0; }
     Reasoning > Contents { padding: 0 0 0 2; }
@@ -108,7 +113,9 @@ class Reasoning(Collapsible):
         self._said = ""
         self._pending: list[str] = []
         self._timer: Any = None
-        super().__init__(self.body, title=Content("thinking…"), collapsed=True)
+        super().__init__(self.body,
+                         title=Content("thinking…"),  # type: ignore[arg-type]  # see title
+                         collapsed=True)
 
     @property
     def text(self) -> str:
@@ -198,6 +205,10 @@ class ToolCall(Collapsible):
     """One tool call: a compact line (tool, the argument that matters, outcome, time),
     opened to its full arguments, result, diff, images and sub-agent events."""
 
+    # Textual types Collapsible's title as str, yet hands it to CollapsibleTitle's label,
+    # which takes Content (and draws it styled): the title here is Content.
+    title: Reactive[ContentType]  # type: ignore[assignment]
+
     DEFAULT_CSS = """
     ToolCall { border: none; padding: 0; margin: 0; background: transparent; }
     ToolCall > Contents { padding: 0 0 0 2; height: auto; }
@@ -222,7 +233,8 @@ class ToolCall(Collapsible):
         self.extra = Vertical()
         self.extra.styles.height = "auto"
         super().__init__(self.args, self.extra, self.result, self.children_box,
-                         title=self._headline("…"), collapsed=True)
+                         title=self._headline("…"),  # type: ignore[arg-type]  # see title
+                         collapsed=True)
 
     def _headline(self, outcome: str, style: str = "") -> Content:
         decision = (f"  · {self.decision}", "dim italic") if self.decision else ""
