@@ -58,7 +58,7 @@ from dsh.runtime.providers.base import (
     ToolSpec,
     Usage,
 )
-from dsh.runtime.providers.http_route import error_message
+from dsh.runtime.providers.http_route import error_message, typed_event
 
 if TYPE_CHECKING:
     from dsh.runtime.transports.sse import ServerSentEvent
@@ -281,14 +281,7 @@ class EventDecoder:
 
     def decode(self, event: ServerSentEvent) -> list[Chunk]:
         """The chunks one event carries."""
-        try:
-            payload = json.loads(event.data)
-        except ValueError as exc:
-            raise ModelError("the server sent an event that is not valid JSON",
-                             code="bad-response") from exc
-        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
-            raise ModelError("the server sent an event without a type", code="bad-response")
-        kind = payload["type"]
+        kind, payload = typed_event(event.data)
         if kind == "message_start":
             message = payload.get("message")
             self._take_usage(message.get("usage") if isinstance(message, dict) else None)

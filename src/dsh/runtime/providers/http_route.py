@@ -158,6 +158,24 @@ def backoff_delay(attempt: int, *, base: float, cap: float, retry_after: float |
     return ceiling / 2 + rand() * ceiling / 2
 
 
+def event_payload(data: str) -> Any:
+    """A streamed event's ``data`` decoded as JSON (ModelError ``bad-response`` if not)."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise ModelError("the server sent an event that is not valid JSON",
+                         code="bad-response") from exc
+
+
+def typed_event(data: str) -> tuple[str, dict[str, Any]]:
+    """``(type, payload)`` of a streamed event whose JSON object names its ``type``
+    (Anthropic's Messages stream and OpenAI's Responses stream)."""
+    payload = event_payload(data)
+    if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+        raise ModelError("the server sent an event without a type", code="bad-response")
+    return payload["type"], payload
+
+
 def error_message(payload: Any) -> str | None:
     """The human message in an error document, in the shapes servers use:
     ``{"error": {"message"}}`` (OpenAI, DeepSeek, and Anthropic's ``{"type": "error",

@@ -73,7 +73,7 @@ from dsh.runtime.providers.base import (
     ToolSpec,
     Usage,
 )
-from dsh.runtime.providers.http_route import error_message
+from dsh.runtime.providers.http_route import error_message, event_payload
 
 if TYPE_CHECKING:
     from dsh.runtime.transports.sse import ServerSentEvent
@@ -290,11 +290,7 @@ class ChunkDecoder:
         if data == DONE:
             self.done = True
             return []
-        try:
-            payload = json.loads(data)
-        except ValueError as exc:
-            raise ModelError("the server sent an event that is not valid JSON",
-                             code="bad-response") from exc
+        payload = event_payload(data)
         if not isinstance(payload, dict):
             raise ModelError("the server sent an event that is not a JSON object",
                              code="bad-response")

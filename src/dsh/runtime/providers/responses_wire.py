@@ -57,6 +57,7 @@ from dsh.runtime.providers.base import (
     ToolSpec,
     Usage,
 )
+from dsh.runtime.providers.http_route import typed_event
 
 if TYPE_CHECKING:
     from dsh.runtime.transports.sse import ServerSentEvent
@@ -257,14 +258,7 @@ class EventDecoder:
 
     def decode(self, event: ServerSentEvent) -> list[Chunk]:
         """The chunks one event carries."""
-        try:
-            payload = json.loads(event.data)
-        except ValueError as exc:
-            raise ModelError("the server sent an event that is not valid JSON",
-                             code="bad-response") from exc
-        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
-            raise ModelError("the server sent an event without a type", code="bad-response")
-        kind = payload["type"]
+        kind, payload = typed_event(event.data)
         if kind == "response.output_item.added":
             return self._added(payload)
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta",
