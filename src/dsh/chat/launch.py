@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dsh.chat.options import ChatOptions
+from dsh.core import optionvalue
 from dsh.core.distribution import install_hint
 from dsh.core.errors import UsageError
 
@@ -80,15 +81,8 @@ def parse(args: list[str], *, profile: str, home: Path, patches: list[str],
         if token == "--continue":
             values["continue_last"] = True
         elif name in flags:
-            if eq:
-                value = inline
-            elif i + 1 < len(args):
-                i += 1
-                value = args[i]
-            else:
-                raise UsageError(f"dsh chat: {name} needs a value")
-            if not value:
-                raise UsageError(f"dsh chat: {name} needs a non-empty value")
+            value, i = optionvalue.take(args, i, name, inline if eq else None,
+                                        said="dsh chat: ")
             values[flags[name]] = value
         else:
             raise UsageError(f"dsh chat: unknown option {token!r} (see `dsh chat -h`)")

@@ -9,6 +9,7 @@ function, so it is tested directly.
 
 from __future__ import annotations
 
+from dsh.core import optionvalue
 from dsh.core.errors import UsageError
 
 SUBCOMMANDS = ("doctor", "info", "plugin", "profile", "sandbox", "sessions", "trust")
@@ -76,15 +77,7 @@ def parse(argv: list[str]) -> Invocation:
         token = argv[i]
         flag, eq, inline = token.partition("=")
         if flag in _VALUE_FLAGS and (eq or token == flag):
-            if eq:
-                value = inline
-            elif i + 1 < len(argv):
-                i += 1
-                value = argv[i]
-            else:
-                raise UsageError(f"{flag} needs a value")
-            if not value:
-                raise UsageError(f"{flag} needs a non-empty value")
+            value, i = optionvalue.take(argv, i, flag, inline if eq else None)
             if flag == "--profile":
                 if inv.profile is not None:
                     raise UsageError("--profile given twice")
