@@ -34,6 +34,12 @@ if command -v apt-get >/dev/null; then
     fi
 fi
 
+# A runtime wheel left installed (by an earlier checkout, or the last `.ci/run` on this
+# image) is the carrier the launcher and the SDK pick first: the suite would drive that
+# older build instead of this tree. The tests install the runtime wheel they build
+# themselves (.ci/run's second SDK pass, tests/install), so none stays installed here.
+"$PY" -m pip uninstall --quiet --disable-pip-version-check --yes dsh-runtime-bin \
+    >/dev/null 2>&1 || true
 # The python runtime's packages ([python]), the test tools ([test]) and the terminal
 # chat's UI ([chat]: tests/chat drive it in a pseudo-terminal).
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[python,test,chat]'

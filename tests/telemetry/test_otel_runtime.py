@@ -163,7 +163,7 @@ def test_a_garbage_trace_context_is_ignored(tmp_path: Path, dsh_home: Path) -> N
     (tmp_path / "patch.yml").write_text(SCRIPTED)
     with Receiver() as receiver:
         config = ClientConfig(profile="sdk", dsh_home=dsh_home, cwd=tmp_path,
-                              patches=[tmp_path / "patch.yml"],
+                              patches=[tmp_path / "patch.yml"], carrier="python",
                               trace_context={"traceparent": "garbage"},
                               env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint},
                               initialize_timeout=GUARD, request_timeout=GUARD,

@@ -82,10 +82,12 @@ def scenario(tmp_path: Path, home: Path, env: dict[str, str]) -> tuple[list[Any]
         asked.append(request)
         return "allow"
 
+    # Telemetry needs the python carrier (the frozen one says so and stays off), so the
+    # runtime is that one even where a runtime wheel is installed.
     config = ClientConfig(profile="sdk", dsh_home=home, cwd=root, patches=[patch], env=env,
                           trace_context={"traceparent": f"00-{TRACE}-{CLIENT_SPAN}-01",
                                          "tracestate": "vendor=client"},
-                          initialize_timeout=GUARD, request_timeout=GUARD)
+                          carrier="python", initialize_timeout=GUARD, request_timeout=GUARD)
 
     async def go() -> list[Any]:
         async with AsyncDshClient(config, on_approval=approve) as client:
