@@ -122,7 +122,7 @@ def _has(loaded: set[str], name: str) -> bool:
 
 def test_import_weight_no_heavy_module_and_no_asyncio_until_a_client_is_used() -> None:
     loaded = _modules_after("import dsh.sdk")
-    for name in (*HEAVY, "asyncio", "subprocess", "ctypes"):
+    for name in (*HEAVY, "asyncio", "subprocess", "ctypes", "shutil"):
         assert not _has(loaded, name), name
     # dsh.core.process imports asyncio in its async flavour alone: the blocking client spawns
     # its runtime through it before the loop exists (dsh.sdk._launch.HeadStart).

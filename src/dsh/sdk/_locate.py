@@ -12,7 +12,6 @@ failed.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -136,6 +135,10 @@ def _check_executable(raw: str, environ: Mapping[str, str]) -> tuple[str, str | 
     """``(absolute path, problem or None)``; a bare name is looked up on ``PATH``."""
     expanded = os.path.expanduser(raw)
     if os.sep not in expanded and (os.altsep is None or os.altsep not in expanded):
+        # Here, not at the top: shutil brings zlib, bz2 and lzma (~2 ms) to every
+        # ``import dsh.sdk``, and only a bare program name needs it.
+        import shutil
+
         found = shutil.which(expanded, path=environ.get("PATH", os.defpath))
         if found is None:
             return expanded, "not found on PATH"
