@@ -221,3 +221,44 @@ def test_continue_runs_in_this_workspaces_last_session(run_dsh: Any, tmp_path: P
     assert [(e["sessionId"], e["turns"]) for e in listed] == [(session_of(first.stderr), 2)]
     both = headless(run_dsh, patch, "--continue", "--session-id", "x", "three")
     assert both.returncode == 2 and "give one" in both.stderr
+
+
+def test_an_id_may_be_given_by_its_start_when_that_names_one_session(
+        run_dsh: Any, tmp_path: Path) -> None:
+    done = headless(run_dsh, script_patch(tmp_path, [{"text": "ok"}]), "Only task")
+    assert done.returncode == 0, done.stderr
+    made = session_of(done.stderr)
+    exported = run_dsh("sessions", "export", "--profile", "headless", "-o",
+                       str(tmp_path / "one.jsonl"))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stderr.startswith("exported 1 session (")  # one, not "1 sessions"
+    # Three copies whose ids share their first four characters, two their first eight,
+    # as three exports joined end to end (which import as one).
+    text = (tmp_path / "one.jsonl").read_text()
+    twins = ("cafe1111-0000-4000-8000-000000000001", "cafe1111-0000-4000-8000-000000000002",
+             "cafe2222-0000-4000-8000-000000000003")
+    (tmp_path / "twins.jsonl").write_text("".join(text.replace(made, twin) for twin in twins))
+    imported = run_dsh("sessions", "import", "--profile", "headless",
+                       str(tmp_path / "twins.jsonl"))
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith("imported 3 sessions (")
+
+    shown = run_dsh("sessions", "show", "cafe2", "--profile", "headless", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["data"]["session"]["sessionId"] == twins[2]
+    assert "Only task" in run_dsh("sessions", "show", made[:8], "--profile",
+                                  "headless").stdout
+    for given, said in (("cafe1111", "'cafe1111' begins 2 session ids"),
+                        ("cafe", "'cafe' begins 3 session ids"),
+                        ("caf", "no session 'caf' in this store")):
+        refused = run_dsh("sessions", "show", given, "--profile", "headless")
+        assert refused.returncode == 2
+        assert len(refused.stderr.strip().splitlines()) == 1 and said in refused.stderr
+    ambiguous = run_dsh("sessions", "rm", "--yes", "cafe", "--profile", "headless")
+    assert ambiguous.returncode == 2 and "give more of it" in ambiguous.stderr
+    # The same session named twice (whole and by its start) is removed once.
+    gone = run_dsh("sessions", "rm", "--yes", "cafe2", twins[2], "--profile", "headless")
+    assert gone.returncode == 0 and gone.stdout == f"removed {twins[2]}\n"
+    listed = json.loads(run_dsh("sessions", "list", "--profile", "headless", "--json").stdout)
+    assert sorted(e["sessionId"] for e in listed["data"]["sessions"]) == sorted(
+        [made, *twins[:2]])

@@ -57,14 +57,14 @@ def test_sqlite_to_postgres_and_back_is_byte_for_byte(
     out = tmp_path / "out.jsonl"
     done = run_dsh("sessions", "export", "-o", str(out))
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ("exported 2 sessions (8 events, 1 goals) from row 'sessions' "
+    assert done.stderr == ("exported 2 sessions (8 events, 1 goal) from row 'sessions' "
                            "(sessions-sqlite)\n")
     lines = out.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0]) == {"format": "dsh-sessions", "version": 1}
     assert json.loads(lines[-1]) == {"type": "end", "sessions": 2, "events": 8}
     done = run_dsh("sessions", "import", *pg, str(out), env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ("imported 2 sessions (8 events, 1 goals) into row 'sessions' "
+    assert done.stdout == ("imported 2 sessions (8 events, 1 goal) into row 'sessions' "
                            "(sessions-postgres)\n")
     again = run_dsh("sessions", "import", *pg, str(out), env=env)  # idempotent
     assert again.returncode == 0 and again.stdout == done.stdout, again.stderr
@@ -117,6 +117,13 @@ def test_a_differing_log_or_a_held_session_is_refused(
      "in.jsonl:3: session a: expected the event with seq 0"),
     ('{"format": "dsh-sessions", "version": 1}\n{"type": "session", "id": "a", "cwd": "/"}\n',
      "in.jsonl:2: the file ends without its trailer line"),
+    # After a trailer only another export may follow (two files joined), never stray lines.
+    ('{"format": "dsh-sessions", "version": 1}\n{"type": "end", "sessions": 0}\n'
+     '{"type": "session", "id": "a", "cwd": "/"}\n',
+     "in.jsonl:3: not a dsh sessions export (a line after a trailer must be"),
+    ('{"format": "dsh-sessions", "version": 1}\n{"type": "end", "sessions": 0}\n'
+     '{"format": "dsh-sessions", "version": 1}\n{"type": "end", "sessions": 1}\n',
+     "in.jsonl:4: the trailer counts 1 session, the export before it holds 0"),
 ])
 def test_a_malformed_or_cut_file_is_refused_naming_the_line(
         run_dsh: Any, tmp_path: Path, text: str, message: str) -> None:

@@ -26,6 +26,7 @@ from textual.widgets.option_list import Option
 from dsh.chat.safety import clean, line, text
 from dsh.chat.status import short_path
 from dsh.chat.widgets import diff_text, fallback_diff
+from dsh.core.wording import counted
 
 CHOICES = (("a", "allow once"), ("A", "always, this session"), ("d", "deny"),
            ("n", "deny with a note"))
@@ -199,4 +200,4 @@ class SessionPicker(ModalScreen[str | None]):
 
 def _more(count: int) -> str:
     """What a cut argument says of the lines left out."""
-    return f"… {count} more line{'' if count == 1 else 's'}"
+    return f"… {counted(count, 'more line')}"

@@ -421,7 +421,8 @@ def sessions_list(inv: Invocation, home: str | None, profile: str, patches: tupl
 
 @sessions.command("show", help="One session's transcript: prompts, answers (Markdown, rendered "
                                "on a terminal when rich is installed), tool calls and results, "
-                               "each turn's usage and cost. Read a page at a time.")
+                               "each turn's usage and cost. Read a page at a time. ID may be "
+                               "the start of one (4 characters or more).")
 @_home_option
 @_profile_option
 @_patch_option
@@ -448,7 +449,8 @@ def sessions_show(inv: Invocation, home: str | None, profile: str, patches: tupl
 
 
 @sessions.command("rm", help="Remove sessions (their logs, goals and workspaces). Asks first; "
-                             "a session a running runtime holds is refused.")
+                             "a session a running runtime holds is refused. An ID may be the "
+                             "start of one (4 characters or more).")
 @_home_option
 @_profile_option
 @_patch_option

@@ -22,6 +22,7 @@ from typing import Any
 
 from dsh.core.atomicfile import replaced
 from dsh.core.errors import ConfigError
+from dsh.core.wording import counted
 
 SERVICE = "sessions"
 
@@ -78,8 +79,8 @@ def export_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
             target = Path(output)
             with replaced(target, prefix=f".{target.name}.", text=True) as out:
                 counts = export(store, out, session_ids)
-    return (f"exported {counts.sessions} sessions ({counts.events} events, {counts.goals} "
-            f"goals) from {label}")
+    return (f"exported {counted(counts.sessions, 'session')} "
+            f"({counted(counts.events, 'event')}, {counted(counts.goals, 'goal')}) from {label}")
 
 
 def import_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
@@ -101,7 +102,8 @@ def import_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
                     counts = import_(store, handle, source)
                 except UnicodeDecodeError:
                     raise ConfigError(f"{source}: not UTF-8 text") from None
-    lines = [f"imported {counts.sessions} sessions ({counts.events} events, {counts.goals} "
-             f"goals) into {label}"]
+    lines = [f"imported {counted(counts.sessions, 'session')} "
+             f"({counted(counts.events, 'event')}, {counted(counts.goals, 'goal')}) "
+             f"into {label}"]
     lines += [f"refused {reason}" for reason in counts.refused]
     return "\n".join(lines) + "\n", not counts.refused

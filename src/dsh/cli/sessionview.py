@@ -16,7 +16,10 @@ it (:func:`dsh.cli.sessionio.profile_store`), so the same commands read a home's
   needed), then removes each session under its lease: one a live runtime holds is
   refused naming it, and nothing of it is removed.
 
-An id the store does not know is one line and exit 2. With ``--json`` each prints one
+An id may be given whole or by its first characters (at least
+:data:`MIN_PREFIX`, as git takes a commit's): a prefix that begins one stored id names it;
+one that begins several is refused naming how many, as is an id the store does not know
+(one line, exit 2). With ``--json`` each prints one
 JSON document (``show`` streams its events inside it), in ASCII with every control
 escaped, like every text shown here, which passes through
 :func:`dsh.core.termtext.visible` on its way to a terminal.
@@ -37,10 +40,14 @@ from dsh.cli.machine import envelope
 from dsh.cli.sessionio import profile_store
 from dsh.core.errors import DshError, UsageError
 from dsh.core.termtext import visible
+from dsh.core.wording import counted
 
 PAGE = 500
 """Events read from the store at a time by ``show``."""
 PAGE_BYTES = 4 * 1024 * 1024
+MIN_PREFIX = 4
+"""The shortest start of an id taken for the whole: shorter ones would name a session by
+chance (one hex digit in 16 sessions)."""
 
 
 def _json(document: Mapping[str, Any]) -> str:
@@ -122,6 +129,7 @@ def show_session(home: Path, profile: str, patches: list[str], cwd: Path, sessio
     """Print one session: ``form`` is ``json``, ``markdown``, ``plain`` or ``rich``."""
     with profile_store(home, profile, patches, cwd) as (store, _label):
         entry = _entry(store, session_id)
+        session_id = entry["sessionId"]
         if store.close_abandoned(session_id):
             entry = _entry(store, session_id)
         held = _live_holders(store, [session_id]).get(session_id)
@@ -139,11 +147,23 @@ def show_session(home: Path, profile: str, patches: list[str], cwd: Path, sessio
 
 
 def _entry(store: Any, session_id: str) -> dict[str, Any]:
-    """The summary of ``session_id``; UsageError (exit 2) when the store has none."""
+    """The summary of the session ``session_id`` names, whole or by a unique prefix;
+    UsageError (exit 2) when it names none, or several."""
     entry = store.summary(session_id)
-    if entry is None:
-        raise _unknown(session_id)
-    return entry
+    if entry is not None:
+        return entry
+    if len(session_id) >= MIN_PREFIX:
+        # Only on a miss: the listing reads no log (10,000 sessions in ~0.2 s).
+        matches = [e for e in store.summaries(newest_first=True)
+                   if e["sessionId"].startswith(session_id)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            newest = ", ".join(visible(e["sessionId"], one_line=True) for e in matches[:3])
+            raise UsageError(f"{visible(session_id, one_line=True)!r} begins {len(matches)} "
+                             f"session ids ({newest}{', ...' if len(matches) > 3 else ''}): "
+                             "give more of it")
+    raise _unknown(session_id)
 
 
 def _log(store: Any, session_id: str) -> Iterator[dict[str, Any]]:
@@ -193,7 +213,8 @@ def remove_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
     removed: list[str] = []
     refused: list[str] = []
     with profile_store(home, profile, patches, cwd) as (store, _label):
-        entries = [_entry(store, session_id) for session_id in dict.fromkeys(session_ids)]
+        found = [_entry(store, session_id) for session_id in session_ids]
+        entries = list({e["sessionId"]: e for e in found}.values())
         held = _live_holders(store, [e["sessionId"] for e in entries])
         for entry in entries:
             session_id = entry["sessionId"]
@@ -203,7 +224,7 @@ def remove_sessions(home: Path, profile: str, patches: list[str], cwd: Path,
                                "stop it, or wait for it to give the session back")
                 continue
             question = (f"Remove session {shown} ({transcript.title_of(entry)}, "
-                        f"{entry['turns']} turn{'' if entry['turns'] == 1 else 's'}, updated "
+                        f"{counted(entry['turns'], 'turn')}, updated "
                         f"{transcript.age(entry['updatedAt'])})? [y/N] ")
             if not yes and not ask(question):
                 continue

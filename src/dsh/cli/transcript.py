@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
 from dsh.core.termtext import visible
+from dsh.core.wording import counted
 
 RESULT_LINES = 12
 """Lines of a tool's result shown (the rest counted): a transcript, not a dump."""
@@ -61,7 +62,7 @@ def _cut(text: str, lines: int, chars: int) -> str:
     left = text[len(out):].strip("\n")
     if left:
         more = text.count("\n") + 1 - len(kept)
-        out += f"\n… ({more} more line{'' if more == 1 else 's'})" if more > 0 else \
+        out += f"\n… ({counted(more, 'more line')})" if more > 0 else \
             "\n… (cut)"
     return out
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dsh.core.wording import counted
+
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -71,7 +73,7 @@ class Tally:
         if self.cached_tokens is not None and self.input_tokens:
             tokens_in += f" ({self.cached_tokens * 100 // self.input_tokens}% cached)"
         parts = [self.model or "model unknown",
-                 f"{self.steps} step" + ("" if self.steps == 1 else "s"),
+                 counted(self.steps, "step"),
                  tokens_in, f"{mark}{self.output_tokens:,} out",
                  "cost unknown" if self.cost_usd is None else money(self.cost_usd),
                  duration(seconds)]

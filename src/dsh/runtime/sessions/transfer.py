@@ -12,6 +12,9 @@ The format is JSON Lines (UTF-8, one JSON object per line, in this order):
 * ``{"type": "end", "sessions": N, "events": M}``: the trailer, last, so a cut file is
   refused instead of half read.
 
+Exports joined end to end (``cat a.jsonl b.jsonl``) import as one: after a trailer, the
+next line must be another export's header; anything else is refused, never dropped.
+
 Both ends work through a store's lease: export reads (no lease needed), import takes
 each session's lease, so a session a runtime is running is refused (busy), never
 written under it. Import is idempotent: events already stored as they are are skipped,
@@ -26,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
 from dsh.core.errors import ConfigError, DshError, DuplicateEventError
+from dsh.core.wording import counted
 
 FORMAT = "dsh-sessions"
 VERSION = 1
@@ -136,6 +140,16 @@ def _goal(reader: _Reader, session_id: str, data: Any) -> Any:
                           "max_goal_rounds") from None
 
 
+def _header(reader: _Reader, document: dict[str, Any] | None, where: str) -> None:
+    """ConfigError unless ``document`` is an export's header of the version read here."""
+    if document is None or document.get("format") != FORMAT:
+        raise reader.fail(f"not a dsh sessions export ({where} must be "
+                          f'{{"format": "{FORMAT}", "version": {VERSION}}})')
+    if document.get("version") != VERSION:
+        raise reader.fail(f"export format version {document.get('version')!r}; this dsh "
+                          f"reads version {VERSION}")
+
+
 def import_(store: Any, lines: Iterable[str], source: str) -> Counts:
     """Read an export from ``lines`` into ``store``; returns what was written.
 
@@ -146,16 +160,11 @@ def import_(store: Any, lines: Iterable[str], source: str) -> Counts:
     """
     reader = _Reader(lines, source)
     documents = iter(reader)
-    header = next(documents, None)
-    if header is None or header.get("format") != FORMAT:
-        raise reader.fail(f"not a dsh sessions export (the first line must be "
-                          f'{{"format": "{FORMAT}", "version": {VERSION}}})')
-    if header.get("version") != VERSION:
-        raise reader.fail(f"export format version {header.get('version')!r}; this dsh "
-                          f"reads version {VERSION}")
+    _header(reader, next(documents, None), "the first line")
     done: list[str] = []
     refused: list[str] = []
     events = goals = 0
+    before = 0  # sessions of the exports joined before this one
     current: _Incoming | None = None
 
     def close() -> None:
@@ -170,10 +179,18 @@ def import_(store: Any, lines: Iterable[str], source: str) -> Counts:
         kind = document.get("type")
         if kind == "end":
             close()
-            if document.get("sessions") != len(done) + len(refused):
-                raise reader.fail(f"the trailer counts {document.get('sessions')} sessions, "
-                                  f"the file holds {len(done) + len(refused)}")
-            return Counts(len(done), events, goals, tuple(refused))
+            current = None
+            held = len(done) + len(refused) - before
+            counts = document.get("sessions")
+            if counts != held:
+                raise reader.fail(f"the trailer counts {counted(counts, 'session')}, the "
+                                  f"export before it holds {held}")
+            following = next(documents, None)
+            if following is None:
+                return Counts(len(done), events, goals, tuple(refused))
+            _header(reader, following, "a line after a trailer")
+            before = len(done) + len(refused)
+            continue
         if kind == "session":
             close()
             current = _Incoming(store, reader, document)
