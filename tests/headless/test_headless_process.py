@@ -120,10 +120,28 @@ def test_task_from_stdin(run_dsh: Run) -> None:
     assert prompts[0]["data"]["content"] == [{"type": "text", "text": "Where am I\nworking?"}]
 
 
+def test_no_task_words_reads_a_piped_stdin_and_never_waits_on_a_terminal(
+        run_dsh: Run) -> None:
+    proc = headless(run_dsh, "--json", input="Where am I working?\n")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    prompts = [e["data"]["content"] for e in events if e["type"] == "user/message"
+               and e["data"]["source"]["kind"] == "user"]
+    assert prompts == [[{"type": "text", "text": "Where am I working?"}]]
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "dsh", "--profile", "headless", "--patch",
+                                           str(OFFLINE_PATCH)],
+                          encoding="utf-8", timeout=60, env=dict(os.environ))
+    child.expect(pexpect.EOF)  # at once: a terminal is not read for a task nobody named
+    child.close()
+    assert child.exitstatus == 2
+    assert "dsh: error: no task given" in child.before
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "message"),
     [
-        ((), None, "no task given"),
+        ((), None, "no task given"),  # stdin empty (not a terminal): nothing piped in
         (("-",), "  \n", "the task on stdin is empty"),
         (("-", "more"), None, "cannot be combined"),
         (("--approval", "ask", "task"), None,

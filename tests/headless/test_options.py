@@ -16,11 +16,13 @@ def test_words_are_joined_and_options_read() -> None:
 
 
 def test_dash_reads_stdin_and_double_dash_ends_options() -> None:
-    assert parse(["-"]).task_from_stdin
+    assert parse(["-"]).task_from_stdin and not parse(["-"]).stdin_implied
+    # No words: stdin too, if it is not a terminal (the runner checks; test_headless_process).
+    assert parse(["--json"]).task_from_stdin and parse(["--json"]).stdin_implied
     assert parse(["--", "--json", "is", "a", "word"]).task == "--json is a word"
 
 
-@pytest.mark.parametrize("argv", [[], ["--approval", "ask", "x"], ["--approval", "no", "x"],
+@pytest.mark.parametrize("argv", [["--approval", "ask", "x"], ["--approval", "no", "x"],
                                   ["--nope", "x"], ["-", "x"], ["--model", " ", "x"],
                                   ["--effort", "", "x"],
                                   ["   "], ["--js", "x"]])

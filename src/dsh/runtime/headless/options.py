@@ -28,7 +28,8 @@ usage: dsh --profile headless [-h] [--json [--json-format dsh|codex]]
                               [--effort LEVEL] [--color auto|always|never] TASK... | -
 
 Run one task to completion and exit. TASK's words are joined with spaces; `-` reads the
-task from stdin instead (UTF-8, up to 16 MiB).
+task from stdin instead (UTF-8, up to 16 MiB), as does no TASK at all when stdin is not a
+terminal (`dsh --profile headless < task.md`).
 
 options:
   --json             stream the session's events on stdout, one JSON object per line:
@@ -74,7 +75,9 @@ exit status:
 
 @dataclass(frozen=True)
 class Options:
-    """The parsed command line; ``task`` is ``"-"`` when the task comes from stdin."""
+    """The parsed command line; ``task`` is ``"-"`` when the task comes from stdin, and
+    ``stdin_implied`` when that is because no task was given (read only from a stdin that
+    is not a terminal, which the runner checks)."""
 
     task: str
     json: bool = False
@@ -87,6 +90,7 @@ class Options:
     json_format: str = "dsh"
     color: str = "auto"
     continue_last: bool = False
+    stdin_implied: bool = False
 
     @property
     def task_from_stdin(self) -> bool:
@@ -107,7 +111,8 @@ _COMMAND = cmdline.command("dsh --profile headless", [
     click.Option(["--continue", "continue_last"], is_flag=True),
     click.Argument(["task"], nargs=-1),
 ])
-_HINT = "dsh --profile headless -h"
+HINT = "dsh --profile headless -h"
+NO_TASK = "no task given (words, - to read it from stdin, or a task piped in)"
 
 
 def parse(argv: list[str]) -> Options:
@@ -115,9 +120,9 @@ def parse(argv: list[str]) -> Options:
     try:
         given = cmdline.parse(_COMMAND, argv)
     except click.NoSuchOption as exc:
-        raise UsageError(f"unrecognized arguments: {exc.option_name}", hint=_HINT) from None
+        raise UsageError(f"unrecognized arguments: {exc.option_name}", hint=HINT) from None
     except click.BadOptionUsage as exc:
-        raise UsageError(exc.format_message(), hint=_HINT) from None
+        raise UsageError(exc.format_message(), hint=HINT) from None
     approval = given["approval"]
     if approval == "ask":
         raise UsageError("--approval ask needs an interactive client; use auto or never")
@@ -138,9 +143,7 @@ def parse(argv: list[str]) -> Options:
     if given["compact"] and given["session_id"] is None and not given["continue_last"]:
         raise UsageError("--compact needs --session-id or --continue (a new session has "
                          "nothing to compact)")
-    words = list(given["task"])
-    if not words:
-        raise UsageError("no task given (words, or - to read it from stdin)", hint=_HINT)
+    words = list(given["task"]) or [STDIN_TASK]
     if STDIN_TASK in words and len(words) > 1:
         raise UsageError("- reads the task from stdin and cannot be combined with task words")
     task = " ".join(words)
@@ -150,4 +153,5 @@ def parse(argv: list[str]) -> Options:
                    session_id=given["session_id"], approval=approval, model=given["model"],
                    provider=given["provider"], compact=given["compact"],
                    effort=given["effort"], json_format=json_format or "dsh",
-                   color=color or "auto", continue_last=given["continue_last"])
+                   color=color or "auto", continue_last=given["continue_last"],
+                   stdin_implied=not given["task"])

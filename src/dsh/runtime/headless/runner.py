@@ -52,7 +52,7 @@ from dsh.core.errors import (
 )
 from dsh.core.termtext import visible
 from dsh.runtime.agent import events
-from dsh.runtime.headless.options import HELP, Options, parse
+from dsh.runtime.headless.options import HELP, HINT, NO_TASK, Options, parse
 from dsh.runtime.headless.progress import has_tool_calls, message_text, plain
 from dsh.runtime.headless.views import JsonView, QuietView, TerminalOut, View
 from dsh.runtime.kernel.plugin import (
@@ -100,7 +100,8 @@ class HeadlessRunner(Plugin):
         from dsh.runtime.transports.stdio import app_stdio
 
         fds = app_stdio()
-        task = await _read_stdin(fds.read_fd) if options.task_from_stdin else options.task
+        task = await _task_from_stdin(fds.read_fd, options) if options.task_from_stdin \
+            else options.task
         out_terminal = _terminal(fds.write_fd)
         # A terminal is written to directly: the loop's transport would make it (and the
         # stderr it usually shares) non-blocking, and let stderr overtake stdout.
@@ -305,9 +306,22 @@ def _stderr(line: str) -> None:
     sys.stderr.flush()
 
 
+async def _task_from_stdin(fd: int, options: Options) -> str:
+    """The task ``-`` (or no task, with stdin piped) reads; a terminal is never waited on
+    for a task nobody named."""
+    if options.stdin_implied and os.isatty(fd):
+        raise UsageError(NO_TASK, hint=HINT)
+    task = await _read_stdin(fd)
+    if not task:
+        raise (UsageError(NO_TASK, hint=HINT) if options.stdin_implied
+               else UsageError("the task on stdin is empty"))
+    return task
+
+
 async def _read_stdin(fd: int) -> str:
-    """The whole of stdin as the task, read on a daemon thread so the loop (and SIGINT)
-    stay live, and bounded so a runaway producer cannot exhaust memory."""
+    """The whole of stdin as the task, stripped ("" when it held nothing): read on a
+    daemon thread so the loop (and SIGINT) stay live, and bounded so a runaway producer
+    cannot exhaust memory."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[bytes] = loop.create_future()
 
@@ -334,8 +348,6 @@ async def _read_stdin(fd: int) -> str:
         task = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError("the task on stdin is not UTF-8") from exc
-    if not task.strip():
-        raise UsageError("the task on stdin is empty")
     return task.strip()
 
 
