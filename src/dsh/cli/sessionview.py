@@ -16,13 +16,12 @@ it (:func:`dsh.cli.sessionio.profile_store`), so the same commands read a home's
   needed), then removes each session under its lease: one a live runtime holds is
   refused naming it, and nothing of it is removed.
 
-An id may be given whole or by its first characters (at least
-:data:`MIN_PREFIX`, as git takes a commit's): a prefix that begins one stored id names it;
-one that begins several is refused naming how many, as is an id the store does not know
-(one line, exit 2). With ``--json`` each prints one
-JSON document (``show`` streams its events inside it), in ASCII with every control
-escaped, like every text shown here, which passes through
-:func:`dsh.core.termtext.visible` on its way to a terminal.
+An id may be given whole or by its first characters (at least :data:`MIN_PREFIX`, as
+git takes a commit's): a prefix that begins one stored id names it; one that begins
+several is refused naming how many, as is an id the store does not know (one line, exit
+2). With ``--json`` each prints one JSON document (``show`` streams its events inside
+it), in ASCII with every control escaped, like every text shown here, which passes
+through :func:`dsh.core.termtext.visible` on its way to a terminal.
 """
 
 from __future__ import annotations
