@@ -186,7 +186,7 @@ def test_sessions_then_resume_and_continue(tmp_path: Path, work: Path,
     assert "what is the answer" in shown
     again.say("/new")
     again.wait_for("a new session starts")
-    again.say(f"/resume {session}")
+    again.say(f"/resume {session[:8]}")  # its start names it, as in dsh sessions show
     again.wait_for(f"continuing session {session}")
     again.wait_for("the answer is 42")
 

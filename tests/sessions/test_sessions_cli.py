@@ -254,6 +254,17 @@ def test_an_id_may_be_given_by_its_start_when_that_names_one_session(
         refused = run_dsh("sessions", "show", given, "--profile", "headless")
         assert refused.returncode == 2
         assert len(refused.stderr.strip().splitlines()) == 1 and said in refused.stderr
+    # headless --session-id reads an id the same way.
+    more = headless(run_dsh, script_patch(tmp_path, [{"text": "again"}], "more"),
+                    "--session-id", made[:6], "One more")
+    assert more.returncode == 0, more.stderr
+    assert session_of(more.stderr) == made and more.stdout.strip() == "again"
+    unclear = headless(run_dsh, script_patch(tmp_path, [{"text": "no"}], "no"),
+                       "--session-id", "cafe1111", "Which one")
+    assert unclear.returncode == 2
+    said = unclear.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("dsh: error: 'cafe1111' begins 2 session ids (")
+    assert said[0].endswith("): give more of it") and all(t in said[0] for t in twins[:2])
     ambiguous = run_dsh("sessions", "rm", "--yes", "cafe", "--profile", "headless")
     assert ambiguous.returncode == 2 and "give more of it" in ambiguous.stderr
     # The same session named twice (whole and by its start) is removed once.

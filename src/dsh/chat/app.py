@@ -166,7 +166,7 @@ class ChatApp(Drawing, SlashCommands, App[int]):
         o = self.options
         try:
             if o.resume:
-                await self.open_session(o.resume)
+                await self.open_session(await self.link.session_named(o.resume))
             elif o.continue_last:
                 last = await self._last_here()
                 if last is None:

@@ -22,7 +22,7 @@ COMMANDS: tuple[Spec, ...] = (
     Spec("help", "", "this list, and the keys"),
     Spec("new", "", "start a new session in this workspace"),
     Spec("sessions", "", "pick a session to continue (title, age, turns, workspace, cost)"),
-    Spec("resume", "[ID]", "continue session ID (without one: the picker)"),
+    Spec("resume", "[ID]", "continue session ID, or its start (without one: the picker)"),
     Spec("model", "[NAME | ROUTE/NAME]", "the model of the next turn (no argument: list)"),
     Spec("effort", "[LEVEL | default]", "the reasoning effort of the next turn"),
     Spec("provider", "[ROUTE]", "the provider route of the next turn (its default model)"),

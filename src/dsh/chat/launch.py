@@ -39,7 +39,7 @@ you can open, diffs, approvals by key, and slash commands (/help lists them).
 
 options
   --continue        continue this workspace's last session
-  --resume ID       continue session ID
+  --resume ID       continue session ID (whole, or its first 4+ characters)
   --model M         the model of the first turn (`/model` switches later)
   --provider ROUTE  the provider route (`/provider`)
   --effort LEVEL    the reasoning effort (`/effort`)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from dsh.chat.options import ChatOptions
+from dsh.core import idprefix
 from dsh.core.errors import DshError
 from dsh.core.jsonrpc import Notification
 from dsh.sdk import ApprovalAnswer, ApprovalRequest, AsyncDshClient, ClientConfig
@@ -174,6 +175,15 @@ class Link:
         one session, one workspace root, or the ``limit`` updated last (newest first)."""
         return await self.client.sessions(session_id=session_id, workspace=workspace,
                                           limit=limit)
+
+    async def session_named(self, given: str) -> str:
+        """The session id ``given`` names, whole or by its start (:mod:`dsh.core.idprefix`,
+        as ``dsh sessions show`` reads it); ``given`` itself when it names none, for
+        ``session/resume`` to refuse. DshError when it begins several."""
+        matches = idprefix.named(given, [str(e["sessionId"]) for e in await self.sessions()])
+        if len(matches) > 1:
+            raise DshError(idprefix.ambiguous(given, matches))
+        return matches[0] if matches else given
 
     async def summary(self) -> dict[str, Any] | None:
         """The current session's summary (title, times, turns, usage, cost), if any."""

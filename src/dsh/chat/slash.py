@@ -82,7 +82,7 @@ class SlashCommands(HostApp):
             elif name == "sessions" or (name == "resume" and not argument):
                 await self._pick()
             elif name == "resume":
-                await self.open_session(argument)
+                await self.open_session(await self.link.session_named(argument))
             elif name in ("model", "effort", "provider"):
                 await self._choose(name, argument)
             elif name == "approval":

@@ -16,12 +16,11 @@ it (:func:`dsh.cli.sessionio.profile_store`), so the same commands read a home's
   needed), then removes each session under its lease: one a live runtime holds is
   refused naming it, and nothing of it is removed.
 
-An id may be given whole or by its first characters (at least :data:`MIN_PREFIX`, as
-git takes a commit's): a prefix that begins one stored id names it; one that begins
-several is refused naming how many, as is an id the store does not know (one line, exit
-2). With ``--json`` each prints one JSON document (``show`` streams its events inside
-it), in ASCII with every control escaped, like every text shown here, which passes
-through :func:`dsh.core.termtext.visible` on its way to a terminal.
+An id may be given whole or by its first characters (:mod:`dsh.core.idprefix`): a start
+that begins several ids is refused naming how many, as is an id the store does not know
+(one line, exit 2). With ``--json`` each prints one JSON document (``show`` streams its
+events inside it), in ASCII with every control escaped, like every text shown here,
+which passes through :func:`dsh.core.termtext.visible` on its way to a terminal.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from typing import IO, Any
 from dsh.cli import transcript
 from dsh.cli.machine import envelope
 from dsh.cli.sessionio import profile_store
+from dsh.core import idprefix
 from dsh.core.errors import DshError, UsageError
 from dsh.core.termtext import visible
 from dsh.core.wording import counted
@@ -44,9 +44,6 @@ from dsh.core.wording import counted
 PAGE = 500
 """Events read from the store at a time by ``show``."""
 PAGE_BYTES = 4 * 1024 * 1024
-MIN_PREFIX = 4
-"""The shortest start of an id taken for the whole: shorter ones would name a session by
-chance (one hex digit in 16 sessions)."""
 
 
 def _json(document: Mapping[str, Any]) -> str:
@@ -151,18 +148,14 @@ def _entry(store: Any, session_id: str) -> dict[str, Any]:
     entry = store.summary(session_id)
     if entry is not None:
         return entry
-    if len(session_id) >= MIN_PREFIX:
-        # Only on a miss: the listing reads no log (10,000 sessions in ~0.2 s).
-        matches = [e for e in store.summaries(newest_first=True)
-                   if e["sessionId"].startswith(session_id)]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            newest = ", ".join(visible(e["sessionId"], one_line=True) for e in matches[:3])
-            raise UsageError(f"{visible(session_id, one_line=True)!r} begins {len(matches)} "
-                             f"session ids ({newest}{', ...' if len(matches) > 3 else ''}): "
-                             "give more of it")
-    raise _unknown(session_id)
+    # Only on a miss: the listing reads no log (10,000 sessions in ~0.2 s).
+    entries = {e["sessionId"]: e for e in store.summaries(newest_first=True)}
+    matches = idprefix.named(session_id, entries)
+    if len(matches) > 1:
+        raise UsageError(visible(idprefix.ambiguous(session_id, matches), one_line=True))
+    if not matches:
+        raise _unknown(session_id)
+    return entries[matches[0]]
 
 
 def _log(store: Any, session_id: str) -> Iterator[dict[str, Any]]:

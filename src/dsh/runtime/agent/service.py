@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dsh.core import idprefix
 from dsh.core.errors import (
     CompactionError,
     DshError,
@@ -264,6 +265,16 @@ class Agent:
         as :meth:`.sessiontable.SessionTable.listing` says."""
         return self._sessions.listing(session_id=session_id, workspace=workspace,
                                       limit=limit)
+
+    def sessions_named(self, given: str) -> list[str]:
+        """The stored session ids ``given`` names, whole or by its start
+        (:func:`dsh.core.idprefix.named`); the listing is read only when ``given`` is no
+        stored id itself."""
+        store = self._journal.store
+        if store.summary(given) is not None:
+            return [given]
+        return idprefix.named(given, (e["sessionId"] for e in
+                                      store.summaries(newest_first=True)))
 
     def latest_session(self, workspace: str) -> str | None:
         """The stored session of workspace root ``workspace`` (a real path) updated last,

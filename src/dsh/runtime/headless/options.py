@@ -38,7 +38,8 @@ options:
   --json-format F    dsh (the default, above) or codex: the events `codex exec --json`
                      prints (thread.started, turn.started, item.started/updated/
                      completed, turn.completed with usage, turn.failed); implies --json
-  --session-id ID    continue a persisted session (an unknown id exits 2)
+  --session-id ID    continue a persisted session, named whole or by its first 4+
+                     characters (an unknown or ambiguous id exits 2)
   --continue         continue the session of this workspace (the current directory)
                      updated last (none yet exits 2)
   --compact          with --session-id or --continue: summarise the session's older

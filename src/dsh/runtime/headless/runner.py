@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh._version import __version__
-from dsh.core import jsonrpc
+from dsh.core import idprefix, jsonrpc
 from dsh.core.errors import (
     ConfigError,
     ConnectionClosedError,
@@ -231,6 +231,12 @@ class HeadlessTask:
         if session_id is None:
             self._session_id = events.new_id()
             return self._session_id
+        if not self._options.continue_last:  # --session-id: whole, or its start
+            matches = self._agent.sessions_named(session_id)
+            if len(matches) > 1:
+                raise UsageError(visible(idprefix.ambiguous(session_id, matches),
+                                         one_line=True))
+            session_id = matches[0] if matches else session_id  # none: resume says so
         self._session_id = session_id
         try:
             await self._agent.resume(session_id)
