@@ -179,7 +179,10 @@ class Link:
     async def session_named(self, given: str) -> str:
         """The session id ``given`` names, whole or by its start (:mod:`dsh.core.idprefix`,
         as ``dsh sessions show`` reads it); ``given`` itself when it names none, for
-        ``session/resume`` to refuse. DshError when it begins several."""
+        ``session/resume`` to refuse. DshError when it begins several. Every session is
+        listed only when ``given`` is no session's whole id."""
+        if await self.sessions(session_id=given):
+            return given
         matches = idprefix.named(given, [str(e["sessionId"]) for e in await self.sessions()])
         if len(matches) > 1:
             raise DshError(idprefix.ambiguous(given, matches))

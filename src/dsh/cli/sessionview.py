@@ -145,17 +145,15 @@ def show_session(home: Path, profile: str, patches: list[str], cwd: Path, sessio
 def _entry(store: Any, session_id: str) -> dict[str, Any]:
     """The summary of the session ``session_id`` names, whole or by a unique prefix;
     UsageError (exit 2) when it names none, or several."""
-    entry = store.summary(session_id)
-    if entry is not None:
-        return entry
-    # Only on a miss: the listing reads no log (10,000 sessions in ~0.2 s).
-    entries = {e["sessionId"]: e for e in store.summaries(newest_first=True)}
-    matches = idprefix.named(session_id, entries)
-    if len(matches) > 1:
-        raise UsageError(visible(idprefix.ambiguous(session_id, matches), one_line=True))
-    if not matches:
+    from dsh.runtime.agent.store import summaries_named
+
+    found = summaries_named(store, session_id)
+    if len(found) > 1:
+        raise UsageError(visible(idprefix.ambiguous(session_id, [e["sessionId"] for e in found]),
+                                 one_line=True))
+    if not found:
         raise _unknown(session_id)
-    return entries[matches[0]]
+    return found[0]
 
 
 def _log(store: Any, session_id: str) -> Iterator[dict[str, Any]]:

@@ -62,8 +62,7 @@ def _cut(text: str, lines: int, chars: int) -> str:
     left = text[len(out):].strip("\n")
     if left:
         more = text.count("\n") + 1 - len(kept)
-        out += f"\n… ({counted(more, 'more line')})" if more > 0 else \
-            "\n… (cut)"
+        out += f"\n… ({counted(more, 'more line')})" if more > 0 else "\n… (cut)"
     return out
 
 

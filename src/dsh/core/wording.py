@@ -9,8 +9,8 @@ from __future__ import annotations
 __all__ = ["counted"]
 
 
-def counted(count: object, noun: str, plural: str | None = None) -> str:
-    """``count`` and ``noun``, plural unless ``count`` is 1 (``plural`` for a noun whose
-    plural is not ``noun + "s"``). ``count`` is shown as it is: a count read from a file
-    may be anything, and an error quoting it must not fail on it."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+def counted(count: object, noun: str) -> str:
+    """``count`` and ``noun``, with an ``s`` unless ``count`` is 1. ``count`` is shown as
+    it is: a count read from a file may be anything, and an error quoting it must not fail
+    on it."""
+    return f"{count} {noun if count == 1 else noun + 's'}"

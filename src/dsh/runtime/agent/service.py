@@ -39,7 +39,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dsh.core import idprefix
 from dsh.core.errors import (
     CompactionError,
     DshError,
@@ -55,7 +54,13 @@ from dsh.runtime.agent.lifecycle import Lifecycle
 from dsh.runtime.agent.session import Session, Status
 from dsh.runtime.agent.sessiontable import SessionTable
 from dsh.runtime.agent.settings import AgentConfig
-from dsh.runtime.agent.store import HistoryPage, MemorySessionStore, SessionStore, page_of
+from dsh.runtime.agent.store import (
+    HistoryPage,
+    MemorySessionStore,
+    SessionStore,
+    page_of,
+    summaries_named,
+)
 from dsh.runtime.agent.toolrun import Approver
 from dsh.runtime.agent.turns import TurnRunner
 from dsh.runtime.kernel.hooks import HookError
@@ -270,11 +275,7 @@ class Agent:
         """The stored session ids ``given`` names, whole or by its start
         (:func:`dsh.core.idprefix.named`); the listing is read only when ``given`` is no
         stored id itself."""
-        store = self._journal.store
-        if store.summary(given) is not None:
-            return [given]
-        return idprefix.named(given, (e["sessionId"] for e in
-                                      store.summaries(newest_first=True)))
+        return [e["sessionId"] for e in summaries_named(self._journal.store, given)]
 
     def latest_session(self, workspace: str) -> str | None:
         """The stored session of workspace root ``workspace`` (a real path) updated last,

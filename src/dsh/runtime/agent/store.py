@@ -47,6 +47,7 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from dsh.core import idprefix
 from dsh.core.errors import DuplicateEventError
 from dsh.runtime.agent import events
 from dsh.runtime.agent import summary as summaries
@@ -135,6 +136,17 @@ def event_bytes(event: dict[str, Any]) -> int:
     """The size of ``event`` as compact UTF-8 JSON, the form stored and framed."""
     return len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogatepass"))
+
+
+def summaries_named(store: SessionStore, given: str) -> list[dict[str, Any]]:
+    """The listing entries of the stored sessions ``given`` names, whole or by its start
+    (:func:`dsh.core.idprefix.named`), newest first. The listing (no log read) is read
+    only when ``given`` is no stored id itself."""
+    entry = store.summary(given)
+    if entry is not None:
+        return [entry]
+    entries = {e["sessionId"]: e for e in store.summaries(newest_first=True)}
+    return [entries[i] for i in idprefix.named(given, entries)]
 
 
 class SessionStore(Protocol):

@@ -222,6 +222,12 @@ class HeadlessTask:
         else a new id, whose session the prompt creates in the launch's cwd once it knows
         the model can be reached (a refused run leaves no session behind)."""
         session_id = self._options.session_id
+        if session_id is not None:  # --session-id: whole, or its start
+            matches = self._agent.sessions_named(session_id)
+            if len(matches) > 1:
+                raise UsageError(visible(idprefix.ambiguous(session_id, matches),
+                                         one_line=True))
+            session_id = matches[0] if matches else session_id  # none: resume says so
         if self._options.continue_last:
             root = os.path.realpath(self._cwd)
             session_id = self._agent.latest_session(root)
@@ -231,12 +237,6 @@ class HeadlessTask:
         if session_id is None:
             self._session_id = events.new_id()
             return self._session_id
-        if not self._options.continue_last:  # --session-id: whole, or its start
-            matches = self._agent.sessions_named(session_id)
-            if len(matches) > 1:
-                raise UsageError(visible(idprefix.ambiguous(session_id, matches),
-                                         one_line=True))
-            session_id = matches[0] if matches else session_id  # none: resume says so
         self._session_id = session_id
         try:
             await self._agent.resume(session_id)
